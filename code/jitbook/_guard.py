@@ -1,0 +1,65 @@
+"""Guard against a CPU miscompile of fused reductions in current XLA.
+
+On jax 0.10.2 to 0.12.0.1, XLA's experimental YNN fusion on CPU can fuse a reduction of a sum of two
+elementwise logs into a wrong result. Turning that fusion off gives correct numbers. The flag must be
+in ``XLA_FLAGS`` before JAX starts its CPU backend, so ``import jitbook`` sets it first thing.
+"""
+
+import os
+import sys
+import warnings
+
+XLA_FLAG = "--xla_cpu_experimental_ynn_fusion_type="
+
+
+def apply_cpu_guard() -> bool:
+    """Add the flag to ``XLA_FLAGS``; return whether it can still take effect."""
+    flags = os.environ.get("XLA_FLAGS", "")
+    if XLA_FLAG not in flags.split():
+        os.environ["XLA_FLAGS"] = f"{flags} {XLA_FLAG}".strip()
+    if "jax" in sys.modules:
+        from jax._src import xla_bridge  # no public way to ask whether a backend has started
+
+        if xla_bridge.backends_are_initialized() and XLA_FLAG not in flags.split():
+            warnings.warn(
+                "JAX's CPU backend started before `import jitbook`, so the guard against the fused-"
+                "reduction miscompile is off in this process. Restart the kernel and import jitbook "
+                "before running any JAX code.",
+                stacklevel=3,
+            )
+            return False
+    return True
+
+
+def miscompile_probe(n: int = 11_600, p: int = 114) -> dict:
+    """Run the known repro and compare with a float64 NumPy sum; used by the preface and the tests."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    x = np.random.default_rng(0).uniform(0.5, 5.0, size=(n, p)).astype(np.float32)
+    got = float(jax.jit(lambda x: jnp.sum(jnp.log(2 * x) + jnp.log(3 * x)))(x))
+    x64 = x.astype(np.float64)
+    expected = float(np.sum(np.log(2 * x64) + np.log(3 * x64)))
+    return {
+        "jitted": got,
+        "numpy float64": expected,
+        "relative error": abs(got - expected) / abs(expected),
+        "flag set": XLA_FLAG in os.environ.get("XLA_FLAGS", "").split(),
+    }
+
+
+def probe_in_fresh_process(guarded: bool) -> dict:
+    """Run ``miscompile_probe`` in a new Python process, with or without the flag, and return its result."""
+    import inspect
+    import json
+    import subprocess
+
+    env = dict(os.environ)
+    flags = [f for f in env.get("XLA_FLAGS", "").split() if f != XLA_FLAG]
+    env["XLA_FLAGS"] = " ".join(flags + ([XLA_FLAG] if guarded else []))
+    # The probe's own source, not an import: importing jitbook would set the flag we are testing without.
+    code = (f"import json, os\nXLA_FLAG = {XLA_FLAG!r}\n{inspect.getsource(miscompile_probe)}\n"
+            "print(json.dumps(miscompile_probe()))")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])

@@ -1,0 +1,236 @@
+"""The chapter harness: a chapter ``.qmd`` becomes a notebook, runs in a fresh kernel, and is saved.
+
+This is what Quarto's Jupyter engine does when it renders, done in Python so that the tests, the
+downloadable notebooks and the classroom notebooks all come from one code path.
+
+    python -m jitbook.book run chapters/why-compile.qmd     # one chapter
+    python -m jitbook.book run --all                        # every chapter listed in _quarto.yml
+"""
+
+import argparse
+import json
+import re
+import shutil
+import sys
+import time
+from pathlib import Path
+
+import nbformat
+import yaml
+from nbclient import NotebookClient
+from nbclient.exceptions import CellExecutionError
+
+ROOT = Path(__file__).resolve().parents[2]
+BUILD = ROOT / "_build" / "notebooks"
+CHUNK_START = re.compile(r"^```+\s*\{python[^}]*\}\s*$")
+INLINE = re.compile(r"`\{python\}\s+([^`]+)`")
+_INLINE_MARK = "__jitbook_inline__"
+
+
+class ChapterError(RuntimeError):
+    """A chapter cell failed: names the chapter, the cell, its line in the .qmd and the traceback."""
+
+
+def book_config(root: Path = ROOT) -> dict:
+    """The parsed ``_quarto.yml``."""
+    return yaml.safe_load((root / "_quarto.yml").read_text())
+
+
+def chapter_files(root: Path = ROOT) -> list[Path]:
+    """Every page listed in the book's ``chapters:`` and ``appendices:``, parts walked, in order."""
+    book = book_config(root)["book"]
+    paths: list[str] = []
+    for entry in book.get("chapters", []) + book.get("appendices", []):
+        if isinstance(entry, str):
+            paths.append(entry)
+        else:
+            paths.extend(c for c in entry.get("chapters", []))
+            if "part" in entry and entry["part"].endswith(".qmd"):
+                paths.append(entry["part"])
+    return [root / p for p in paths]
+
+
+def _split_front_matter(text: str) -> tuple[dict, list[str], int]:
+    lines = text.splitlines()
+    if lines and lines[0].strip() == "---":
+        end = next(i for i in range(1, len(lines)) if lines[i].strip() == "---")
+        return yaml.safe_load("\n".join(lines[1:end])) or {}, lines[end + 1:], end + 1
+    return {}, lines, 0
+
+
+def _cell_options(source: list[str]) -> dict:
+    option_lines = []
+    for line in source:
+        if not line.startswith("#|"):
+            break
+        option_lines.append(line[2:].strip())
+    return (yaml.safe_load("\n".join(option_lines)) if option_lines else None) or {}
+
+
+def to_notebook(qmd: Path) -> nbformat.NotebookNode:
+    """Turn a ``.qmd`` into a notebook: Markdown and Python cells in order, ``#|`` options as metadata."""
+    qmd = Path(qmd)
+    front, lines, offset = _split_front_matter(qmd.read_text())
+    cells = []
+    if front.get("title"):
+        cells.append(nbformat.v4.new_markdown_cell(f"# {front['title']}"))
+    markdown: list[str] = []
+
+    def flush_markdown():
+        text = "\n".join(markdown).strip("\n")
+        if text.strip():
+            cells.append(nbformat.v4.new_markdown_cell(text))
+        markdown.clear()
+
+    i = 0
+    while i < len(lines):
+        if CHUNK_START.match(lines[i]):
+            flush_markdown()
+            fence = lines[i][: len(lines[i]) - len(lines[i].lstrip("`"))]
+            start = i
+            i += 1
+            body = []
+            while i < len(lines) and lines[i].strip() != fence:
+                body.append(lines[i])
+                i += 1
+            cells.append(_code_cell(body, line=offset + start + 1))
+        else:
+            markdown.append(lines[i])
+        i += 1
+    flush_markdown()
+    nb = nbformat.v4.new_notebook(cells=cells)
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb.metadata["language_info"] = {"name": "python"}
+    nb.metadata["jitbook"] = {"source": qmd.name}
+    return nb
+
+
+def _code_cell(body: list[str], line: int) -> nbformat.NotebookNode:
+    cell = nbformat.v4.new_code_cell("\n".join(body))
+    options = _cell_options(body)
+    cell.metadata["jitbook"] = {"qmd_line": line, "options": options}
+    tags = []
+    if options.get("eval") is False:
+        tags.append("skip-execution")  # nbclient skips cells with this tag
+    if options.get("error") is True:
+        tags.append("raises-exception")  # nbclient lets cells with this tag raise
+    if tags:
+        cell.metadata["tags"] = tags
+    return cell
+
+
+def _with_inline_cells(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
+    """After each Markdown cell with inline ``{python}`` expressions, add a cell that evaluates them."""
+    cells = []
+    for cell in nb.cells:
+        cells.append(cell)
+        exprs = INLINE.findall(cell.source) if cell.cell_type == "markdown" else []
+        if exprs:
+            values = ", ".join(f"str({e.strip()})" for e in exprs)
+            helper = nbformat.v4.new_code_cell(f"print({_INLINE_MARK!r}, __import__('json').dumps([{values}]))")
+            helper.metadata["jitbook"] = {"inline_helper": True}
+            cells.append(helper)
+    nb.cells = cells
+    return nb
+
+
+def _fill_inline(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
+    """Put the evaluated inline values into the Markdown, as Quarto does, and drop the helper cells."""
+    cells = []
+    for cell in nb.cells:
+        if cell.metadata.get("jitbook", {}).get("inline_helper"):
+            text = "".join(o.get("text", "") for o in cell.outputs if o.get("name") == "stdout")
+            values = iter(json.loads(text.split(_INLINE_MARK, 1)[1]))
+            markdown = cells[-1]
+            markdown.source = INLINE.sub(lambda m: next(values), markdown.source)
+        else:
+            cells.append(cell)
+    nb.cells = cells
+    return nb
+
+
+def _cell_failure(qmd: Path, nb, err: CellExecutionError) -> ChapterError:
+    failed = next((c for c in nb.cells if c.cell_type == "code" and any(
+        o.get("output_type") == "error" for o in c.get("outputs", []))), None)
+    if failed is not None and failed.metadata.get("jitbook", {}).get("inline_helper"):
+        where = "an inline `{python} ...` expression in the Markdown just above"
+        index = nb.cells.index(failed)
+        line = "?"
+    elif failed is not None:
+        index = nb.cells.index(failed)
+        line = failed.metadata["jitbook"]["qmd_line"]
+        where = f"cell {index} (the code chunk at line {line})"
+    else:
+        where, line = "a cell", "?"
+    return ChapterError(f"{qmd.name}: {where} of {qmd} failed:\n{err}")
+
+
+def execute(qmd: Path, timeout: int = 900) -> nbformat.NotebookNode:
+    """Run a chapter top to bottom in a fresh ``python3`` kernel and return the executed notebook."""
+    qmd = Path(qmd).resolve()
+    if not qmd.exists() or qmd.suffix != ".qmd":
+        raise FileNotFoundError(f"no chapter at {qmd}; give the path of a .qmd file, e.g. chapters/why-compile.qmd.")
+    nb = _with_inline_cells(to_notebook(qmd))
+    client = NotebookClient(nb, timeout=timeout, kernel_name="python3",
+                            resources={"metadata": {"path": str(qmd.parent)}})
+    try:
+        client.execute()
+    except CellExecutionError as err:
+        raise _cell_failure(qmd, nb, err) from None
+    return _fill_inline(nb)
+
+
+def check_reports(nb: nbformat.NotebookNode) -> list[dict]:
+    """The exercise reports shown in an executed notebook, in order."""
+    from .exercises import REPORT_KEY
+
+    return [out["metadata"][REPORT_KEY] for cell in nb.cells if cell.cell_type == "code"
+            for out in cell.get("outputs", []) if REPORT_KEY in out.get("metadata", {})]
+
+
+def run(qmd: Path, out_dir: Path | None = None) -> Path:
+    """Execute a chapter and write the executed notebook to ``out_dir`` (``_build/notebooks``); return its path."""
+    nb = execute(qmd)
+    out_dir = out_dir or BUILD
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / (Path(qmd).stem + ".ipynb")
+    nbformat.write(nb, path)
+    return path
+
+
+def copy_notebooks(site_dir: Path) -> None:
+    """Copy the executed notebooks into the rendered site, beside the chapter pages that link to them."""
+    target = site_dir / "notebooks"
+    target.mkdir(parents=True, exist_ok=True)
+    for nb in sorted(BUILD.glob("*.ipynb")):
+        shutil.copy2(nb, target / nb.name)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m jitbook.book", description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    run_p = sub.add_parser("run", help="execute chapters and write notebooks to _build/notebooks/")
+    run_p.add_argument("chapters", nargs="*", type=Path)
+    run_p.add_argument("--all", action="store_true", help="every chapter listed in _quarto.yml")
+    copy_p = sub.add_parser("copy-notebooks", help="copy _build/notebooks into a rendered site")
+    copy_p.add_argument("site", type=Path, nargs="?", default=ROOT / "_book")
+    args = parser.parse_args(argv)
+    if args.command == "copy-notebooks":
+        copy_notebooks(args.site)
+        return 0
+    chapters = chapter_files() if args.all else args.chapters
+    if not chapters:
+        parser.error("name chapters to run, or pass --all")
+    for qmd in chapters:
+        start = time.perf_counter()
+        try:
+            path = run(qmd)
+        except (ChapterError, FileNotFoundError) as err:
+            print(err, file=sys.stderr)
+            return 1
+        print(f"{Path(qmd).name}: ran in {time.perf_counter() - start:.1f} s -> {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,90 @@
+"""Show things on the page: package source, tables and the versions a page was executed with.
+
+Each object renders as Markdown, which Quarto turns into its own code blocks and tables and Jupyter shows
+as rich output, and as plain text anywhere else.
+"""
+
+import inspect
+import platform
+from collections.abc import Sequence
+from importlib import metadata
+
+
+class Markdown:
+    """A piece of Markdown that displays in Jupyter, in Quarto's render, and as text in a terminal."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def _repr_markdown_(self) -> str:
+        return self.text
+
+    def __repr__(self) -> str:
+        return self.text
+
+    def __str__(self) -> str:
+        return self.text
+
+
+def source(obj) -> str:
+    """The exact source text of a function, class or module of the package."""
+    try:
+        return inspect.getsource(obj)
+    except (TypeError, OSError) as err:
+        raise TypeError(
+            f"show_source needs a function, class or module defined in a source file, got "
+            f"{type(obj).__name__} {obj!r}; pass the object itself (jitbook.timing.time_call), not its result."
+        ) from err
+
+
+def show_source(obj) -> Markdown:
+    """Display the source of ``obj`` as a highlighted Python code block, so the page shows the tested code."""
+    text = source(obj).rstrip("\n")
+    fence = "````" if "```" in text else "```"
+    return Markdown(f"{fence}python\n{text}\n{fence}")
+
+
+def _cell(value) -> str:
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value).replace("|", r"\|").replace("\n", " ")
+
+
+def table(rows: Sequence[dict], caption: str | None = None) -> Markdown:
+    """A list of dicts (one per row, same keys) as a Markdown table."""
+    rows = list(rows)
+    if not rows or not all(isinstance(r, dict) for r in rows):
+        raise ValueError("table() takes a non-empty list of dicts, one dict per row, e.g. [{'level': 'eager', 's': 1.2}].")
+    columns = list(rows[0])
+    lines = ["| " + " | ".join(columns) + " |", "|" + "|".join("---" for _ in columns) + "|"]
+    for row in rows:
+        lines.append("| " + " | ".join(_cell(row.get(c, "")) for c in columns) + " |")
+    if caption:
+        lines += ["", f": {caption}"]
+    return Markdown("\n".join(lines))
+
+
+def _version(dist: str) -> str:
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return "not installed"
+
+
+def version_rows() -> list[dict]:
+    """Python, JAX, jaxlib, Equinox, optax versions and the device, as rows."""
+    import jax
+
+    import os
+
+    rows = [{"component": "Python", "version": platform.python_version()}]
+    rows += [{"component": d, "version": _version(d)} for d in ("jax", "jaxlib", "equinox", "optax", "numpy")]
+    device = jax.devices()[0]
+    rows.append({"component": "device", "version": f"{device.platform} ({device.device_kind}), {len(jax.devices())} device(s)"})
+    rows.append({"component": "XLA_FLAGS", "version": os.environ.get("XLA_FLAGS", "") or "(none)"})
+    return rows
+
+
+def versions() -> Markdown:
+    """The versions table that the preface shows."""
+    return table(version_rows())

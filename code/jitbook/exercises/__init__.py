@@ -1,0 +1,203 @@
+"""Exercises: a registry of checkers, and ``check()``, which runs one against a student's answer.
+
+A checker is a function of the answer that calls ``expect`` for each thing it verifies; the first failed
+expectation ends it with a plain-words message. ``check`` never raises into the student's kernel: the
+student's exceptions, wrong types, missing names and time-outs all become feedback.
+Exercise modules (one per chapter) sit beside this file and are found automatically.
+"""
+
+import contextlib
+import dataclasses
+import html
+import importlib
+import inspect
+import pkgutil
+import signal
+import threading
+import traceback
+from collections.abc import Callable
+
+DEFAULT_TIME_LIMIT = 30.0
+REPORT_KEY = "jitbook_check"  # display metadata key: tests and grading read reports from executed notebooks
+
+
+@dataclasses.dataclass(frozen=True)
+class Exercise:
+    """One exercise: its id (``chapter.name``), the name the student defines, and its checker."""
+
+    id: str
+    answer: str
+    topic: str
+    difficulty: int
+    hint: str
+    checker: Callable
+    time_limit: float = DEFAULT_TIME_LIMIT
+
+    @property
+    def chapter(self) -> str:
+        return self.id.split(".", 1)[0]
+
+
+_REGISTRY: dict[str, Exercise] = {}
+
+
+def exercise(id: str, *, answer: str, topic: str, difficulty: int, hint: str,
+             time_limit: float = DEFAULT_TIME_LIMIT) -> Callable:
+    """Register the decorated function as the checker of exercise ``id`` (``"<chapter>.<name>"``)."""
+    if "." not in id:
+        raise ValueError(f"exercise id {id!r} must look like '<chapter>.<name>', e.g. 'tracing.no-print'.")
+    if difficulty not in (1, 2, 3):
+        raise ValueError(f"difficulty of {id!r} must be 1, 2 or 3, got {difficulty!r}.")
+
+    def register(checker: Callable) -> Callable:
+        if id in _REGISTRY and _REGISTRY[id].checker.__module__ != checker.__module__:
+            raise ValueError(f"exercise id {id!r} is registered twice ({checker.__module__}).")
+        _REGISTRY[id] = Exercise(id, answer, topic, difficulty, hint, checker, time_limit)
+        return checker
+
+    return register
+
+
+def registry() -> dict[str, Exercise]:
+    """All exercises of the book, by id, after importing every exercise module."""
+    for module in pkgutil.iter_modules(__path__):
+        importlib.import_module(f"{__name__}.{module.name}")
+    return dict(sorted(_REGISTRY.items()))
+
+
+class Wrong(Exception):
+    """Raised by a checker to stop with a plain-words explanation of what is off."""
+
+
+class _TimeLimit(BaseException):
+    """BaseException so that a student's ``except Exception`` cannot swallow the time limit."""
+
+
+@dataclasses.dataclass
+class _Progress:
+    passed: list[str] = dataclasses.field(default_factory=list)
+
+
+_current: list[_Progress] = []
+
+
+def expect(condition: bool, passed: str, failed: str) -> None:
+    """Record ``passed`` if ``condition`` holds, else stop the checker with ``failed``."""
+    if not condition:
+        raise Wrong(failed)
+    if _current:
+        _current[-1].passed.append(passed)
+
+
+def call_answer(fn, *args, **kwargs):
+    """Call the student's function; an exception in it becomes a ``Wrong`` that quotes it."""
+    if not callable(fn):
+        raise Wrong(f"expected a function, but the answer is a {type(fn).__name__}.")
+    try:
+        return fn(*args, **kwargs)
+    except NotImplementedError:
+        raise Wrong("the function still raises NotImplementedError: replace that line with your code.") from None
+    except (Wrong, _TimeLimit):
+        raise
+    except Exception as err:
+        frames = traceback.extract_tb(err.__traceback__)[1:]  # drop this frame: it is not the student's
+        where = f" (line {frames[-1].lineno}: `{frames[-1].line}`)" if frames else ""
+        raise Wrong(f"calling your function raised {type(err).__name__}: {err}{where}") from None
+
+
+@dataclasses.dataclass
+class Report:
+    """The outcome of one check, shown to the student and readable by tests and grading."""
+
+    exercise: str
+    passed: bool
+    checks: list[str]
+    message: str
+    hint: str
+
+    def text(self) -> str:
+        head = f"{'PASSED' if self.passed else 'NOT YET'} {self.exercise}"
+        lines = [head] + [f"  ok: {c}" for c in self.checks]
+        if not self.passed:
+            lines += [f"  problem: {self.message}"] + ([f"  hint: {self.hint}"] if self.hint else [])
+        return "\n".join(lines)
+
+    def _repr_mimebundle_(self, include=None, exclude=None):
+        mark = "&#10004;" if self.passed else "&#10008;"
+        color = "#1a7f37" if self.passed else "#b35900"
+        items = "".join(f"<li>&#10004; {html.escape(c)}</li>" for c in self.checks)
+        if not self.passed:
+            items += f"<li>&#10008; {html.escape(self.message)}</li>"
+            if self.hint:
+                items += f"<li><em>Hint:</em> {html.escape(self.hint)}</li>"
+        verdict = "all checks passed" if self.passed else "not yet"
+        body = (f'<div class="jitbook-check" style="border-left:4px solid {color};padding-left:.6em">'
+                f"<strong>{mark} {html.escape(self.exercise)}: {verdict}</strong><ul>{items}</ul></div>")
+        return {"text/plain": self.text(), "text/html": body}, {REPORT_KEY: dataclasses.asdict(self)}
+
+    def __repr__(self) -> str:
+        return self.text()
+
+
+@contextlib.contextmanager
+def _time_limit(seconds: float):
+    """Interrupt the student's code after ``seconds`` (main thread only, as in a Jupyter kernel)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum, frame):
+        raise _TimeLimit()
+
+    previous = signal.signal(signal.SIGALRM, stop)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def _find_answer(name: str):
+    """Look ``name`` up in the globals of the notebook (or script) that called ``check``."""
+    for frame_info in inspect.stack()[2:]:
+        module = frame_info.frame.f_globals
+        if module.get("__name__") == "__main__" and name in module:
+            return module[name]
+    raise Wrong(f"I could not find `{name}`. Define it (run the cell with `def {name}...` above) "
+                f"and check again.")
+
+
+_MISSING = object()
+
+
+def check(exercise_id: str, answer=_MISSING) -> Report:
+    """Check the answer to ``exercise_id``; by default the answer is looked up by name in the notebook."""
+    exercises = registry()
+    if exercise_id not in exercises:
+        close = [k for k in exercises if k.split(".")[0] == str(exercise_id).split(".")[0]]
+        return Report(str(exercise_id), False, [], f"there is no exercise called {exercise_id!r}.",
+                      f"exercises of this chapter: {', '.join(close) or 'none'}; copy the id from the check cell.")
+    ex = exercises[exercise_id]
+    progress = _Progress()
+    _current.append(progress)
+    try:
+        with _time_limit(ex.time_limit):
+            if answer is _MISSING:
+                answer = _find_answer(ex.answer)
+            ex.checker(answer)
+        return Report(ex.id, True, progress.passed, "", "")
+    except Wrong as wrong:
+        return Report(ex.id, False, progress.passed, str(wrong), ex.hint)
+    except _TimeLimit:
+        return Report(ex.id, False, progress.passed,
+                      f"the check took longer than {ex.time_limit:g} s, so it was stopped; look for a loop that "
+                      f"does not end or a function that compiles on every call.", ex.hint)
+    except Exception as err:  # a checker should turn the student's errors into Wrong; this is the safety net
+        return Report(ex.id, False, progress.passed,
+                      f"your answer made the checker fail with {type(err).__name__}: {err}", ex.hint)
+    finally:
+        _current.pop()
+
+
+__all__ = ["Exercise", "Report", "Wrong", "call_answer", "check", "exercise", "expect", "registry"]

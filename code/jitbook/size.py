@@ -1,0 +1,21 @@
+"""One switch for problem sizes: ``JITBOOK_SMALL=1`` (set by the test suite) picks the small size."""
+
+import os
+
+ENV_VAR = "JITBOOK_SMALL"
+
+
+def small() -> bool:
+    """Whether chapters should use their small problem sizes."""
+    value = os.environ.get(ENV_VAR, "0").strip().lower()
+    if value not in ("", "0", "1", "false", "true"):
+        raise ValueError(f"{ENV_VAR} must be 1 (small problems, for tests) or 0 (full size), got {value!r}.")
+    return value in ("1", "true")
+
+
+_is_small = small  # pick's keyword argument is called small too
+
+
+def pick(*, full, small):
+    """``full`` normally, ``small`` when ``JITBOOK_SMALL=1``: ``pick(full=100, small=2)``."""
+    return small if _is_small() else full

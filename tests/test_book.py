@@ -1,0 +1,107 @@
+"""The book's structure, checked without Quarto: YAML, chapter list, cross-references, the harness."""
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import nbformat
+import pytest
+import yaml
+
+from jitbook import book
+
+ROOT = book.ROOT
+REF = re.compile(r"(?<![\w@])@((?:sec|fig|tbl|lst|exr)-[\w-]+)")
+LABEL = re.compile(r"#((?:sec|fig|tbl|lst|exr)-[\w-]+)")
+
+
+def pages() -> list[Path]:
+    return book.chapter_files()
+
+
+def test_quarto_yaml_parses_and_is_a_book():
+    config = book.book_config()
+    assert config["project"]["type"] == "book"
+    assert config["execute"]["freeze"] == "auto"
+    assert config["jupyter"] == "python3"
+    html = config["format"]["html"]
+    assert set(html["theme"]) == {"light", "dark"} and html["code-copy"] is True
+    assert html["html-math-method"] == "mathml", "math must render offline, without a CDN"
+    assert "$web-font-path: false" in (ROOT / "theme.scss").read_text()
+    for f in config.get("filters", []):
+        assert (ROOT / f).exists(), f"filter {f} is listed in _quarto.yml but missing"
+
+
+def test_every_listed_page_exists_and_index_comes_first():
+    listed = pages()
+    assert listed[0].name == "index.qmd"
+    for page in listed:
+        assert page.exists(), f"{page.relative_to(ROOT)} is listed in _quarto.yml but does not exist"
+
+
+def test_every_chapter_file_is_listed():
+    listed = set(pages())
+    for qmd in sorted((ROOT / "chapters").glob("*.qmd")):
+        assert qmd in listed, f"chapters/{qmd.name} exists but is not listed in _quarto.yml"
+
+
+def test_every_chapter_starts_with_its_section_label():
+    for page in pages()[1:]:
+        first = page.read_text().lstrip().splitlines()[0]
+        assert re.fullmatch(r"# .+ \{#sec-[\w-]+\}", first), f"{page.name} must start with '# Title {{#sec-...}}'"
+
+
+def test_every_cross_reference_resolves():
+    labels, refs = set(), []
+    for page in pages():
+        text = page.read_text()
+        labels |= set(LABEL.findall(text))
+        labels |= set(re.findall(r"#\|\s*label:\s*((?:fig|tbl|lst)-[\w-]+)", text))
+        refs += [(page.name, r) for r in REF.findall(text)]
+    missing = [(name, r) for name, r in refs if r not in labels]
+    assert not missing, f"cross-references to labels defined nowhere: {missing}"
+
+
+def test_harness_keeps_options_and_honours_eval_and_error(tmp_path):
+    qmd = tmp_path / "demo.qmd"
+    qmd.write_text(
+        "# Demo {#sec-demo}\n\nText with `{python} 6 * 7`.\n\n"
+        "```{python}\n#| eval: false\nraise SystemExit('must not run')\n```\n\n"
+        "```{python}\n#| error: true\n1 / 0\n```\n\n"
+        "```{python}\nprint('after')\n```\n")
+    nb = book.execute(qmd)
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    assert code[0].metadata["jitbook"]["options"] == {"eval": False} and code[0].outputs == []
+    assert code[1].outputs[0]["ename"] == "ZeroDivisionError"
+    assert code[2].outputs[0]["text"] == "after\n"
+    assert "Text with 42." in nb.cells[0].source
+
+
+def test_harness_failure_names_chapter_cell_and_line(tmp_path):
+    qmd = tmp_path / "broken.qmd"
+    qmd.write_text("# Broken {#sec-broken}\n\n```{python}\nx = 1\n```\n\nProse.\n\n```{python}\nundefined_name\n```\n")
+    with pytest.raises(book.ChapterError) as err:
+        book.execute(qmd)
+    message = str(err.value)
+    assert "broken.qmd" in message and "line 9" in message and "NameError" in message
+
+
+def test_harness_cli_writes_the_notebook(tmp_path, monkeypatch):
+    qmd = tmp_path / "tiny.qmd"
+    qmd.write_text("# Tiny {#sec-tiny}\n\n```{python}\n1 + 1\n```\n")
+    monkeypatch.setattr(book, "BUILD", tmp_path / "out")
+    assert book.main(["run", str(qmd)]) == 0
+    nb = nbformat.read(tmp_path / "out" / "tiny.ipynb", as_version=4)
+    assert nb.cells[-1].outputs[0]["data"]["text/plain"] == "2"
+
+
+@pytest.mark.skipif(shutil.which("quarto") is None,
+                    reason="quarto is not on PATH (install it from conda-forge or `pip install quarto-cli`); "
+                           "the rest of the structure is checked without it")
+def test_quarto_renders_the_book(tmp_path):
+    subprocess.run(["quarto", "render", "--to", "html", "--output-dir", str(tmp_path)], cwd=ROOT, check=True)
+    book.copy_notebooks(tmp_path)
+    for page in pages()[1:]:
+        html = (tmp_path / "chapters" / f"{page.stem}.html").read_text()
+        assert f"../notebooks/{page.stem}.ipynb" in html
