@@ -105,3 +105,20 @@ def test_quarto_renders_the_book(tmp_path):
     for page in pages()[1:]:
         html = (tmp_path / "chapters" / f"{page.stem}.html").read_text()
         assert f"../notebooks/{page.stem}.ipynb" in html
+
+
+@pytest.mark.skipif(shutil.which("pandoc") is None, reason="pandoc is not on PATH (Debian: apt-get install pandoc)")
+def test_notebook_link_filter_links_each_chapter_to_its_notebook(tmp_path):
+    """Run the Lua filter under plain pandoc, with the one Quarto function it uses stood in for."""
+    def run(input_file: str) -> str:
+        shim = tmp_path / "shim.lua"
+        shim.write_text(f'quarto = {{doc = {{input_file = "{input_file}", '
+                        'is_format = function(f) return f == "html" end}}\n'
+                        + (ROOT / "filters" / "notebook-link.lua").read_text())
+        return subprocess.run(["pandoc", "-f", "markdown", "-t", "html", "--lua-filter", str(shim)],
+                              input="# Title {#sec-x}\n\nBody.\n", capture_output=True, text=True, check=True).stdout
+
+    chapter = run("/book/chapters/tracing.qmd")
+    assert 'href="../notebooks/tracing.ipynb"' in chapter
+    assert chapter.index("<h1") < chapter.index("notebook-link"), "the link goes under the chapter title"
+    assert "notebooks" not in run("/book/index.qmd")
