@@ -1,0 +1,261 @@
+"""Look inside jaxprs and walk a function down to compiled code.
+
+``explore`` counts what a jaxpr holds (equations by primitive, constants, literals, text sizes) and
+``compare`` puts several variants side by side. ``walk`` takes a function through jit's ahead-of-time
+stages (trace, lower, compile, call), timed by ``timing.stages``, and shows what each stage made.
+"""
+
+import collections
+import dataclasses
+from collections.abc import Callable, Iterator, Sequence
+
+import jax
+import jax.extend.core
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from . import timing
+from .display import Markdown, table
+
+# ---------------------------------------------------------------- examples the chapter reads
+
+SEEN: list = []  # what log2_with_side_effects appended; trace-time side effects land here
+
+
+def log2_with_side_effects(x: jax.Array) -> jax.Array:
+    """log2 of x that also prints and appends to a global list: neither shows up in the jaxpr."""
+    SEEN.append(x)
+    print("running the Python body with", x)
+    return jnp.log(x) / jnp.log(2.0)
+
+
+def by_rank(x: jax.Array) -> jax.Array:
+    """Row sums of a matrix, cosine of anything else: a Python branch on a shape, decided while tracing."""
+    if x.ndim == 2:
+        return jnp.sum(x, axis=1)
+    return jnp.cos(x)
+
+
+def step(x: jax.Array) -> jax.Array:
+    """One iteration of a toy update: three primitives."""
+    return jnp.sin(x) * 0.5 + x
+
+
+def python_loop(x: jax.Array, steps: int) -> jax.Array:
+    """``steps`` iterations in a Python loop: tracing unrolls it, one copy of ``step`` per iteration."""
+    for _ in range(steps):
+        x = step(x)
+    return x
+
+
+def fori_loop(x: jax.Array, steps: int) -> jax.Array:
+    """The same iterations in ``lax.fori_loop``: ``step`` is traced once, into the loop's body."""
+    return lax.fori_loop(0, steps, lambda i, x: step(x), x)
+
+
+def with_closure(table: jax.Array) -> Callable[[jax.Array], jax.Array]:
+    """A function that reads ``table`` from its enclosing scope: the array becomes a constant of the jaxpr."""
+
+    def project(x: jax.Array) -> jax.Array:
+        return jnp.tanh(x @ table)
+
+    return project
+
+
+def with_argument(x: jax.Array, table: jax.Array) -> jax.Array:
+    """The same computation with ``table`` passed in: an input of the jaxpr, not a constant."""
+    return jnp.tanh(x @ table)
+
+
+# ---------------------------------------------------------------- the explorer
+
+
+def _check_callable(fn, who: str) -> None:
+    if not callable(fn):
+        raise TypeError(f"{who} takes the function first, then its arguments, got {type(fn).__name__}; "
+                        f"write {who}(f, x), not {who}(f(x)).")
+
+
+def equations(jaxpr) -> Iterator:
+    """Every equation of ``jaxpr``, including those inside loop bodies and branches."""
+    for eqn in jaxpr.eqns:
+        yield eqn
+        for sub in jax.extend.core.jaxprs_in_params(eqn.params):
+            yield from equations(sub)
+
+
+def _nbytes(value) -> int:
+    return int(np.asarray(value).nbytes)
+
+
+@dataclasses.dataclass
+class JaxprStats:
+    """What a function's jaxpr holds, for given arguments: counts and sizes."""
+
+    name: str
+    jaxpr: object = dataclasses.field(repr=False)
+    equations: int
+    all_equations: int
+    primitives: collections.Counter
+    constants: int
+    constant_bytes: int
+    literals: int
+    inputs: list[str]
+    jaxpr_lines: int
+    stablehlo_lines: int | None
+    stablehlo_chars: int | None
+
+    def sizes(self) -> dict:
+        """The size figures as one row (no per-primitive counts)."""
+        row = {"variant": self.name, "equations": self.equations, "with nested": self.all_equations,
+               "constants": self.constants, "constant bytes": self.constant_bytes, "literals": self.literals,
+               "jaxpr lines": self.jaxpr_lines}
+        if self.stablehlo_lines is not None:
+            row["StableHLO lines"] = self.stablehlo_lines
+            row["StableHLO characters"] = self.stablehlo_chars
+        return row
+
+    def _repr_markdown_(self) -> str:
+        return compare(self).text
+
+
+def explore(fn: Callable, *args, name: str | None = None, static_argnums: int | Sequence[int] = (),
+            lower: bool = True, **kwargs) -> JaxprStats:
+    """Trace ``fn(*args, **kwargs)`` with ``jax.make_jaxpr`` and count what its jaxpr holds.
+
+    With ``lower=True`` it also lowers ``jax.jit(fn)`` to StableHLO to count that text's lines.
+    """
+    _check_callable(fn, "explore")
+    jaxpr = jax.make_jaxpr(fn, static_argnums=static_argnums)(*args, **kwargs)
+    eqns = list(equations(jaxpr))
+    literals = sum(isinstance(v, jax.extend.core.Literal) for e in eqns for v in e.invars)
+    hlo = None
+    if lower:
+        hlo = jax.jit(fn, static_argnums=static_argnums).trace(*args, **kwargs).lower().as_text()
+    return JaxprStats(
+        name=name or getattr(fn, "__name__", type(fn).__name__),
+        jaxpr=jaxpr,
+        equations=len(jaxpr.eqns),
+        all_equations=len(eqns),
+        primitives=collections.Counter(e.primitive.name for e in eqns),
+        constants=len(jaxpr.consts),
+        constant_bytes=sum(_nbytes(c) for c in jaxpr.consts),
+        literals=literals,
+        inputs=[str(v.aval) for v in jaxpr.invars],
+        jaxpr_lines=len(str(jaxpr).splitlines()),
+        stablehlo_lines=None if hlo is None else len(hlo.splitlines()),
+        stablehlo_chars=None if hlo is None else len(hlo),
+    )
+
+
+def compare(*variants: JaxprStats, primitives: bool = True) -> Markdown:
+    """Variants side by side: one column each, a row per size figure and (optionally) per primitive."""
+    if not variants or not all(isinstance(v, JaxprStats) for v in variants):
+        raise TypeError("compare takes one or more results of explore(...), e.g. compare(explore(f, x), explore(g, x)).")
+    names = [v.name for v in variants]
+    if len(set(names)) != len(names):
+        raise ValueError(f"variant names must differ to be told apart, got {names}; pass name=... to explore.")
+    sizes = [v.sizes() for v in variants]
+    keys = [k for k in sizes[0] if k != "variant"] + [k for s in sizes[1:] for k in s if k not in sizes[0]]
+    rows = [{"": k, **{s["variant"]: s.get(k, "") for s in sizes}} for k in keys]
+    if primitives:
+        prims = sorted({p for v in variants for p in v.primitives})
+        rows += [{"": f"`{p}`", **{v.name: v.primitives.get(p, 0) for v in variants}} for p in prims]
+    return table(rows)
+
+
+# ---------------------------------------------------------------- the road to XLA
+
+COSTS = ("flops", "bytes accessed", "transcendentals")
+
+
+def cost_summary(analysis) -> dict[str, float]:
+    """Flops, bytes accessed and transcendentals from XLA's cost analysis.
+
+    ``Compiled.cost_analysis()`` is a dict on current JAX and was a list of dicts (one per program) on
+    older versions; both are accepted, lists are summed. A figure XLA leaves out counts as 0.
+    """
+    if hasattr(analysis, "cost_analysis"):
+        analysis = analysis.cost_analysis()
+    if analysis is None:
+        return {k: 0.0 for k in COSTS}
+    parts = [analysis] if isinstance(analysis, dict) else list(analysis)
+    if not all(isinstance(p, dict) for p in parts):
+        raise TypeError(f"cost_summary takes a compiled function or its cost_analysis() (a dict or a list of "
+                        f"dicts), got {type(analysis).__name__}.")
+    return {k: float(sum(p.get(k, 0.0) for p in parts)) for k in COSTS}
+
+
+@dataclasses.dataclass
+class Walk:
+    """One function taken through trace, lower, compile and call, with what each stage produced."""
+
+    stages: timing.Stages
+    stablehlo: str
+    cost: dict[str, float]
+    excerpt_lines: int = 12
+
+    @property
+    def jaxpr_text(self) -> str:
+        return str(self.stages.jaxpr)
+
+    @property
+    def compiled(self):
+        return self.stages.compiled
+
+    def excerpt(self) -> str:
+        """The first ``excerpt_lines`` lines of the StableHLO module, and how many lines were left out."""
+        lines = self.stablehlo.splitlines()
+        head = lines[: self.excerpt_lines]
+        if len(lines) > len(head):
+            head.append(f"// ... {len(lines) - len(head)} more lines")
+        return "\n".join(head)
+
+    def _repr_markdown_(self) -> str:
+        s = self.stages
+        ms = lambda t: f"{1e3 * t:.1f} ms"  # noqa: E731
+        cost = table([{"figure": k, "value": v} for k, v in self.cost.items()]).text
+        return "\n\n".join([
+            f"**1. trace** ({ms(s.trace)}): the jaxpr\n\n```\n{self.jaxpr_text}\n```",
+            f"**2. lower** ({ms(s.lower)}): StableHLO, {len(self.stablehlo.splitlines())} lines\n\n"
+            f"```\n{self.excerpt()}\n```",
+            f"**3. compile** ({ms(s.compile)}): XLA's cost analysis of the executable\n\n{cost}",
+            f"**4. call** ({ms(s.run)}): the first run of the executable",
+        ])
+
+
+def walk(fn: Callable, *args, static_argnums: int | Sequence[int] = (), excerpt_lines: int = 12,
+         **kwargs) -> Walk:
+    """Take ``jax.jit(fn)`` through its ahead-of-time stages (timed by ``timing.stages``) and keep each product."""
+    _check_callable(fn, "walk")
+    if not isinstance(excerpt_lines, int) or excerpt_lines < 1:
+        raise ValueError(f"excerpt_lines must be a positive whole number of lines, got {excerpt_lines!r}.")
+    stages = timing.stages(fn, *args, static_argnums=static_argnums, **kwargs)
+    return Walk(stages, stages.lowered.as_text(), cost_summary(stages.compiled), excerpt_lines)
+
+
+def describe(value) -> str:
+    """Short type of an argument, as jaxprs print it: ``f32[4,3]``; Python scalars by their type."""
+    if hasattr(value, "shape") and hasattr(value, "dtype"):
+        return jax.typeof(value).str_short(short_dtypes=True)
+    return type(value).__name__
+
+
+def call_outcome(fn: Callable, *args) -> dict:
+    """Call ``fn(*args)`` and report what happened: the result's type, or the error's class, first and last line."""
+    _check_callable(fn, "call_outcome")
+    called = ", ".join(describe(a) for a in args)
+    try:
+        out = fn(*args)
+    except Exception as err:  # the point is to show the error, read from the exception object
+        lines = str(err).strip().splitlines() or [""]
+        return {"called with": called, "outcome": type(err).__name__, "first line": lines[0],
+                "last line": lines[-1] if len(lines) > 1 else ""}
+    return {"called with": called, "outcome": "returned " + describe(jax.block_until_ready(out)),
+            "first line": "", "last line": ""}
+
+
+__all__ = ["JaxprStats", "Walk", "by_rank", "call_outcome", "compare", "cost_summary", "describe", "equations",
+           "explore", "fori_loop", "log2_with_side_effects", "python_loop", "step", "walk", "with_argument",
+           "with_closure"]
