@@ -1,0 +1,122 @@
+"""Exercises of the chapter "Tracing: what jit sees"."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .. import tracing
+from ..cache import count_compiles
+from . import Wrong, call_answer, exercise, expect
+
+
+def _explained(err: Wrong) -> Wrong:
+    """Add a plain explanation in front of the tracer errors a student is likely to meet."""
+    text = str(err)
+    if "TracerBoolConversionError" in text or "truth value of an array" in text:
+        return Wrong("under jit, an `if` (or `and`/`or`/`bool()`) on a traced value cannot be decided while "
+                     f"tracing: the tracer has a shape and dtype but no value. {text}")
+    if "TracerIntegerConversionError" in text or "ConcretizationTypeError" in text:
+        return Wrong("under jit, n is a tracer, not a Python int, so range(n) or a scan length cannot use it; "
+                     f"lax.fori_loop accepts a traced trip count. {text}")
+    return err
+
+
+def _call(fn, *args):
+    """Call the student's (jitted) function, turning tracer errors into explanations."""
+    try:
+        return call_answer(fn, *args)
+    except Wrong as err:
+        raise _explained(err) from None
+
+
+@exercise("tracing.debug-print", answer="noisy_square", topic="print vs jax.debug.print", difficulty=1,
+          hint="A plain print runs once, while tracing, and shows a tracer; jax.debug.print runs at every call.")
+def _debug_print(answer):
+    expect(callable(answer), "is a function", f"noisy_square is a {type(answer).__name__}, not a function.")
+    jitted = jax.jit(answer)
+    values = (1.5, 2.5, 3.5)
+    results = []
+    lines = tracing.printed_lines(lambda v: results.append(_call(jitted, v)), [(v,) for v in values])
+    expect([float(r) for r in results] == [v * v for v in values], "returns x * x",
+           f"for inputs {values} it returned {[float(r) for r in results]}, expected {[v * v for v in values]}.")
+    missing = [v for v in values if not any(str(v) in line for line in lines)]
+    tracer_lines = [line for line in lines if "Tracer" in line]
+    if tracer_lines and missing:
+        raise Wrong(f"the jitted function printed {lines!r} for three calls: a plain print runs only while "
+                    f"tracing, so it shows a tracer once instead of the value at every call.")
+    expect(not missing, "prints the value of x at every call",
+           f"the jitted function printed {lines!r} for calls with {values}; the values {missing} never appeared.")
+
+
+def _leaky_reference(v) -> np.ndarray:
+    v = np.asarray(v, np.float64)
+    return np.where(v > 0, v, 0.1 * v)
+
+
+@exercise("tracing.where", answer="leaky_relu", topic="branching on values", difficulty=1,
+          hint="jnp.where(condition, a, b) picks a or b elementwise, and works on tracers.")
+def _where(answer):
+    expect(callable(answer), "is a function", f"leaky_relu is a {type(answer).__name__}, not a function.")
+    x = jnp.array([-2.0, -0.5, 0.0, 0.5, 3.0])
+    y = jnp.stack([x, -2.0 * x])  # a 2-D array: the rule holds elementwise
+    scalar = _call(jax.jit(answer), jnp.float32(-2.0))
+    expect(np.isclose(float(scalar), -0.2), "works on a scalar under jit",
+           f"leaky_relu(-2.0) returned {scalar!r}, expected -0.2.")
+    out_x = _call(jax.jit(answer), x)
+    out_y = _call(jax.jit(answer), y)
+    expect(np.allclose(np.asarray(out_x), _leaky_reference(x), atol=1e-6), "gives x for x > 0 and 0.1 * x otherwise",
+           f"for {np.asarray(x).tolist()} it returned {np.asarray(out_x).tolist()}, "
+           f"expected {_leaky_reference(x).tolist()}.")
+    expect(np.asarray(out_y).shape == y.shape and np.allclose(np.asarray(out_y), _leaky_reference(y), atol=1e-6),
+           "works elementwise on a 2-D array",
+           f"for the 2-D array {np.asarray(y).tolist()} it returned {np.asarray(out_y).tolist()}, "
+           f"expected {_leaky_reference(y).tolist()}.")
+
+
+@exercise("tracing.loop-once", answer="repeat_step", topic="loops under jit", difficulty=2,
+          hint="lax.fori_loop(0, n, body, x) with body(i, x) keeps one loop in the program, whatever n is.")
+def _loop_once(answer):
+    expect(callable(answer), "is a function", f"repeat_step is a {type(answer).__name__}, not a function.")
+    x = jnp.array([0.5, -1.0, 2.0])
+    jitted = jax.jit(answer)
+    outputs = {}
+    with count_compiles() as log:
+        for n in (0, 3, 7):
+            outputs[n] = _call(jitted, x, n)
+    for n, out in outputs.items():
+        want = np.asarray(x, np.float64)
+        for _ in range(n):
+            want = np.sin(want) + 1.0
+        expect(np.allclose(np.asarray(out), want, atol=1e-5), f"n = {n}: applies step {n} times",
+               f"with n = {n} it returned {np.asarray(out).tolist()}, expected {want.tolist()}.")
+    expect(log.count <= 1, "compiles once for n = 0, 3 and 7",
+           f"jax.jit(repeat_step) compiled {log.count} times for three values of n; n must stay a traced "
+           f"argument (no static_argnums, no Python loop over it).")
+
+
+@exercise("tracing.count-traces", answer="trace_count", topic="when the body runs", difficulty=2,
+          hint="Wrap fn in a function that adds one to a counter and then calls fn; jit the wrapper.")
+def _count_traces(answer):
+    expect(callable(answer), "is a function", f"trace_count is a {type(answer).__name__}, not a function.")
+    cases = {
+        "three floats": [(1.0,), (2.0,), (3.0,)],
+        "two shapes and two dtypes": [(jnp.ones(3),), (jnp.zeros(3),), (jnp.ones(4),), (jnp.ones(3, jnp.int32),)],
+        "a Python float, then a float32 array of the same shape": [(1.0,), (jnp.float32(1.0),)],
+        "no calls": [],
+    }
+    for what, calls in cases.items():
+        want = reference_trace_count(lambda v: v * 2, calls)
+        got = call_answer(answer, lambda v: v * 2, calls)
+        if got == len(calls) != want:
+            raise Wrong(f"for {what} you returned {got}, the number of calls; jit runs the Python body only when "
+                        f"it meets a new shape, dtype or weak type, here {want} time(s).")
+        expect(got == want, f"{what}: {want}", f"for {what} you returned {got!r}, expected {want}.")
+
+
+def reference_trace_count(fn, calls) -> int:
+    """How many times the body of a fresh ``jax.jit(fn)`` runs for these calls (the checker's reference)."""
+    counted = tracing.BodyCounter(fn)
+    jitted = jax.jit(counted)
+    for args in calls:
+        jitted(*args)
+    return counted.runs

@@ -1,0 +1,217 @@
+"""The examples of the tracing chapter: what jit sees when it runs a Python function once, with tracers.
+
+Each function here is small on purpose: it shows one thing a tracer does or refuses to do. The helpers
+at the end measure what tracing produced (equation counts, compile times, printed lines).
+"""
+
+import contextlib
+import functools
+import io
+from collections.abc import Callable, Sequence
+
+import jax
+import jax.extend.core
+import jax.numpy as jnp
+from jax import lax
+
+from . import timing
+
+# --- What a tracer is --------------------------------------------------------------------------------
+
+
+def describe(x) -> dict:
+    """The abstract value jit keeps of ``x``: its type, shape, dtype and weak type, as one table row."""
+    aval = jax.typeof(x)
+    return {"type": type(x).__name__, "abstract value": str(aval), "shape": aval.shape,
+            "dtype": str(aval.dtype), "weak_type": aval.weak_type}
+
+
+def seen_by_jit(*args) -> list[dict]:
+    """Run a fresh jitted function on ``args`` and return what each argument looked like *inside* it."""
+    rows: list[dict] = []
+
+    def look(*traced):
+        rows.extend(describe(t) for t in traced)  # a trace-time side effect, used on purpose
+        return traced
+
+    jax.jit(look)(*args)
+    return rows
+
+
+def double_and_show(x: jax.Array) -> jax.Array:
+    """Doubles ``x``, printing it twice: once with Python's print, once with ``jax.debug.print``."""
+    print("print sees:", x)
+    jax.debug.print("jax.debug.print sees: {}", x)
+    return 2 * x
+
+
+class BodyCounter:
+    """Wraps ``fn`` and counts how many times its Python body runs (under jit: once per trace)."""
+
+    def __init__(self, fn: Callable) -> None:
+        if not callable(fn):
+            raise TypeError(f"BodyCounter wraps a function, got {type(fn).__name__}.")
+        self.fn = fn
+        self.runs = 0
+        functools.update_wrapper(self, fn)
+
+    def __call__(self, *args, **kwargs):
+        self.runs += 1
+        return self.fn(*args, **kwargs)
+
+
+def printed_lines(fn: Callable, calls: Sequence[tuple]) -> list[str]:
+    """Call ``fn(*args)`` for each tuple in ``calls`` and return every line printed, run-time prints included."""
+    if not callable(fn):
+        raise TypeError(f"printed_lines takes the function first, got {type(fn).__name__}.")
+    buffer = io.StringIO()
+    with contextlib.redirect_stdout(buffer):
+        for args in calls:
+            jax.block_until_ready(fn(*args))
+        jax.effects_barrier()  # jax.debug.print runs asynchronously: wait for every callback
+    return buffer.getvalue().splitlines()
+
+
+# --- Side effects happen while tracing ------------------------------------------------------------------
+
+history: list = []  # a global that ``remember`` appends to
+SCALE = 2.0  # a global that ``scaled`` reads
+
+
+def remember(x: jax.Array) -> jax.Array:
+    """Appends its argument to the global ``history`` (a side effect) and returns ``x + 1``."""
+    history.append(x)
+    return x + 1
+
+
+def scaled(x: jax.Array) -> jax.Array:
+    """Multiplies by the global ``SCALE``: under jit, by the value ``SCALE`` had when it was traced."""
+    return SCALE * x
+
+
+def error_of(fn: Callable, *args) -> Exception:
+    """The exception that ``fn(*args)`` raises, so a page can read its class and message."""
+    try:
+        jax.block_until_ready(fn(*args))
+    except Exception as err:  # noqa: BLE001  (returning it is the point)
+        return err
+    raise ValueError(f"{getattr(fn, '__name__', fn)!r} did not raise for these arguments.")
+
+
+# --- Control flow: on shapes, and on values ------------------------------------------------------------
+
+
+def pad_to_even(x: jax.Array) -> jax.Array:
+    """Appends a zero when ``x`` has an odd length: a branch on a shape, which jit knows while tracing."""
+    if x.shape[0] % 2 == 1:
+        x = jnp.concatenate([x, jnp.zeros(1, x.dtype)])
+    return x
+
+
+def sin_or_cos(x: jax.Array, t) -> jax.Array:
+    """``sin(x)`` when ``t > 0``, else ``cos(x)``: a Python branch on a value, which a tracer does not have."""
+    if t > 0:
+        return jnp.sin(x)
+    return jnp.cos(x)
+
+
+sin_or_cos_static = jax.jit(sin_or_cos, static_argnums=1)  # way out 1: t is a Python value, part of the cache key
+
+
+def sin_or_cos_where(x: jax.Array, t, pos: Callable = jnp.sin, neg: Callable = jnp.cos) -> jax.Array:
+    """Way out 2: compute both branches and select elementwise."""
+    return jnp.where(t > 0, pos(x), neg(x))
+
+
+def sin_or_cos_cond(x: jax.Array, t, pos: Callable = jnp.sin, neg: Callable = jnp.cos) -> jax.Array:
+    """Way out 3: ``lax.cond`` puts both branches in the program and runs the one the predicate picks."""
+    return lax.cond(t > 0, pos, neg, x)
+
+
+def announce(name: str, fn: Callable) -> Callable:
+    """``fn`` that also prints ``name`` each time it runs, at run time, so we can see which branches ran."""
+
+    def announced(x):
+        jax.debug.print(name)
+        return fn(x)
+
+    return announced
+
+
+def branches_run(version: Callable, x: jax.Array, t) -> list[str]:
+    """Which branches of ``sin_or_cos_where`` or ``sin_or_cos_cond`` ran in one jitted call."""
+    loud = functools.partial(version, pos=announce("sin", jnp.sin), neg=announce("cos", jnp.cos))
+    return printed_lines(jax.jit(loud), [(x, t)])
+
+
+# --- Loops: unrolled by tracing, or kept as one loop ----------------------------------------------------
+
+
+def step(x: jax.Array) -> jax.Array:
+    """One step of the loops below: two operations."""
+    return jnp.sin(x) + 1.0
+
+
+def python_loop(x: jax.Array, n: int) -> jax.Array:
+    """``step`` applied ``n`` times by a Python loop: tracing records every iteration."""
+    for _ in range(n):
+        x = step(x)
+    return x
+
+
+def fori_version(x: jax.Array, n) -> jax.Array:
+    """``step`` applied ``n`` times by ``lax.fori_loop``: one loop in the program, and ``n`` may be traced."""
+    return lax.fori_loop(0, n, lambda i, c: step(c), x)
+
+
+def scan_version(x: jax.Array, n: int) -> jax.Array:
+    """``step`` applied ``n`` times by ``lax.scan``: one loop in the program; ``n`` must be a Python int."""
+    final, _ = lax.scan(lambda c, _: (step(c), None), x, length=n)
+    return final
+
+
+def count_equations(jaxpr) -> int:
+    """Equations in a jaxpr, counting those inside nested jaxprs (loop bodies, branches) too."""
+    jaxpr = getattr(jaxpr, "jaxpr", jaxpr)  # a ClosedJaxpr holds its Jaxpr in .jaxpr
+    if not isinstance(jaxpr, jax.extend.core.Jaxpr):
+        raise TypeError(f"count_equations takes a jaxpr (from jax.make_jaxpr), got {type(jaxpr).__name__}.")
+    return len(jaxpr.eqns) + sum(count_equations(sub) for sub in jax.extend.core.subjaxprs(jaxpr))
+
+
+def loop_growth(fns: Sequence[Callable], ns: Sequence[int], x: jax.Array) -> list[dict]:
+    """For each loop function and loop length: equations traced and milliseconds to trace, lower and compile."""
+    if not ns or not all(isinstance(n, int) and n >= 0 for n in ns):
+        raise ValueError(f"ns must be a non-empty list of loop lengths (ints >= 0), got {ns!r}.")
+    rows = []
+    for fn in fns:
+        for n in ns:
+            first = timing.stages(fn, x, n, static_argnums=1)
+            rows.append({"loop": fn.__name__, "n": n, "equations": count_equations(first.jaxpr),
+                         "compile (ms)": 1e3 * (first.trace + first.lower + first.compile)})
+    return rows
+
+
+# --- Closures ------------------------------------------------------------------------------------------
+
+
+def make_scaler(scale) -> Callable:
+    """A function that multiplies by ``scale``, captured from this call: a closure."""
+
+    def scale_by(x):
+        return scale * x
+
+    return scale_by
+
+
+def make_config_scaler(config: dict) -> Callable:
+    """A closure that reads ``config["scale"]``: under jit, at trace time only."""
+
+    def scale_by_config(x):
+        return config["scale"] * x
+
+    return scale_by_config
+
+
+def scale_by_argument(x: jax.Array, scale) -> jax.Array:
+    """The cure for stale closures: the value is an argument, read at every call."""
+    return scale * x
