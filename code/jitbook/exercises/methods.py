@@ -1,0 +1,127 @@
+"""Exercises of the chapter "Jitting methods and classes"."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .. import methods
+from ..cache import count_compiles
+from . import Wrong, call_answer, exercise, expect
+
+
+def _compiles(fn, *args):
+    """(result, compiles) of one call of the student's code; their exceptions become feedback."""
+    with count_compiles() as log:
+        out = call_answer(fn, *args)
+        try:
+            jax.block_until_ready(out)
+        except Exception as err:  # noqa: BLE001 - a failure while computing is the student's error too
+            raise Wrong(f"computing the result raised {type(err).__name__}: {err}") from None
+    return out, log
+
+
+def _close(got, want) -> bool:
+    try:
+        return np.allclose(np.asarray(got, dtype=np.float64), want, atol=1e-5)
+    except (TypeError, ValueError):
+        return False
+
+
+@exercise("methods.hash-config", answer="Poly", topic="self as a static argument", difficulty=2,
+          hint="Hash and compare exactly what evaluate reads: hash(self.coeffs), and equal coeffs mean equal.")
+def _hash_config(answer):
+    expect(isinstance(answer, type), "is a class", f"Poly should be a class, got a {type(answer).__name__}.")
+    x = jnp.linspace(-1.0, 1.0, 5)
+    xs = np.asarray(x, dtype=np.float64)
+    jax.clear_caches()  # so the first call's compile is counted even if the chapter ran it already
+    poly = call_answer(answer, (1.0, 2.0))
+    out, first = _compiles(poly.evaluate, x)
+    expect(first.count_for("evaluate") == 1, "evaluate is compiled by jax.jit",
+           "evaluate was not compiled as one program; decorate it with functools.partial(jax.jit, static_argnums=0).")
+    expect(_close(out, 1.0 + 2.0 * xs), "evaluate gives the polynomial's values",
+           "Poly((1.0, 2.0)).evaluate(x) should be 1 + 2x.")
+    poly.coeffs = (0.5, 0.0, 3.0)
+    out = call_answer(poly.evaluate, x)
+    expect(_close(out, 0.5 + 3.0 * xs**2), "is right after coeffs change",
+           "after poly.coeffs = (0.5, 0.0, 3.0), evaluate still returned the old polynomial's values: the cache "
+           "key did not change. Hash and compare the coefficients, not the object's identity.")
+    twin = call_answer(answer, (0.5, 0.0, 3.0))
+    _, log = _compiles(twin.evaluate, x)
+    expect(log.count == 0, "an equal polynomial reuses the compiled code",
+           f"a new Poly with the same coefficients compiled {log.count} time(s); equal objects must hash equal.")
+    expect(twin == poly and not (twin == call_answer(answer, (0.5,))), "== compares coefficients",
+           "Poly objects with equal coefficients must compare equal, different ones not.")
+
+
+@exercise("methods.pytree-trainer", answer="Trainer", topic="pytree classes", difficulty=3,
+          hint="Children: weight and learning_rate (values). Metadata: activation (selects code). Unflatten "
+               "must restore every field.")
+def _pytree_trainer(answer):
+    expect(isinstance(answer, type), "is a class", f"Trainer should be a class, got a {type(answer).__name__}.")
+    jax.clear_caches()  # so the first call's compile is counted even if the chapter ran it already
+    w = jnp.array([0.5, -1.0, 2.0])
+    x = jnp.array([1.0, 2.0, -0.5])
+    lrs = (0.1, 0.3)
+    trainer = call_answer(answer, w, lrs[0], "tanh")
+    new, first = _compiles(trainer.step, x)
+    want = np.asarray(w, np.float64) - 0.1 * methods.reference_grad(w, x, "tanh")
+    expect(isinstance(new, answer), "step returns a new Trainer",
+           f"step returned {type(new).__name__}; return a new Trainer with the updated weight.")
+    expect(_close(getattr(new, "weight", None), want), "step takes one gradient step",
+           "the new weight is not weight - learning_rate * d/dweight sum(activation(weight * x)).")
+    expect(first.count_for("step") == 1, "step is compiled by jax.jit",
+           "step was not compiled as one program; decorate it with @jax.jit (self must then be a pytree).")
+    expect(getattr(new, "activation", None) == "tanh" and _close(getattr(new, "learning_rate", None), 0.1),
+           "the new Trainer keeps learning_rate and activation",
+           "the Trainer returned by step lost its learning_rate or activation: does tree_unflatten restore "
+           "every field?")
+    _, log = _compiles(call_answer(answer, w, lrs[1], "tanh").step, x)
+    expect(log.count_for("step") == 0, "a new learning rate does not compile again",
+           f"a new learning_rate compiled step {log.count_for('step')} time(s); make it a child (traced value), "
+           "not metadata.")
+    _, log = _compiles(call_answer(answer, w, lrs[0], "relu").step, x)
+    expect(log.count_for("step") == 1, "a new activation compiles again",
+           "a new activation did not compile step again; the activation selects code, so it belongs in the "
+           "static metadata (aux_data).")
+
+
+@exercise("methods.shared-function", answer="build_models", topic="static callables in Equinox", difficulty=1,
+          hint="jit compares static functions by identity: create the function once, outside the loop.")
+def _shared_function(answer):
+    jax.clear_caches()
+    scales = [1.0, 2.0, 3.0]
+    models = call_answer(answer, scales)
+    expect(isinstance(models, list) and len(models) == 3 and all(isinstance(m, methods.MappedEqx) for m in models),
+           "returns one MappedEqx per scale", "build_models(scales) should return a list of methods.MappedEqx.")
+    ones = np.ones(4)
+    for scale, model in zip(scales, models):
+        expected = np.asarray(jax.nn.softplus(scale * ones), np.float64)
+        expect(_close(call_answer(model.run), expected), f"model for scale {scale} applies softplus",
+               f"the model for scale {scale} should return softplus of {scale} * ones(4).")
+    jax.clear_caches()
+    with count_compiles() as log:
+        for model in models:
+            call_answer(model.run)
+    expect(log.count_for("run") == 1, "all models share one compile of run",
+           f"running the three models compiled run {log.count_for('run')} times: each model holds its own "
+           "function object, and jit compares static functions by identity.")
+
+
+@exercise("methods.closure-to-argument", answer="input_grad", topic="closures against arguments", difficulty=2,
+          hint="Build one jitted function at top level that takes the layer as an argument: "
+               "jax.jit(jax.grad(methods.layer_loss, argnums=1)).")
+def _closure_to_argument(answer):
+    keys = jax.random.split(jax.random.key(7), 4)
+    x = jax.random.normal(keys[3], (7,))
+    layers = [methods.EqxLayer(jax.random.normal(k, (7,)), "tanh") for k in keys[:3]]
+    with count_compiles() as log:
+        grads = [call_answer(answer, layer, x) for layer in layers]
+        jax.block_until_ready(grads)
+    for layer, g in zip(layers, grads):
+        w = np.asarray(layer.weight, np.float64)
+        want = (1.0 - np.tanh(w * np.asarray(x, np.float64)) ** 2) * w
+        expect(_close(g, want), "gives d layer_loss / d x", "input_grad(layer, x) is not the gradient of "
+               "methods.layer_loss(layer, x) with respect to x.")
+    expect(log.count <= 1, "three layers with new weights compile at most once",
+           f"three layers that differ only in their weights caused {log.count} compiles: a new closure (or a "
+           "new jax.jit) per layer compiles each time and bakes the weights in as constants.")

@@ -1,0 +1,393 @@
+"""The examples of the chapter "Jitting methods and classes": one small layer class per strategy, the
+pitfalls, and the helpers that measure each strategy for the decision guide.
+
+Every class holds the same two things, so the strategies compare like for like: ``weight``, an array
+that training changes, and ``activation``, a name that selects code (configuration).
+"""
+
+import dataclasses
+import functools
+from collections.abc import Callable
+from typing import NamedTuple
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.tree_util import register_pytree_node_class
+
+from .cache import count_compiles
+
+ACTIVATIONS: dict[str, Callable] = {"relu": jax.nn.relu, "tanh": jnp.tanh}
+
+
+def activate(name: str, z: jax.Array) -> jax.Array:
+    """Apply the activation called ``name``; a Python lookup, so ``name`` must be known when tracing."""
+    if name not in ACTIVATIONS:
+        raise ValueError(f"unknown activation {name!r}; use one of {sorted(ACTIVATIONS)}.")
+    return ACTIVATIONS[name](z)
+
+
+# The problem: jax.jit on a method of a plain class.
+class DecoratedLayer:
+    """A plain class with ``@jax.jit`` on its method: ``self`` becomes an argument jit cannot read."""
+
+    def __init__(self, weight, activation: str) -> None:
+        self.weight = weight
+        self.activation = activation
+
+    @jax.jit
+    def predict(self, x):
+        return activate(self.activation, self.weight * x)
+
+
+# Strategy 1: jit the bound method.
+class Layer:
+    """A plain, mutable Python class, as most Python code writes one."""
+
+    def __init__(self, weight, activation: str) -> None:
+        self.weight = weight
+        self.activation = activation
+
+    def predict(self, x):
+        return activate(self.activation, jnp.asarray(self.weight) * x)
+
+
+# Strategy 2: self as a static argument.
+class StaticLayer(Layer):
+    """``self`` static, with the default ``__hash__``: the hash is the object's identity."""
+
+    @functools.partial(jax.jit, static_argnums=0)
+    def predict(self, x):
+        return activate(self.activation, jnp.asarray(self.weight) * x)
+
+
+class HashedLayer(StaticLayer):
+    """``self`` static, hashed and compared by the values ``predict`` reads, so equal layers share a compile."""
+
+    def __hash__(self) -> int:
+        return hash((self.weight, self.activation))
+
+    def __eq__(self, other) -> bool:
+        return (isinstance(other, HashedLayer)
+                and (self.weight, self.activation) == (other.weight, other.activation))
+
+
+# Strategy 3: the class is a pytree.
+@register_pytree_node_class
+class PytreeLayer:
+    """Arrays are the pytree's children (traced); the configuration is its static metadata (hashed)."""
+
+    def __init__(self, weight, activation: str) -> None:
+        self.weight = weight
+        self.activation = activation
+
+    def tree_flatten(self):
+        return (self.weight,), (self.activation,)
+
+    @classmethod
+    def tree_unflatten(cls, aux_data, children):
+        return cls(*children, *aux_data)
+
+    @jax.jit
+    def predict(self, x):
+        return activate(self.activation, self.weight * x)
+
+    @jax.jit
+    def sgd_step(self, grad, learning_rate):
+        """A method that changes the weights returns a new layer instead of assigning to ``self``."""
+        return PytreeLayer(self.weight - learning_rate * grad, self.activation)
+
+
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass(frozen=True)
+class DataclassLayer:
+    """The same pytree from a frozen dataclass: fields marked ``static`` become metadata."""
+
+    weight: jax.Array
+    activation: str = dataclasses.field(metadata=dict(static=True))
+
+    @jax.jit
+    def predict(self, x):
+        return activate(self.activation, self.weight * x)
+
+    @jax.jit
+    def sgd_step(self, grad, learning_rate):
+        return dataclasses.replace(self, weight=self.weight - learning_rate * grad)
+
+
+# Strategy 3, done wrong: the three bugs of the seed's pytree class, one class each.
+@register_pytree_node_class
+class ArrayMetadataLayer:
+    """Bug: an array (``offset``) is put in the static metadata, where jit hashes and compares it."""
+
+    def __init__(self, weight, offset, activation: str) -> None:
+        self.weight = weight
+        self.offset = offset
+        self.activation = activation
+
+    def tree_flatten(self):
+        return (self.weight,), (self.offset, self.activation)
+
+    @classmethod
+    def tree_unflatten(cls, aux_data, children):
+        offset, activation = aux_data
+        return cls(children[0], offset, activation)
+
+    @jax.jit
+    def predict(self, x):
+        return activate(self.activation, self.weight * x + self.offset)
+
+
+@register_pytree_node_class
+class DroppingLayer:
+    """Bug: ``tree_unflatten`` rebuilds through ``__init__`` and forgets the trained ``bias``."""
+
+    def __init__(self, weight, activation: str) -> None:
+        self.weight = weight
+        self.activation = activation
+        self.bias = jnp.zeros_like(weight)  # initial value; training sets it later
+
+    def tree_flatten(self):
+        return (self.weight, self.bias), (self.activation,)
+
+    @classmethod
+    def tree_unflatten(cls, aux_data, children):
+        weight, bias = children
+        return cls(weight, *aux_data)  # bias is dropped: the new object keeps zeros
+
+    @jax.jit
+    def predict(self, x):
+        return activate(self.activation, self.weight * x + self.bias)
+
+
+@register_pytree_node_class
+class MutatingLayer(PytreeLayer):
+    """Bug: a jitted method assigns to ``self``, which inside jit is a copy rebuilt from tracers."""
+
+    @jax.jit
+    def sgd_step(self, grad, learning_rate):
+        self.weight = self.weight - learning_rate * grad
+
+
+# Strategy 4: Equinox modules.
+class EqxLayer(eqx.Module):
+    """An Equinox module is a frozen dataclass and a pytree; ``static=True`` marks configuration."""
+
+    weight: jax.Array
+    activation: str = eqx.field(static=True)
+
+    @eqx.filter_jit
+    def predict(self, x):
+        return activate(self.activation, self.weight * x)
+
+
+class SignedEqx(eqx.Module):
+    """The seed notebook's module: an array, a static string, and a method jitted in the class body."""
+
+    values: jax.Array
+    sign: str = eqx.field(static=True)
+
+    def apply(self):
+        return self.values if self.sign == "plus" else -self.values
+
+    @jax.jit
+    def jit_apply(self):
+        return self.apply()
+
+
+class MappedEqx(eqx.Module):
+    """A module whose static field is a function: jit compares it by identity, like any callable."""
+
+    values: jax.Array
+    fn: Callable = eqx.field(static=True)
+
+    @jax.jit
+    def run(self):
+        return self.fn(self.values)
+
+
+def signed_loss(model: SignedEqx, scale) -> jax.Array:
+    """A loss that takes the model as an argument: differentiable in ``scale``, traced in the model's arrays."""
+    return jnp.sum(scale * model.apply())
+
+
+# Strategy 5: a state pytree and pure functions.
+class LayerParams(NamedTuple):
+    """The layer's arrays only; a NamedTuple is a pytree with no registration."""
+
+    weight: jax.Array
+
+
+@functools.partial(jax.jit, static_argnames="activation")
+def layer_predict(params: LayerParams, x, *, activation: str):
+    """The method as a function: state in, configuration as a static argument."""
+    return activate(activation, params.weight * x)
+
+
+@jax.jit
+def layer_sgd_step(params: LayerParams, grad, learning_rate) -> LayerParams:
+    return params._replace(weight=params.weight - learning_rate * grad)
+
+
+# Closures against arguments.
+def make_loss(layer) -> Callable:
+    """A loss factory: the returned function closes over ``layer``, a new function each call."""
+
+    def loss(x):
+        return jnp.sum(layer.predict(x))
+
+    return loss
+
+
+def layer_loss(layer, x) -> jax.Array:
+    """The same loss with the layer as an argument, so one jitted function serves every layer."""
+    return jnp.sum(layer.predict(x))
+
+
+# Measuring.
+def raised(fn: Callable, *args, **kwargs) -> BaseException | None:
+    """Call ``fn`` and return the exception it raised (``None`` if it returned): errors shown are read, not typed."""
+    if not callable(fn):
+        raise TypeError(f"raised() takes a function to call, got {type(fn).__name__}; pass a lambda.")
+    try:
+        jax.block_until_ready(fn(*args, **kwargs))
+    except Exception as err:  # noqa: BLE001 - the point is to hand the error back
+        return err
+    return None
+
+
+def error_line(err: BaseException | None) -> str:
+    """``"TypeError: <first line of the message>"``, the way the chapter quotes an error."""
+    if err is None:
+        return "no error"
+    if not isinstance(err, BaseException):
+        raise TypeError(f"error_line takes an exception (e.g. from raised()), got {type(err).__name__}.")
+    first = str(err).strip().splitlines()[0] if str(err).strip() else ""
+    return f"{type(err).__name__}: {first}"
+
+
+def count_each(*calls: Callable, name: str | None = None) -> list[int]:
+    """Run each no-argument callable in turn; return the XLA compiles each caused (only of ``name`` if given)."""
+    counts = []
+    for call in calls:
+        if not callable(call):
+            raise TypeError(f"count_each takes no-argument callables (lambdas), got {type(call).__name__}.")
+        with count_compiles() as log:
+            jax.block_until_ready(call())
+        counts.append(log.count if name is None else log.count_for(name))
+    return counts
+
+
+def array_constants(jitted: Callable, *args) -> list[str]:
+    """The array constants (``stablehlo.constant dense<[...]>``) baked into the program ``jitted`` compiles for ``args``."""
+    if not hasattr(jitted, "lower"):
+        raise TypeError(f"array_constants takes a jax.jit-wrapped function, got {type(jitted).__name__}; "
+                        f"wrap it first: array_constants(jax.jit(f), x).")
+    text = jitted.lower(*args).as_text()
+    return [line.split("=", 1)[1].strip() for line in text.splitlines() if "stablehlo.constant dense<[" in line]
+
+
+def reference_predict(weight, x, activation: str) -> np.ndarray:
+    """The layer's output in NumPy float64: the independent check the measurements compare to."""
+    z = np.asarray(weight, dtype=np.float64) * np.asarray(x, dtype=np.float64)
+    if activation not in ACTIVATIONS:
+        raise ValueError(f"unknown activation {activation!r}; use one of {sorted(ACTIVATIONS)}.")
+    return np.maximum(z, 0.0) if activation == "relu" else np.tanh(z)
+
+
+def reference_grad(weight, x, activation: str) -> np.ndarray:
+    """d/dweight of sum(predict(x)), in NumPy float64."""
+    w, xs = np.asarray(weight, dtype=np.float64), np.asarray(x, dtype=np.float64)
+    slope = (w * xs > 0).astype(np.float64) if activation == "relu" else 1.0 - np.tanh(w * xs) ** 2
+    return slope * xs
+
+
+@dataclasses.dataclass(frozen=True)
+class Strategy:
+    """How one strategy builds a layer, calls its jitted predict, and gives it new weights."""
+
+    name: str
+    build: Callable  # (weight, activation) -> layer
+    call: Callable  # (layer, x, activation) -> output, through the strategy's jitted code
+    update: Callable  # (layer, new_weight) -> layer: in place for mutable classes, a new object otherwise
+
+
+def _jit_bound_once(layer: Layer, x, activation: str):
+    """Strategy 1 as one writes it: ``jax.jit(layer.predict)`` made once per layer, then reused."""
+    if "fast_predict" not in vars(layer):
+        layer.fast_predict = jax.jit(layer.predict)
+    return layer.fast_predict(x)
+
+
+def _set_weight(layer, weight):
+    layer.weight = weight
+    return layer
+
+
+def _hashable(weight) -> tuple[float, ...]:
+    return tuple(float(v) for v in np.asarray(weight).ravel())
+
+
+STRATEGIES: tuple[Strategy, ...] = (
+    Strategy("1. jax.jit(layer.predict)", Layer, _jit_bound_once, _set_weight),
+    Strategy("2. self static, identity hash", StaticLayer, lambda l, x, a: l.predict(x), _set_weight),
+    Strategy("2. self static, __hash__/__eq__", lambda w, a: HashedLayer(_hashable(w), a),
+             lambda l, x, a: l.predict(x), lambda l, w: _set_weight(l, _hashable(w))),
+    Strategy("3. pytree class", PytreeLayer, lambda l, x, a: l.predict(x),
+             lambda l, w: PytreeLayer(w, l.activation)),
+    Strategy("3. register_dataclass", DataclassLayer, lambda l, x, a: l.predict(x),
+             lambda l, w: dataclasses.replace(l, weight=w)),
+    Strategy("4. Equinox module", EqxLayer, lambda l, x, a: l.predict(x),
+             lambda l, w: eqx.tree_at(lambda m: m.weight, l, w)),
+    Strategy("5. NamedTuple + functions", lambda w, a: LayerParams(w),
+             lambda p, x, a: layer_predict(p, x, activation=a), lambda p, w: p._replace(weight=w)),
+)
+
+
+def _outcome(fn: Callable, expected: np.ndarray) -> str:
+    """'yes' if ``fn()`` matches ``expected``, 'no: stale' if it runs but differs, 'no: <Error>' if it raises."""
+    try:
+        got = np.asarray(jax.block_until_ready(fn()), dtype=np.float64)
+    except Exception as err:  # noqa: BLE001 - a strategy that cannot do it gets a row saying why
+        return f"no: {type(err).__name__}"
+    return "yes" if np.allclose(got, expected, atol=1e-5) else "no: stale"
+
+
+def evaluate(strategy: Strategy, size: int = 3) -> dict:
+    """Measure one strategy: right after new weights, compiles per new layer / new activation, grad, vmap, scan.
+
+    Clears JAX's caches first, so the compile counts do not depend on what ran before.
+    """
+    if not isinstance(strategy, Strategy):
+        raise TypeError(f"evaluate takes a methods.Strategy (see methods.STRATEGIES), got {type(strategy).__name__}.")
+    jax.clear_caches()
+    keys = jax.random.split(jax.random.key(size), 4)
+    w1, w2, w3 = (jax.random.normal(k, (size,)) for k in keys[:3])
+    x = jax.random.normal(keys[3], (size,))
+    batch = jnp.stack([w1, w2])
+
+    layer = strategy.build(w1, "relu")
+    strategy.call(layer, x, "relu")
+    layer = strategy.update(layer, w2)
+    after_update = _outcome(lambda: strategy.call(layer, x, "relu"), reference_predict(w2, x, "relu"))
+
+    new_layer, new_config = strategy.build(w3, "relu"), strategy.build(w1, "tanh")
+    per_layer, per_config = count_each(lambda: strategy.call(new_layer, x, "relu"),
+                                       lambda: strategy.call(new_config, x, "tanh"))
+
+    def loss(lay):
+        return jnp.sum(strategy.call(lay, x, "relu"))
+
+    grads = _outcome(lambda: jax.grad(loss)(strategy.build(w1, "relu")).weight, reference_grad(w1, x, "relu"))
+    vmapped = _outcome(lambda: jax.vmap(lambda lay: strategy.call(lay, x, "relu"))(strategy.build(batch, "relu")),
+                       np.stack([reference_predict(w, x, "relu") for w in (w1, w2)]))
+
+    def body(lay, _):
+        return strategy.update(lay, lay.weight * 0.5), strategy.call(lay, x, "relu")
+
+    scanned = _outcome(lambda: jax.lax.scan(body, strategy.build(w1, "relu"), length=2)[1],
+                       np.stack([reference_predict(w1 * s, x, "relu") for s in (1.0, 0.5)]))
+    return {"strategy": strategy.name, "right after new weights": after_update,
+            "compiles: new layer": per_layer, "compiles: new activation": per_config,
+            "grad w.r.t. layer": grads, "vmap over layers": vmapped, "scan carry": scanned}
