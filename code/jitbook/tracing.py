@@ -15,6 +15,7 @@ import jax.numpy as jnp
 from jax import lax
 
 from . import timing
+from .cache import count_compiles
 
 # --- What a tracer is --------------------------------------------------------------------------------
 
@@ -215,3 +216,13 @@ def make_config_scaler(config: dict) -> Callable:
 def scale_by_argument(x: jax.Array, scale) -> jax.Array:
     """The cure for stale closures: the value is an argument, read at every call."""
     return scale * x
+
+
+def compiles_when_rejitted(make_fn: Callable, times: int, *args) -> int:
+    """XLA compiles when ``jax.jit(make_fn())(*args)`` runs ``times`` times: one wrapper per iteration."""
+    if not isinstance(times, int) or times < 1:
+        raise ValueError(f"times must be an int >= 1, got {times!r}.")
+    with count_compiles() as log:
+        for _ in range(times):
+            jax.block_until_ready(jax.jit(make_fn())(*args))
+    return log.count

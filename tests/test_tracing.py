@@ -1,0 +1,306 @@
+"""The tracing chapter's claims about JAX, its helpers' bad-input errors, and its exercises' wrong answers."""
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax import lax
+
+from jitbook import count_compiles, tracing
+from jitbook.exercises import check
+from jitbook.exercises.tracing import reference_trace_count
+
+# --- tracers and abstract values ---------------------------------------------------------------------
+
+
+def test_print_inside_jit_shows_a_tracer_with_its_abstract_value():
+    lines = tracing.printed_lines(jax.jit(functools.partial(tracing.double_and_show)), [(3.0,)])
+    assert lines[0].startswith("print sees: ") and "Tracer" in lines[0] and "~float32[]" in lines[0]
+    assert "3.0" not in lines[0]  # the value is not there while tracing
+    assert lines[1] == "jax.debug.print sees: 3.0"
+
+
+def test_abstract_values_seen_inside_jit():
+    rows = tracing.seen_by_jit(3.0, 3, jnp.float32(3.0), jnp.ones((2, 3)), jnp.arange(4))
+    assert [r["abstract value"] for r in rows] == ["~float32[]", "~int32[]", "float32[]", "float32[2,3]", "int32[4]"]
+    assert [r["weak_type"] for r in rows] == [True, True, False, False, False]
+    assert all("Tracer" in r["type"] for r in rows)
+    assert rows[3]["shape"] == (2, 3) and rows[4]["dtype"] == "int32"
+    assert tracing.describe(jnp.ones(2))["type"] == "ArrayImpl"  # outside jit: a real array
+
+
+def test_weak_typed_scalars_yield_to_the_array_dtype():
+    half = jnp.ones(3, dtype=jnp.bfloat16)
+    assert (half * 2.0).dtype == jnp.bfloat16
+    assert (half * jnp.float32(2.0)).dtype == jnp.float32
+
+
+def test_body_runs_once_per_new_abstract_value():
+    counted = tracing.BodyCounter(lambda v: jnp.sin(v) + 1.0)
+    jitted = jax.jit(counted)
+    runs, compiles = [], []
+    for arg in (1.0, 2.0, jnp.float32(2.0), jnp.ones(3), jnp.zeros(3), jnp.ones(3, dtype=jnp.int32)):
+        with count_compiles() as log:
+            jitted(arg)
+        runs.append(counted.runs)
+        compiles.append(log.count)
+    assert runs == [1, 1, 2, 3, 3, 4]
+    assert compiles == [1, 0, 1, 1, 0, 1]
+
+
+def test_print_runs_per_trace_and_debug_print_per_call():
+    calls = [(jnp.ones(2),), (jnp.zeros(2),), (jnp.arange(2.0),), (jnp.ones(4),)]
+    lines = tracing.printed_lines(jax.jit(functools.partial(tracing.double_and_show)), calls)
+    assert sum(line.startswith("print sees") for line in lines) == 2
+    assert sum(line.startswith("jax.debug.print sees") for line in lines) == 4
+    assert "jax.debug.print sees: [0. 1.]" in lines
+
+
+def test_debug_print_is_an_operation_of_the_program_and_print_is_not():
+    primitives = [str(e.primitive) for e in jax.make_jaxpr(tracing.double_and_show)(1.0).jaxpr.eqns]
+    assert len(primitives) == 2 and "mul" in primitives  # 2 * x, and one equation for the two prints:
+    assert any(p.startswith("debug") for p in primitives)  # jax.debug.print's; print left nothing
+
+
+# --- side effects ------------------------------------------------------------------------------------
+
+
+def test_appending_to_a_global_happens_once_and_leaks_a_tracer():
+    tracing.history.clear()
+    jitted = jax.jit(tracing.remember)
+    assert [float(jitted(v)) for v in (1.0, 2.0, 3.0)] == [2.0, 3.0, 4.0]
+    assert len(tracing.history) == 1 and isinstance(tracing.history[0], jax.core.Tracer)
+    err = tracing.error_of(lambda: tracing.history[0] + 1)
+    assert isinstance(err, jax.errors.UnexpectedTracerError)
+    assert type(err).__name__ == "UnexpectedTracerError"
+    tracing.history.clear()
+
+
+def test_a_global_is_read_at_trace_time_only(monkeypatch):
+    monkeypatch.setattr(tracing, "SCALE", 2.0)
+    jitted = jax.jit(functools.partial(tracing.scaled))
+    assert float(jitted(1.0)) == 2.0
+    monkeypatch.setattr(tracing, "SCALE", 10.0)
+    with count_compiles() as log:
+        assert float(jitted(1.0)) == 2.0  # stale
+    assert log.count == 0
+    assert float(tracing.scaled(1.0)) == 10.0  # op by op reads the new value
+    np.testing.assert_array_equal(jitted(jnp.ones(2)), [10.0, 10.0])  # a new trace does too
+
+
+# --- control flow ------------------------------------------------------------------------------------
+
+
+def test_branching_on_a_shape_works_under_jit():
+    jitted = jax.jit(tracing.pad_to_even)
+    np.testing.assert_array_equal(jitted(jnp.ones(3)), [1, 1, 1, 0])
+    np.testing.assert_array_equal(jitted(jnp.ones(4)), [1, 1, 1, 1])
+
+
+def test_branching_on_a_value_raises_tracer_bool_conversion_error():
+    err = tracing.error_of(jax.jit(tracing.sin_or_cos), jnp.ones(3), 1.0)
+    assert type(err) is jax.errors.TracerBoolConversionError
+    assert issubclass(jax.errors.TracerBoolConversionError, jax.errors.ConcretizationTypeError)
+    assert type(err).__mro__[1] is jax.errors.ConcretizationTypeError  # what the chapter prints
+    assert str(err).splitlines()[0].startswith("Attempted boolean conversion of traced array")
+
+
+def test_three_ways_out_give_the_right_values():
+    x = jnp.linspace(-1.0, 1.0, 5)
+    x64 = np.asarray(x, np.float64)
+    for t, want in ((1.0, np.sin(x64)), (-1.0, np.cos(x64))):
+        for fn in (tracing.sin_or_cos_static, jax.jit(tracing.sin_or_cos_where), jax.jit(tracing.sin_or_cos_cond)):
+            np.testing.assert_allclose(fn(x, t), want, atol=1e-6)
+
+
+def test_static_compiles_per_value_where_and_cond_once():
+    x = jnp.ones(4)
+    ways = {"static": jax.jit(functools.partial(tracing.sin_or_cos), static_argnums=1),
+            "where": jax.jit(functools.partial(tracing.sin_or_cos_where)),
+            "cond": jax.jit(functools.partial(tracing.sin_or_cos_cond))}
+    counts = {}
+    for name, fn in ways.items():
+        with count_compiles() as log:
+            for t in (1.0, 2.0, -1.0, -2.0):
+                fn(x, t)
+        counts[name] = log.count
+    assert counts == {"static": 4, "where": 1, "cond": 1}
+
+
+def test_static_program_holds_one_branch_where_computes_both_cond_runs_one():
+    x = jnp.ones(3)
+    static = jax.make_jaxpr(tracing.sin_or_cos, static_argnums=1)(x, 1.0)
+    assert [str(e.primitive) for e in static.jaxpr.eqns] == ["sin"]
+    assert tracing.branches_run(tracing.sin_or_cos_where, x, 1.0) == ["sin", "cos"]
+    assert tracing.branches_run(tracing.sin_or_cos_where, x, -1.0) == ["sin", "cos"]
+    assert tracing.branches_run(tracing.sin_or_cos_cond, x, 1.0) == ["sin"]
+    assert tracing.branches_run(tracing.sin_or_cos_cond, x, -1.0) == ["cos"]
+    cond = jax.make_jaxpr(tracing.sin_or_cos_cond)(x, 1.0)
+    assert "cond" in [str(e.primitive) for e in cond.jaxpr.eqns]
+    assert "sin" in str(cond) and "cos" in str(cond)  # both branches are in the program
+
+
+# --- loops -------------------------------------------------------------------------------------------
+
+
+def test_python_loop_unrolls_and_structured_loops_stay_constant():
+    rows = tracing.loop_growth([tracing.python_loop, tracing.fori_version, tracing.scan_version],
+                               [1, 10, 50], jnp.ones(3))
+    eqs = {(r["loop"], r["n"]): r["equations"] for r in rows}
+    assert [eqs["python_loop", n] for n in (1, 10, 50)] == [2, 20, 100]
+    assert len({eqs["fori_version", n] for n in (1, 10, 50)}) == 1
+    assert len({eqs["scan_version", n] for n in (1, 10, 50)}) == 1
+    assert all(r["compile (ms)"] > 0 for r in rows)
+
+
+def test_loops_agree_with_numpy():
+    x = jnp.array([0.5, -1.0, 2.0])
+    want = np.asarray(x, np.float64)
+    for _ in range(7):
+        want = np.sin(want) + 1.0
+    for fn in (tracing.python_loop, tracing.fori_version, tracing.scan_version):
+        np.testing.assert_allclose(jax.jit(fn, static_argnums=1)(x, 7), want, atol=1e-5)
+
+
+def test_fori_loop_with_traced_n_compiles_once_static_loop_per_n():
+    static_loop = jax.jit(functools.partial(tracing.python_loop), static_argnums=1)
+    traced_loop = jax.jit(functools.partial(tracing.fori_version))
+    with count_compiles() as static_log:
+        for n in (3, 4, 5):
+            static_loop(jnp.ones(3), n)
+    with count_compiles() as traced_log:
+        for n in (3, 4, 5):
+            traced_loop(jnp.ones(3), n)
+    assert (static_log.count, traced_log.count) == (3, 1)
+
+
+def test_traced_loop_lengths_fail_for_range_and_scan():
+    assert isinstance(tracing.error_of(jax.jit(tracing.python_loop), jnp.ones(2), 3),
+                      jax.errors.TracerIntegerConversionError)
+    assert isinstance(tracing.error_of(jax.jit(tracing.scan_version), jnp.ones(2), 3),
+                      jax.errors.ConcretizationTypeError)
+
+
+def test_count_equations_counts_nested_bodies():
+    closed = jax.make_jaxpr(tracing.fori_version)(jnp.ones(2), 3)
+    assert len(closed.jaxpr.eqns) < tracing.count_equations(closed)
+    assert tracing.count_equations(closed.jaxpr) == tracing.count_equations(closed)
+    with pytest.raises(TypeError, match="takes a jaxpr"):
+        tracing.count_equations("not a jaxpr")
+
+
+# --- closures ----------------------------------------------------------------------------------------
+
+
+def test_captured_array_is_a_constant_not_an_input():
+    w = jnp.array([1.0, 2.0, 3.0])
+    closure = jax.make_jaxpr(tracing.make_scaler(w))(jnp.ones(3))
+    argument = jax.make_jaxpr(tracing.scale_by_argument)(jnp.ones(3), w)
+    assert (len(closure.jaxpr.invars), len(closure.consts)) == (1, 1)
+    assert (len(argument.jaxpr.invars), len(argument.consts)) == (2, 0)
+    np.testing.assert_array_equal(np.asarray(closure.consts[0]), [1.0, 2.0, 3.0])
+
+
+def test_closure_goes_stale_argument_stays_fresh():
+    config = {"scale": 2.0}
+    jitted = jax.jit(tracing.make_config_scaler(config))
+    assert float(jitted(1.0)) == 2.0
+    config["scale"] = 3.0
+    with count_compiles() as log:
+        assert float(jitted(1.0)) == 2.0
+    assert log.count == 0
+    fresh = jax.jit(functools.partial(tracing.scale_by_argument))
+    with count_compiles() as log:
+        assert [float(fresh(1.0, s)) for s in (2.0, 3.0)] == [2.0, 3.0]
+    assert log.count == 1
+
+
+def test_a_new_function_each_iteration_compiles_each_time():
+    assert tracing.compiles_when_rejitted(lambda: tracing.make_scaler(2.0), 3, 1.0) == 3
+    assert tracing.compiles_when_rejitted(lambda: functools.partial(tracing.step), 3, 1.0) == 3
+    assert tracing.compiles_when_rejitted(lambda: (lambda v: tracing.step(v)), 3, 1.0) == 3
+    local = functools.partial(tracing.step)  # one function object, jitted three times
+    assert tracing.compiles_when_rejitted(lambda: local, 3, 1.0) == 1
+
+
+# --- bad input ---------------------------------------------------------------------------------------
+
+
+def test_helpers_reject_bad_input():
+    with pytest.raises(TypeError, match="wraps a function"):
+        tracing.BodyCounter(3)
+    with pytest.raises(TypeError, match="takes the function first"):
+        tracing.printed_lines([1.0], tracing.step)
+    with pytest.raises(ValueError, match="loop lengths"):
+        tracing.loop_growth([tracing.python_loop], [], jnp.ones(2))
+    with pytest.raises(ValueError, match="loop lengths"):
+        tracing.loop_growth([tracing.python_loop], [2.5], jnp.ones(2))
+    with pytest.raises(ValueError, match="did not raise"):
+        tracing.error_of(tracing.step, 1.0)
+    with pytest.raises(ValueError, match="times must be an int"):
+        tracing.compiles_when_rejitted(lambda: tracing.step, 0, 1.0)
+
+
+# --- exercises: plausible wrong answers get the intended message ----------------------------------------
+
+
+def test_debug_print_wrong_answer_plain_print():
+    def noisy_square(x):
+        print("x =", x)
+        return x * x
+
+    report = check("tracing.debug-print", noisy_square)
+    assert not report.passed and "a plain print runs only while tracing" in report.message
+
+
+def test_debug_print_wrong_answer_wrong_value():
+    def noisy_square(x):
+        jax.debug.print("x = {}", x)
+        return 2 * x
+
+    assert "expected [2.25, 6.25, 12.25]" in check("tracing.debug-print", noisy_square).message
+
+
+def test_where_wrong_answer_python_if():
+    def leaky_relu(x):
+        if x > 0:
+            return x
+        return 0.1 * x
+
+    report = check("tracing.where", leaky_relu)
+    assert not report.passed
+    assert "an `if`" in report.message and "TracerBoolConversionError" in report.message
+
+
+def test_where_wrong_answer_plain_relu():
+    assert "expected" in check("tracing.where", lambda x: jnp.where(x > 0, x, 0.0)).message
+
+
+def test_loop_once_wrong_answers():
+    python_loop = check("tracing.loop-once", tracing.python_loop)
+    assert "range(n)" in python_loop.message and "TracerIntegerConversionError" in python_loop.message
+    scan = check("tracing.loop-once", tracing.scan_version)
+    assert "lax.fori_loop accepts a traced trip count" in scan.message
+    off_by_one = check("tracing.loop-once", lambda x, n: lax.fori_loop(0, n + 1, lambda i, c: tracing.step(c), x))
+    assert "n = 0" in off_by_one.message
+
+
+def test_count_traces_wrong_answer_counts_calls():
+    report = check("tracing.count-traces", lambda fn, calls: len(calls))
+    assert not report.passed and "the number of calls" in report.message
+
+
+def test_count_traces_wrong_answer_ignores_weak_types():
+    def by_shape_and_dtype(fn, calls):
+        return len({(jnp.shape(a), jnp.result_type(a)) for (a,) in calls})
+
+    report = check("tracing.count-traces", by_shape_and_dtype)
+    assert not report.passed and "a Python float, then a float32 array" in report.message
+
+
+def test_reference_trace_count():
+    assert reference_trace_count(lambda v: v, [(1.0,), (2.0,)]) == 1
+    assert reference_trace_count(lambda v: v, [(1.0,), (jnp.float32(1.0),)]) == 2
+    assert reference_trace_count(lambda v: v, []) == 0
