@@ -42,6 +42,20 @@ def step(x: jax.Array) -> jax.Array:
     return jnp.sin(x) * 0.5 + x
 
 
+def step_f32_constant(x: jax.Array) -> jax.Array:
+    """``step`` with its 0.5 as a float32 array constant: strongly typed, so it promotes a float16 ``x``."""
+    return jnp.sin(x) * np.float32(0.5) + x
+
+
+def scaled_by(k: float) -> Callable[[jax.Array], jax.Array]:
+    """A function that captures the Python number ``k``: it enters the jaxpr as a literal, not a constant."""
+
+    def scale(x: jax.Array) -> jax.Array:
+        return x * k
+
+    return scale
+
+
 def python_loop(x: jax.Array, steps: int) -> jax.Array:
     """``steps`` iterations in a Python loop: tracing unrolls it, one copy of ``step`` per iteration."""
     for _ in range(steps):
@@ -83,6 +97,24 @@ def equations(jaxpr) -> Iterator:
         yield eqn
         for sub in jax.extend.core.jaxprs_in_params(eqn.params):
             yield from equations(sub)
+
+
+def _atom(v) -> str:
+    if isinstance(v, jax.extend.core.Literal):
+        return f"literal {np.asarray(v.val).item()!r} ({v.aval})"
+    return str(v.aval)
+
+
+def anatomy(jaxpr) -> Markdown:
+    """A jaxpr taken apart, one row per constant, input, equation and output, each with its type."""
+    if not hasattr(jaxpr, "eqns"):
+        raise TypeError(f"anatomy takes a jaxpr (jax.make_jaxpr(f)(x)), got {type(jaxpr).__name__}.")
+    rows = [{"part": "constant", "primitive": "", "reads": "", "type": str(v.aval)} for v in jaxpr.constvars]
+    rows += [{"part": "input", "primitive": "", "reads": "", "type": str(v.aval)} for v in jaxpr.invars]
+    rows += [{"part": "equation", "primitive": f"`{e.primitive.name}`", "reads": ", ".join(_atom(v) for v in e.invars),
+              "type": ", ".join(str(v.aval) for v in e.outvars)} for e in jaxpr.eqns]
+    rows += [{"part": "output", "primitive": "", "reads": "", "type": _atom(v)} for v in jaxpr.outvars]
+    return table(rows)
 
 
 def _nbytes(value) -> int:
@@ -143,7 +175,7 @@ def explore(fn: Callable, *args, name: str | None = None, static_argnums: int | 
         constant_bytes=sum(_nbytes(c) for c in jaxpr.consts),
         literals=literals,
         inputs=[str(v.aval) for v in jaxpr.invars],
-        jaxpr_lines=len(str(jaxpr).splitlines()),
+        jaxpr_lines=len(jaxpr.pretty_print(use_color=False).splitlines()),
         stablehlo_lines=None if hlo is None else len(hlo.splitlines()),
         stablehlo_chars=None if hlo is None else len(hlo),
     )
@@ -198,7 +230,7 @@ class Walk:
 
     @property
     def jaxpr_text(self) -> str:
-        return str(self.stages.jaxpr)
+        return self.stages.jaxpr.pretty_print(use_color=False)  # no terminal colour codes in Markdown
 
     @property
     def compiled(self):
@@ -215,7 +247,7 @@ class Walk:
     def _repr_markdown_(self) -> str:
         s = self.stages
         ms = lambda t: f"{1e3 * t:.1f} ms"  # noqa: E731
-        cost = table([{"figure": k, "value": v} for k, v in self.cost.items()]).text
+        cost = table([{"figure": k, "value": int(v) if v.is_integer() else v} for k, v in self.cost.items()]).text
         return "\n\n".join([
             f"**1. trace** ({ms(s.trace)}): the jaxpr\n\n```\n{self.jaxpr_text}\n```",
             f"**2. lower** ({ms(s.lower)}): StableHLO, {len(self.stablehlo.splitlines())} lines\n\n"
@@ -256,6 +288,6 @@ def call_outcome(fn: Callable, *args) -> dict:
             "first line": "", "last line": ""}
 
 
-__all__ = ["JaxprStats", "Walk", "by_rank", "call_outcome", "compare", "cost_summary", "describe", "equations",
-           "explore", "fori_loop", "log2_with_side_effects", "python_loop", "step", "walk", "with_argument",
+__all__ = ["JaxprStats", "Walk", "anatomy", "by_rank", "call_outcome", "compare", "cost_summary", "describe", "equations",
+           "explore", "fori_loop", "log2_with_side_effects", "python_loop", "scaled_by", "step", "step_f32_constant", "walk", "with_argument",
            "with_closure"]
