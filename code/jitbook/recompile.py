@@ -1,0 +1,454 @@
+"""What makes jit compile again, measured: static arguments, the cache key, loop traps, buckets, the disk cache.
+
+Every helper jits a *fresh* wrapper of its function (as ``timing.stages`` does), so a measurement starts
+from an empty in-memory cache however often the chapter or a test runs it.
+"""
+
+import dataclasses
+import functools
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .cache import count_compiles
+
+
+def fresh_jit(fn: Callable, **jit_kwargs) -> Callable:
+    """``jax.jit`` of a new wrapper of ``fn``: same name, empty cache (jit caches per function object)."""
+    if not callable(fn):
+        raise TypeError(f"fresh_jit takes a function, got {type(fn).__name__}.")
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        return fn(*args, **kwargs)
+
+    return jax.jit(wrapper, **jit_kwargs)
+
+
+# --- static arguments ------------------------------------------------------------------------------------
+
+def power(x: jax.Array, n) -> jax.Array:
+    """``x ** n`` with ``n`` meant to be static: with a Python int the exponent is unrolled into multiplies."""
+    return x**n
+
+
+def static_sweep(values: Sequence, x: jax.Array | None = None) -> list[dict]:
+    """Call ``power(x, n)`` jitted with static ``n`` once per value in ``values``: did each call compile, how long."""
+    if isinstance(values, (str, bytes)) or not isinstance(values, Sequence) or not values:
+        raise ValueError("static_sweep takes a non-empty list of exponents, e.g. [2, 3, 2, 2.0].")
+    x = jnp.linspace(0.5, 1.5, 1000) if x is None else x
+    jitted = fresh_jit(power, static_argnums=1)
+    rows = []
+    for n in values:
+        with count_compiles() as log:
+            start = time.perf_counter()
+            out = jax.block_until_ready(jitted(x, n))
+            seconds = time.perf_counter() - start
+        rows.append({"n": repr(n), "type": type(n).__name__, "compiled": log.count_for("power"),
+                     "call (ms)": 1e3 * seconds, "result dtype": str(out.dtype)})
+    return rows
+
+
+def static_error(value) -> Exception:
+    """The exception jit raises when ``value`` is passed as a static argument of ``power`` (e.g. an array)."""
+    try:
+        fresh_jit(power, static_argnums=1)(jnp.ones(3), value)
+    except Exception as err:  # the chapter shows this exception's class and message
+        return err
+    raise ValueError(f"{type(value).__name__} {value!r} was accepted as a static argument; pass an unhashable one.")
+
+
+# --- the cache key: arguments ----------------------------------------------------------------------------
+
+def add_one(x):
+    """The smallest function whose program depends on its argument's shape, dtype and weak type."""
+    return x + 1
+
+
+def argument_cases() -> list[tuple[str, object]]:
+    """Arguments passed in turn to one jitted ``add_one``: which of them make a new program?"""
+    return [
+        ("1.0 (Python float)", 1.0),
+        ("2.0 (another Python float)", 2.0),
+        ("jnp.float32(1.0)", jnp.float32(1.0)),
+        ("np.float32(3.0)", np.float32(3.0)),
+        ("jnp.array(1.0)", jnp.array(1.0)),
+        ("1 (Python int)", 1),
+        ("jnp.ones(3)", jnp.ones(3)),
+        ("jnp.zeros(3)", jnp.zeros(3)),
+        ("jnp.ones(4)", jnp.ones(4)),
+        ("jnp.ones(3, dtype=jnp.int32)", jnp.ones(3, dtype=jnp.int32)),
+    ]
+
+
+def probe(fn: Callable, cases: Sequence[tuple[str, object]]) -> list[dict]:
+    """Call one fresh ``jax.jit(fn)`` on each case in turn; one row per call: what jit saw, did it compile."""
+    jitted = fresh_jit(fn)
+    rows = []
+    for label, arg in cases:
+        with count_compiles() as log:
+            jitted(arg)
+        rows.append({"argument": label, "jit sees": str(jax.typeof(arg).str_short(short_dtypes=True)),
+                     "weak type": bool(jax.typeof(arg).weak_type), "compiled": log.count_for(fn.__name__)})
+    return rows
+
+
+# --- the cache key: the function -------------------------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class ScaleBy:
+    """A callable object equal to (and hashing like) any other ``ScaleBy`` with the same factor."""
+
+    factor: float
+
+    def __call__(self, x):
+        return x * self.factor
+
+
+class ScaleByIdentity:
+    """The same callable, but with Python's default hash and equality: by identity."""
+
+    def __init__(self, factor: float) -> None:
+        self.factor = factor
+
+    def __call__(self, x):
+        return x * self.factor
+
+
+def identity_rows(x: jax.Array | None = None) -> list[dict]:
+    """Two callables that do the same thing: jitted one after the other, does the second compile?"""
+    x = jnp.ones(3) if x is None else x
+    pairs = [
+        ("the same function twice", add_one, add_one),
+        ("two equal ScaleBy(2.0) objects", ScaleBy(2.0), ScaleBy(2.0)),
+        ("two ScaleByIdentity(2.0) objects", ScaleByIdentity(2.0), ScaleByIdentity(2.0)),
+        ("functools.partial(add_one), twice", functools.partial(add_one), functools.partial(add_one)),
+    ]
+    rows = []
+    for label, first, second in pairs:
+        jax.clear_caches()  # each pair starts from an empty cache; the objects stay alive during the pair
+        jax.jit(first)(x)
+        with count_compiles() as log:
+            jax.jit(second)(x)
+        rows.append({"callables": label, "equal": first == second, "second compiled": log.count})
+    return rows
+
+
+class Calculator:
+    """The seed's class: a method whose behaviour depends on a mutable attribute."""
+
+    def __init__(self, x: float, mul: bool) -> None:
+        self.x = x
+        self.mul = mul
+
+    def calc(self, y):
+        return self.x * y if self.mul else y
+
+
+def stale_bound_method() -> dict:
+    """``jit(c.calc)``, then flip ``c.mul``: the jitted method keeps the compiled behaviour."""
+    c = Calculator(2.0, True)
+    jitted = jax.jit(c.calc)
+    before = float(jitted(3.0))
+    c.mul = False
+    with count_compiles() as log:
+        after = float(jitted(3.0))
+    return {"before": before, "after": after, "python": float(c.calc(3.0)), "compiled": log.count}
+
+
+# --- the cache key: configuration ------------------------------------------------------------------------
+
+def matmul(a, b):
+    return a @ b
+
+
+CONFIG_CASES = [
+    ("jax_enable_x64", True),
+    ("jax_default_matmul_precision", "highest"),
+    ("jax_numpy_rank_promotion", "raise"),
+    ("jax_debug_nans", True),
+    ("jax_log_compiles", True),
+]
+
+
+def config_compiles(name: str, value) -> dict:
+    """Compiles of a warm ``jit(matmul)`` after setting option ``name`` to ``value``, and after setting it back."""
+    if name not in jax.config.values:
+        raise ValueError(f"{name!r} is not a JAX config option; see jax.config.values for the names.")
+    a = jnp.ones((8, 8), dtype=jnp.float32)
+    jitted = fresh_jit(matmul)
+    jitted(a, a)
+    old = jax.config.values[name]
+    try:
+        with count_compiles() as changed:
+            jax.config.update(name, value)
+            jitted(a, a)
+    finally:
+        jax.config.update(name, old)
+    with count_compiles() as restored:
+        jitted(a, a)
+    return {"option": name, "set to": repr(value), "compiles when set": changed.count_for("matmul"),
+            "compiles when set back": restored.count_for("matmul")}
+
+
+# --- loop traps and notebooks ----------------------------------------------------------------------------
+
+def plus_one(i):
+    return i + 1
+
+
+def jit_in_a_loop(how: str, steps: int = 10) -> dict:
+    """Apply ``plus_one`` ``steps`` times through ``jax.jit(...)`` built inside the loop, three ways."""
+    makers = {"jax.jit(partial(plus_one))": lambda: jax.jit(functools.partial(plus_one)),
+              "jax.jit(lambda i: plus_one(i))": lambda: jax.jit(lambda i: plus_one(i)),
+              "jax.jit(plus_one)": lambda: jax.jit(plus_one)}
+    if how not in makers:
+        raise ValueError(f"how must be one of {list(makers)}, got {how!r}.")
+    jax.clear_caches()  # start cold, so the three ways are compared on equal terms
+    i = 0
+    with count_compiles() as log:
+        start = time.perf_counter()
+        for _ in range(steps):
+            i = makers[how]()(i)
+        seconds = time.perf_counter() - start
+    return {"loop body": how, "steps": steps, "result": int(i), "compiles": log.count, "loop (ms)": 1e3 * seconds}
+
+
+def run_cell(source: str, name: str) -> Callable:
+    """Run ``source`` as a notebook cell would and return the function ``name`` it defines (a new object each time)."""
+    namespace: dict = {}
+    exec(compile(source, f"<cell defining {name}>", "exec"), namespace)
+    if name not in namespace:
+        raise ValueError(f"the cell does not define {name!r}; it defines {sorted(k for k in namespace if k != '__builtins__')}.")
+    return namespace[name]
+
+
+# --- reading the logs ------------------------------------------------------------------------------------
+
+def about(messages: Sequence[str], name: str, max_lines: int = 8) -> str:
+    """The captured JAX log messages that concern function ``name``, without the noise of helper programs."""
+    keep = []
+    for m in messages:
+        if (f"for {name} defined" in m or f"jit({name})" in m or f"    {name} id=" in m
+                or f"tracing {name} for jit" in m):
+            keep.append("\n".join(m.splitlines()[:max_lines]))
+    return "\n".join(keep)
+
+
+def explain_miss(fn: Callable, warm: tuple, then: tuple, config: dict | None = None, **jit_kwargs) -> str:
+    """Call a fresh ``jax.jit(fn)`` on ``warm``, then on ``then`` (with ``config`` options set): JAX's own words."""
+    from .cache import capture_jax_logs
+
+    jitted = fresh_jit(fn, **jit_kwargs)
+    jitted(*warm)
+    old = {k: jax.config.values[k] for k in (config or {})}
+    try:
+        with capture_jax_logs() as messages:
+            for k, v in (config or {}).items():
+                jax.config.update(k, v)
+            jitted(*then)
+    finally:
+        for k, v in old.items():
+            jax.config.update(k, v)
+    return about(messages, fn.__name__)
+
+
+# --- buckets ---------------------------------------------------------------------------------------------
+
+def soft_mean(x: jax.Array, mask: jax.Array) -> jax.Array:
+    """Mean of softplus(x) over the entries where ``mask`` is true: padding is ignored, so results do not move."""
+    y = jnp.logaddexp(x, 0.0)
+    return jnp.sum(jnp.where(mask, y, 0.0)) / jnp.sum(mask)
+
+
+def next_bucket(n: int, smallest: int = 16) -> int:
+    """The padded length for ``n``: the next power of two, at least ``smallest``."""
+    if not isinstance(n, (int, np.integer)) or n < 1:
+        raise ValueError(f"n must be a positive int (a sequence length), got {n!r}.")
+    return max(smallest, 1 << (int(n) - 1).bit_length())
+
+
+def stream_lengths(count: int, longest: int, seed: int = 0) -> list[int]:
+    """A reproducible stream of ``count`` sequence lengths between 1 and ``longest``."""
+    return [int(n) for n in np.random.default_rng(seed).integers(1, longest + 1, size=count)]
+
+
+@dataclasses.dataclass
+class StreamRun:
+    """One pass over a stream of sequences: compiles, wall time, and the results (to check them)."""
+
+    how: str
+    compiles: int
+    seconds: float
+    shapes: int
+    results: np.ndarray
+
+    def row(self) -> dict:
+        return {"how": self.how, "distinct shapes": self.shapes, "compiles": self.compiles,
+                "total (s)": self.seconds}
+
+
+def run_stream(lengths: Sequence[int], bucketed: bool, seed: int = 1) -> StreamRun:
+    """Apply ``soft_mean`` to one random sequence per length, padded to buckets or at its own length."""
+    if not lengths:
+        raise ValueError("run_stream needs at least one length.")
+    rng = np.random.default_rng(seed)
+    data = [rng.normal(size=n).astype(np.float32) for n in lengths]
+    jitted = fresh_jit(soft_mean)
+    out, shapes = [], set()
+    with count_compiles() as log:
+        start = time.perf_counter()
+        for x in data:
+            size = next_bucket(len(x)) if bucketed else len(x)
+            padded = np.zeros(size, np.float32)
+            padded[: len(x)] = x
+            shapes.add(size)
+            out.append(jitted(padded, np.arange(size) < len(x)))
+        results = np.asarray(jax.block_until_ready(jnp.stack(out)))
+        seconds = time.perf_counter() - start
+    return StreamRun("padded to buckets" if bucketed else "each length as it comes", log.count_for("soft_mean"),
+                     seconds, len(shapes), results)
+
+
+# --- control flow without recompiling --------------------------------------------------------------------
+
+def shrink(x, mode):
+    """Three ways to shrink values, chosen by ``mode`` (0, 1 or 2) with ``lax.switch``: one program for all."""
+    return jax.lax.switch(mode, [lambda v: jnp.clip(v, -1.0, 1.0), jnp.tanh, lambda v: v / (1.0 + jnp.abs(v))], x)
+
+
+def shrink_static(x, mode: int):
+    """The same choice with a Python ``if`` on a static ``mode``: one program per mode."""
+    if mode == 0:
+        return jnp.clip(x, -1.0, 1.0)
+    if mode == 1:
+        return jnp.tanh(x)
+    return x / (1.0 + jnp.abs(x))
+
+
+def sqrt_newton(a, tol):
+    """Square root by Newton's method until the step is below ``tol``: ``lax.while_loop`` with a traced stop."""
+    def not_done(state):
+        x, step = state
+        return step > tol
+
+    def improve(state):
+        x, _ = state
+        new = 0.5 * (x + a / x)
+        return new, jnp.abs(new - x)
+
+    return jax.lax.while_loop(not_done, improve, (a, jnp.inf))[0]
+
+
+def first_k(x, k: int):
+    """The first ``k`` entries: the output's shape depends on ``k``, so ``k`` has to be static."""
+    return x[:k]
+
+
+def control_flow_rows() -> list[dict]:
+    """Compiles of each tool over several values of its control argument."""
+    x = jnp.linspace(-3.0, 3.0, 7)
+    rows = []
+
+    def measure(tool, fn, calls, **jit_kwargs):
+        jitted = fresh_jit(fn, **jit_kwargs)
+        with count_compiles() as log:
+            for args in calls:
+                jitted(*args)
+        rows.append({"tool": tool, "calls": len(calls), "compiles": log.count_for(fn.__name__)})
+
+    measure("lax.switch on a traced mode", shrink, [(x, m) for m in (0, 1, 2)])
+    measure("Python if on a static mode", shrink_static, [(x, m) for m in (0, 1, 2)], static_argnums=1)
+    measure("lax.while_loop with a traced tolerance", sqrt_newton, [(2.0, t) for t in (1e-2, 1e-4, 1e-6)])
+    measure("static k (output shape depends on it)", first_k, [(x, k) for k in (2, 3, 4)], static_argnums=1)
+    return rows
+
+
+# --- exercises' starting points -------------------------------------------------------------------------
+
+def sgd_step(w: jax.Array, x: jax.Array, y: jax.Array, lr) -> jax.Array:
+    """One gradient step of least squares ``mean((x @ w - y)**2)`` with learning rate ``lr``."""
+    grad = jax.grad(lambda w: jnp.mean((x @ w - y) ** 2))(w)
+    return w - lr * grad
+
+
+def poly_eval(coeffs: tuple, x: jax.Array) -> jax.Array:
+    """Evaluate the polynomial with ``coeffs`` (highest power first) at ``x``; ``coeffs`` is static, so unrolled."""
+    y = jnp.zeros_like(x)
+    for c in coeffs:
+        y = y * x + c
+    return y
+
+
+# --- the persistent compilation cache --------------------------------------------------------------------
+
+def deep(x, steps: int):
+    """A program that takes XLA a noticeable time to compile: ``steps`` unrolled matmul-tanh layers."""
+    for i in range(steps):
+        x = jnp.tanh(x @ x.T * 0.01 + i)
+    return x
+
+
+_CHILD = """
+import json, os, sys, time
+start = time.perf_counter()
+import jitbook, jax, jax.numpy as jnp
+from jitbook import recompile
+cache_dir, min_seconds, steps = sys.argv[1], float(sys.argv[2]), int(sys.argv[3])
+jax.config.update("jax_compilation_cache_dir", cache_dir)
+jax.config.update("jax_persistent_cache_min_compile_time_secs", min_seconds)
+x = jnp.ones((32, 32))
+ready = time.perf_counter()
+with jitbook.count_compiles() as log:
+    jax.block_until_ready(jax.jit(recompile.deep, static_argnums=1)(x, steps))
+done = time.perf_counter()
+print(json.dumps({"compile events": log.count_for("deep"), "compile (s)": log.compile_seconds,
+                  "disk cache hits": log.persistent_cache_hits, "first call (s)": done - ready,
+                  "process start to result (s)": done - start, "files in cache dir": len(os.listdir(cache_dir))}))
+"""
+
+
+def cold_start(cache_dir: str, min_compile_seconds: float, steps: int) -> dict:
+    """Run ``jit(deep)`` once in a new Python process using the disk cache in ``cache_dir``; what it cost."""
+    if not os.path.isdir(cache_dir):
+        raise ValueError(f"cache_dir {cache_dir!r} is not a directory; create it first (tempfile.mkdtemp()).")
+    out = subprocess.run([sys.executable, "-c", _CHILD, cache_dir, str(min_compile_seconds), str(steps)],
+                         capture_output=True, text=True, env=dict(os.environ))
+    if out.returncode != 0:
+        raise RuntimeError(f"the cold-start process failed:\n{out.stderr[-2000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def persistent_cache_runs(steps: int, min_compile_seconds: float | None = None) -> list[dict]:
+    """Two fresh processes sharing one new cache directory: the first compiles, does the second load from disk?
+
+    ``min_compile_seconds=None`` keeps JAX's default threshold (programs faster to compile are not written).
+    """
+    threshold = jax.config.values["jax_persistent_cache_min_compile_time_secs"] if min_compile_seconds is None \
+        else min_compile_seconds
+    with tempfile.TemporaryDirectory(prefix="jitbook-cache-") as cache_dir:
+        rows = []
+        for process in ("first", "second"):
+            row = {"min compile time (s)": threshold, "process": process}
+            row.update(cold_start(cache_dir, threshold, steps))
+            rows.append(row)
+    return rows
+
+
+# --- the summary ------------------------------------------------------------------------------------------
+
+def ratio_words(slow: float, fast: float) -> str:
+    """``'3.2 times faster'``-style words for a measured ratio, true whichever way it came out."""
+    if min(slow, fast) <= 0 or math.isnan(slow) or math.isnan(fast):
+        raise ValueError(f"times must be positive, got {slow!r} and {fast!r}.")
+    r = slow / fast
+    return f"{r:.1f} times faster" if r >= 1 else f"{1 / r:.1f} times slower"
