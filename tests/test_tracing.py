@@ -129,6 +129,11 @@ def test_static_compiles_per_value_where_and_cond_once():
     assert counts == {"static": 4, "where": 1, "cond": 1}
 
 
+def test_static_arguments_must_be_hashable():
+    err = tracing.error_of(jax.jit(tracing.sin_or_cos, static_argnums=1), jnp.ones(2), jnp.array(1.0))
+    assert type(err) is ValueError and str(err).startswith("Non-hashable static arguments are not supported")
+
+
 def test_static_program_holds_one_branch_where_computes_both_cond_runs_one():
     x = jnp.ones(3)
     static = jax.make_jaxpr(tracing.sin_or_cos, static_argnums=1)(x, 1.0)
@@ -181,6 +186,8 @@ def test_traced_loop_lengths_fail_for_range_and_scan():
                       jax.errors.TracerIntegerConversionError)
     assert isinstance(tracing.error_of(jax.jit(tracing.scan_version), jnp.ones(2), 3),
                       jax.errors.ConcretizationTypeError)
+    # unlike TracerBoolConversionError, the integer one is not a ConcretizationTypeError on this JAX
+    assert not issubclass(jax.errors.TracerIntegerConversionError, jax.errors.ConcretizationTypeError)
 
 
 def test_count_equations_counts_nested_bodies():
