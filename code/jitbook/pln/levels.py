@@ -1,0 +1,245 @@
+"""One algorithm, six ways to run it: from plain eager JAX to one compiled loop.
+
+Every level runs the same iteration: a gradient step on (B, M, S) with the ELBO at the current
+Omega, then the closed-form Sigma and Omega. They differ only in what JAX gets to compile.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import NamedTuple
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from jax.tree_util import register_pytree_node_class
+
+from .data import PLNData, check_data
+from .fast import _fit_fast
+from .model import Params, closed_form_sigma, init_params, make_optimizer, neg_elbo
+
+
+class FitResult(NamedTuple):
+    """Per-iteration loss (minus the ELBO, before that iteration's step) and the final parameters."""
+
+    losses: np.ndarray
+    params: Params
+    Sigma: jax.Array
+    Omega: jax.Array
+
+
+# Level "eager": no jit at all; every jnp call dispatches one small compiled kernel.
+def fit_eager(data: PLNData, n_iter: int, lr: float = 1.0) -> FitResult:
+    """Plain Python loop, plain JAX calls."""
+    opt = make_optimizer(lr)
+    params = init_params(data)
+    Sigma = Omega = jnp.eye(data.Y.shape[1])
+    opt_state = opt.init(params)
+    losses = []
+    for _ in range(n_iter):
+        loss, grads = jax.value_and_grad(neg_elbo)(params, data, Omega)
+        updates, opt_state = opt.update(grads, opt_state, params)
+        params = optax.apply_updates(params, updates)
+        Sigma = closed_form_sigma(params.M, params.S)
+        Omega = jnp.linalg.inv(Sigma)
+        losses.append(loss)
+    return FitResult(np.asarray(jnp.stack(losses)), params, Sigma, Omega)
+
+
+# Level "jit_step": the pieces are jitted, the loop stays in Python.
+_loss_and_grad = jax.jit(jax.value_and_grad(neg_elbo))
+_closed_form_sigma = jax.jit(closed_form_sigma)
+_inv = jax.jit(jnp.linalg.inv)
+_apply_updates = jax.jit(optax.apply_updates)
+
+
+def fit_jit_step(data: PLNData, n_iter: int, lr: float = 1.0) -> FitResult:
+    """Python loop over jitted pieces: one dispatch per piece per iteration."""
+    opt = make_optimizer(lr)
+    update = jax.jit(opt.update)
+    params = init_params(data)
+    Sigma = Omega = jnp.eye(data.Y.shape[1])
+    opt_state = opt.init(params)
+    losses = []
+    for _ in range(n_iter):
+        loss, grads = _loss_and_grad(params, data, Omega)
+        updates, opt_state = update(grads, opt_state, params)
+        params = _apply_updates(params, updates)
+        Sigma = _closed_form_sigma(params.M, params.S)
+        Omega = _inv(Sigma)
+        losses.append(loss)
+    return FitResult(np.asarray(jnp.stack(losses)), params, Sigma, Omega)
+
+
+# Level "scan": the whole loop is one lax.scan inside one jit; the carry is a plain tuple.
+@partial(jax.jit, static_argnames=("n_iter", "lr"))
+def _fit_scan(data: PLNData, n_iter: int, lr: float):
+    opt = make_optimizer(lr)
+    params = init_params(data)
+    eye = jnp.eye(data.Y.shape[1])
+
+    def body(carry, _):
+        params, Sigma, Omega, opt_state = carry
+        loss, grads = jax.value_and_grad(neg_elbo)(params, data, Omega)
+        updates, opt_state = opt.update(grads, opt_state, params)
+        params = optax.apply_updates(params, updates)
+        Sigma = closed_form_sigma(params.M, params.S)
+        return (params, Sigma, jnp.linalg.inv(Sigma), opt_state), loss
+
+    (params, Sigma, Omega, _), losses = jax.lax.scan(body, (params, eye, eye, opt.init(params)), length=n_iter)
+    return losses, params, Sigma, Omega
+
+
+def fit_scan(data: PLNData, n_iter: int, lr: float = 1.0) -> FitResult:
+    """One compiled program for all iterations."""
+    losses, params, Sigma, Omega = _fit_scan(data, n_iter, lr)
+    return FitResult(np.asarray(losses), params, Sigma, Omega)
+
+
+# Level "namedtuple": the same scan, with the carry given names.
+class FitState(NamedTuple):
+    """Everything that changes from one iteration to the next."""
+
+    params: Params
+    Sigma: jax.Array
+    Omega: jax.Array
+    opt_state: optax.OptState
+
+
+@partial(jax.jit, static_argnames=("n_iter", "lr"))
+def _fit_namedtuple(data: PLNData, n_iter: int, lr: float) -> tuple[jax.Array, FitState]:
+    opt = make_optimizer(lr)
+
+    def body(state: FitState, _) -> tuple[FitState, jax.Array]:
+        loss, grads = jax.value_and_grad(neg_elbo)(state.params, data, state.Omega)
+        updates, opt_state = opt.update(grads, state.opt_state, state.params)
+        params = optax.apply_updates(state.params, updates)
+        Sigma = closed_form_sigma(params.M, params.S)
+        return FitState(params, Sigma, jnp.linalg.inv(Sigma), opt_state), loss
+
+    params = init_params(data)
+    eye = jnp.eye(data.Y.shape[1])
+    state, losses = jax.lax.scan(body, FitState(params, eye, eye, opt.init(params)), length=n_iter)
+    return losses, state
+
+
+def fit_namedtuple(data: PLNData, n_iter: int, lr: float = 1.0) -> FitResult:
+    """State carried as a NamedTuple (a pytree JAX already knows)."""
+    losses, state = _fit_namedtuple(data, n_iter, lr)
+    return FitResult(np.asarray(losses), state.params, state.Sigma, state.Omega)
+
+
+# Level "pytree": a class with methods, registered as a pytree. Methods return new objects.
+@register_pytree_node_class
+class PLN:
+    """Data, parameters and closed-form Sigma/Omega in one object; every array is a pytree child."""
+
+    def __init__(self, data: PLNData, params: Params, Sigma: jax.Array, Omega: jax.Array):
+        self.data, self.params, self.Sigma, self.Omega = data, params, Sigma, Omega
+
+    @classmethod
+    def start(cls, data: PLNData) -> PLN:
+        eye = jnp.eye(data.Y.shape[1])
+        return cls(data, init_params(data), eye, eye)
+
+    def loss(self, params: Params) -> jax.Array:
+        return neg_elbo(params, self.data, self.Omega)
+
+    def with_params(self, params: Params) -> PLN:
+        """A new PLN at `params`, with Sigma and Omega updated in closed form (self is not modified)."""
+        Sigma = closed_form_sigma(params.M, params.S)
+        return PLN(self.data, params, Sigma, jnp.linalg.inv(Sigma))
+
+    def tree_flatten(self):
+        return (self.data, self.params, self.Sigma, self.Omega), None  # arrays are children, never aux data
+
+    @classmethod
+    def tree_unflatten(cls, aux, children):
+        return cls(*children)  # every field comes back
+
+
+@partial(jax.jit, static_argnames=("n_iter", "lr"))
+def _fit_pytree(pln: PLN, n_iter: int, lr: float) -> tuple[jax.Array, PLN]:
+    opt = make_optimizer(lr)
+
+    def body(carry, _):
+        pln, opt_state = carry
+        loss, grads = jax.value_and_grad(pln.loss)(pln.params)
+        updates, opt_state = opt.update(grads, opt_state, pln.params)
+        return (pln.with_params(optax.apply_updates(pln.params, updates)), opt_state), loss
+
+    (pln, _), losses = jax.lax.scan(body, (pln, opt.init(pln.params)), length=n_iter)
+    return losses, pln
+
+
+def fit_pytree(data: PLNData, n_iter: int, lr: float = 1.0) -> FitResult:
+    """A registered pytree class with methods, carried by scan."""
+    losses, pln = _fit_pytree(PLN.start(data), n_iter, lr)
+    return FitResult(np.asarray(losses), pln.params, pln.Sigma, pln.Omega)
+
+
+# Level "equinox": the same class as an eqx.Module, compiled with eqx.filter_jit.
+class PLNModule(eqx.Module):
+    """Parameters and closed-form Sigma/Omega as an immutable Equinox module (a pytree by construction)."""
+
+    params: Params
+    Sigma: jax.Array
+    Omega: jax.Array
+
+    def loss(self, data: PLNData) -> jax.Array:
+        return neg_elbo(self.params, data, jax.lax.stop_gradient(self.Omega))
+
+    def with_params(self, params: Params) -> PLNModule:
+        Sigma = closed_form_sigma(params.M, params.S)
+        return PLNModule(params, Sigma, jnp.linalg.inv(Sigma))
+
+
+@eqx.filter_jit
+def _fit_equinox(model: PLNModule, data: PLNData, n_iter: int, lr: float):
+    opt = make_optimizer(lr)
+
+    def body(carry, _):
+        model, opt_state = carry
+        loss, grads = eqx.filter_value_and_grad(PLNModule.loss)(model, data)
+        updates, opt_state = opt.update(grads.params, opt_state, model.params)
+        return (model.with_params(optax.apply_updates(model.params, updates)), opt_state), loss
+
+    (model, _), losses = jax.lax.scan(body, (model, opt.init(model.params)), length=n_iter)
+    return losses, model
+
+
+def fit_equinox(data: PLNData, n_iter: int, lr: float = 1.0) -> FitResult:
+    """An Equinox module; eqx.filter_jit treats the Python ints and floats as static."""
+    eye = jnp.eye(data.Y.shape[1])
+    losses, model = _fit_equinox(PLNModule(init_params(data), eye, eye), data, n_iter, lr)
+    return FitResult(np.asarray(losses), model.params, model.Sigma, model.Omega)
+
+
+def fit_fast(data: PLNData, n_iter: int, lr: float = 1.0) -> FitResult:
+    """The optimized level (see `fast.py`): same iteration, less work per iteration."""
+    losses, state = _fit_fast(data, n_iter, lr)
+    Sigma = state.gram / data.Y.shape[0]
+    return FitResult(np.asarray(losses), state.params, Sigma, state.Omega)
+
+
+LEVELS = {
+    "eager": fit_eager,
+    "jit_step": fit_jit_step,
+    "scan": fit_scan,
+    "namedtuple": fit_namedtuple,
+    "pytree": fit_pytree,
+    "equinox": fit_equinox,
+    "fast": fit_fast,
+}
+
+
+def fit(data: PLNData, n_iter: int, level: str = "scan", lr: float = 1.0) -> FitResult:
+    """Fit the PLN model for `n_iter` iterations at the given level of compilation."""
+    if level not in LEVELS:
+        raise ValueError(f"unknown level {level!r}; choose one of {', '.join(map(repr, LEVELS))}.")
+    if isinstance(n_iter, bool) or not isinstance(n_iter, (int, np.integer)) or n_iter < 1:
+        raise ValueError(f"n_iter must be a positive integer number of iterations, got {n_iter!r}.")
+    data = check_data(*data)
+    return LEVELS[level](PLNData(*map(jnp.asarray, data)), int(n_iter), float(lr))

@@ -1,0 +1,72 @@
+"""The PLN model: its ELBO, the closed-form covariance update, the optimizer, written as pure functions.
+
+Counts Y (n x p) are Poisson with log-rate O + X B + Z, and Z ~ N(0, Sigma). The variational
+posterior of row i of Z is N(M_i, diag(S_i^2)); we maximise the ELBO over B, M, S and update
+Sigma (and its inverse Omega) in closed form.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import optax
+
+
+class Params(NamedTuple):
+    """What the gradient optimizer moves: regression coefficients B and variational means/std devs M, S."""
+
+    B: jax.Array
+    M: jax.Array
+    S: jax.Array
+
+
+def init_params(data) -> Params:
+    """Start where the 2023 tutorial starts: B = 0, M = 0, S = 1."""
+    Y, _, X = data
+    n, p = Y.shape
+    return Params(jnp.zeros((X.shape[1], p)), jnp.zeros((n, p)), jnp.ones((n, p)))
+
+
+def log_stirling(k: jax.Array) -> jax.Array:
+    """Stirling's approximation of log(k!), with 0! = 1! (the convention of pyPLNmodels and the seed)."""
+    k1 = k + (k == 0)
+    return 0.5 * jnp.log(2 * jnp.pi * k1) + k1 * (jnp.log(k1) - 1.0)
+
+
+def neg_elbo(params: Params, data, Omega: jax.Array) -> jax.Array:
+    """Minus the ELBO at (B, M, S) for a fixed precision matrix Omega (the loss we minimise)."""
+    B, M, S = params
+    Y, O, X = data
+    n, p = Y.shape
+    S2 = S * S
+    Z = O + M + X @ B
+    A = jnp.exp(Z + S2 / 2)
+    elbo = n / 2 * jnp.linalg.slogdet(Omega)[1]  # not log(det(Omega)): det overflows float32
+    elbo += jnp.sum(Y * Z - A + 0.5 * jnp.log(S2))
+    elbo -= 0.5 * jnp.trace((M.T @ M + jnp.diag(jnp.sum(S2, axis=0))) @ Omega)
+    elbo += 0.5 * n * p - jnp.sum(log_stirling(Y))
+    return -elbo
+
+
+def closed_form_sigma(M: jax.Array, S: jax.Array) -> jax.Array:
+    """The Sigma that maximises the ELBO for given M and S: (M^T M + diag(sum_i S_i^2)) / n."""
+    return (M.T @ M + jnp.diag(jnp.sum(S * S, axis=0))) / M.shape[0]
+
+
+def neg_elbo_grads(params: Params, data, Omega: jax.Array) -> Params:
+    """The gradient of `neg_elbo` written out by hand (the chapter derives it; tests compare it to jax.grad)."""
+    B, M, S = params
+    Y, O, X = data
+    A = jnp.exp(O + M + X @ B + S * S / 2)
+    return Params(
+        B=-X.T @ (Y - A),
+        M=-(Y - A - M @ Omega),
+        S=-(1.0 / S - S * (A + jnp.diag(Omega))),
+    )
+
+
+def make_optimizer(lr: float = 1.0) -> optax.GradientTransformation:
+    """RAdam, then a step of size `lr`, each coordinate's step clipped to 0.1 (the seed's recipe, with lr used)."""
+    return optax.chain(optax.scale_by_radam(), optax.scale(-lr), optax.clip(0.1))
