@@ -69,7 +69,9 @@ def test_make_jaxpr_shares_the_trace_cache_with_jit(capsys):
     jax.make_jaxpr(fresh)(3.0)
     stats = jx.explore(fresh, 3.0, lower=False)  # same function, same argument type: no new trace
     assert sorted(stats.primitives) == ["div", "log"]
-    out = jax.jit(fresh)(8.0)  # the jitted call finds the trace too
+    with count_compiles() as log:
+        out = jax.jit(fresh)(8.0)  # the jitted call compiles, but finds the trace already made
+    assert log.count_for("fresh") == 1
     assert float(out) == pytest.approx(3.0)
     assert len(jx.SEEN) == before + 1
     assert capsys.readouterr().out.count("running the Python body") == 1
