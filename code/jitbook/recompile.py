@@ -160,9 +160,12 @@ def stale_bound_method() -> dict:
     jitted = jax.jit(c.calc)
     before = float(jitted(3.0))
     c.mul = False
-    with count_compiles() as log:
+    from .cache import capture_jax_logs
+
+    with count_compiles() as log, capture_jax_logs() as messages:
         after = float(jitted(3.0))
-    return {"before": before, "after": after, "python": float(c.calc(3.0)), "compiled": log.count}
+    return {"before": before, "after": after, "python": float(c.calc(3.0)), "compiled": log.count,
+            "log messages": len(messages)}
 
 
 # --- the cache key: configuration ------------------------------------------------------------------------
@@ -349,6 +352,11 @@ def sqrt_newton(a, tol):
     return jax.lax.while_loop(not_done, improve, (a, jnp.inf))[0]
 
 
+def soft_threshold(x, t):
+    """Shrink ``x`` towards 0 by ``t``, zero inside ``[-t, t]``: a branch per element, with ``jnp.where``."""
+    return jnp.where(jnp.abs(x) > t, x - jnp.sign(x) * t, 0.0)
+
+
 def first_k(x, k: int):
     """The first ``k`` entries: the output's shape depends on ``k``, so ``k`` has to be static."""
     return x[:k]
@@ -369,6 +377,7 @@ def control_flow_rows() -> list[dict]:
     measure("lax.switch on a traced mode", shrink, [(x, m) for m in (0, 1, 2)])
     measure("Python if on a static mode", shrink_static, [(x, m) for m in (0, 1, 2)], static_argnums=1)
     measure("lax.while_loop with a traced tolerance", sqrt_newton, [(2.0, t) for t in (1e-2, 1e-4, 1e-6)])
+    measure("jnp.where with a traced threshold", soft_threshold, [(x, t) for t in (0.5, 1.0, 2.0)])
     measure("static k (output shape depends on it)", first_k, [(x, k) for k in (2, 3, 4)], static_argnums=1)
     return rows
 
@@ -452,3 +461,28 @@ def ratio_words(slow: float, fast: float) -> str:
         raise ValueError(f"times must be positive, got {slow!r} and {fast!r}.")
     r = slow / fast
     return f"{r:.1f} times faster" if r >= 1 else f"{1 / r:.1f} times slower"
+
+
+def which_knob(static: list[dict], loops: list[dict], plain: StreamRun, bucketed: StreamRun,
+               control: list[dict], config: list[dict], disk: list[dict]) -> list[dict]:
+    """The chapter's summary: for each cause of compiling again, the knob, and what the chapter measured."""
+    compiles = {r["tool"]: r["compiles"] for r in control}
+    loop = {r["loop body"]: r for r in loops}
+    recompiling = [r["option"] for r in config if r["compiles when set"]]
+    first, second = disk[0], disk[1]
+    return [
+        {"cause": "a new value of a static argument", "knob": "static only for few values, or when shapes depend on it",
+         "measured": f"{sum(r['compiled'] for r in static)} compiles for {len(static)} calls"},
+        {"cause": "a Python if on a mode", "knob": "lax.switch / lax.cond on a traced mode",
+         "measured": f"{compiles['Python if on a static mode']} compiles -> {compiles['lax.switch on a traced mode']}"},
+        {"cause": "jax.jit(partial(...)) or jax.jit(lambda ...) in a loop", "knob": "jit once, outside the loop",
+         "measured": f"{loop['jax.jit(partial(plus_one))']['compiles']} compiles -> "
+                     f"{loop['jax.jit(plus_one)']['compiles']}"},
+        {"cause": "a new length at every call", "knob": "pad to a few bucket sizes",
+         "measured": f"{plain.compiles} compiles -> {bucketed.compiles}, "
+                     f"{ratio_words(plain.seconds, bucketed.seconds)}"},
+        {"cause": "a config option changed mid-run", "knob": "set options once, at start-up",
+         "measured": f"{len(recompiling)} of {len(config)} options tried recompile"},
+        {"cause": "a new process", "knob": "jax_compilation_cache_dir (and its thresholds)",
+         "measured": f"compile {first['compile (s)']:.3f} s -> {second['compile (s)']:.3f} s"},
+    ]
