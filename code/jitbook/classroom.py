@@ -139,7 +139,9 @@ def student_notebook(qmd: Path) -> nbformat.NotebookNode:
 
 
 def has_exercises(nb: nbformat.NotebookNode) -> bool:
-    return any(is_solution_cell(c) or checked_exercise(c) for c in nb.cells)
+    """Whether a chapter's notebook has solution cells or checks its own exercises (not another chapter's)."""
+    stem = Path(nb.metadata.get("jitbook", {}).get("source", "")).stem
+    return any(is_solution_cell(c) or (checked_exercise(c) or "").split(".")[0] == stem for c in nb.cells)
 
 
 def write_notebooks(out_dir: Path, chapters: list[Path] | None = None) -> list[Path]:
@@ -204,12 +206,12 @@ def execute_submission(nb: nbformat.NotebookNode, cell_timeout: float, time_limi
     for cell in nb.cells:
         if cell.cell_type == "code":
             cell.outputs, cell.execution_count = [], None  # never grade what was stored: run it again
-    current = {"index": None}
-    deadline = time.monotonic() + time_limit
+    current = {"index": None, "deadline": None}
 
-    def on_cell_start(cell, cell_index):
+    def on_cell_start(cell, cell_index):  # the clock starts with the first cell, not with the kernel
         current["index"] = cell_index
-        if time.monotonic() > deadline:
+        current["deadline"] = current["deadline"] or time.monotonic() + time_limit
+        if time.monotonic() > current["deadline"]:
             raise _OutOfTime()
 
     with tempfile.TemporaryDirectory(prefix="jitbook-grade-") as workdir:
