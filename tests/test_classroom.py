@@ -198,13 +198,31 @@ def test_grading_re_runs_checks_and_writes_the_expected_csv(graded):
         ("group-b/wrong.ipynb", "why-compile.ready", "no", check("why-compile.ready", wrong_run_and_wait).message),
         ("group-b/wrong.ipynb", "why-compile.fuse", "no", check("why-compile.fuse", intro.standardize_softplus).message),
         ("group-b/wrong.ipynb", "why-compile.break-even", "no",
-         "not attempted: its solution cell still says raise NotImplementedError()"),
+         "not attempted: its solution cell is as it was handed out"),
     ]
     got = [tuple(r.values()) for r in rows if r["student_file"] != "not-a-notebook.ipynb"]
     assert got == expected
     unreadable = [r for r in rows if r["student_file"] == "not-a-notebook.ipynb"]
     assert len(unreadable) == 1 and unreadable[0]["passed"] == "no"
     assert unreadable[0]["message"].startswith("could not read the notebook")
+
+
+def test_a_partly_filled_solution_cell_counts_as_attempted():
+    handout = "class A:\n    def f(self):\n        # YOUR CODE HERE\n        raise NotImplementedError()\n\n" \
+              "    def g(self):\n        # YOUR CODE HERE\n        raise NotImplementedError()"
+    partly = handout.replace("raise NotImplementedError()", "return 1", 1)
+    report = {"exercise": "demo.a", "passed": False, "checks": [], "message": "g is missing", "hint": ""}
+
+    def graded(source):
+        solution = nbformat.v4.new_code_cell(source, metadata={"jitbook": {"exercise": "demo.a", "role": "solution"}})
+        checker = nbformat.v4.new_code_cell('check("demo.a")', outputs=[nbformat.v4.new_output(
+            "display_data", data={"text/plain": ""}, metadata={"jitbook_check": report})])
+        nb = nbformat.v4.new_notebook(cells=[solution, checker])
+        [row] = classroom.grade_executed("s.ipynb", nb, ["demo.a"], None, "", {classroom._code(handout)})
+        return row.message
+
+    assert graded(partly) == "g is missing"
+    assert graded("#| code-fold: true\n" + handout + "\n") == "not attempted: its solution cell is as it was handed out"
 
 
 def _tiny_submission(path: Path, *sources: str) -> Path:

@@ -242,13 +242,24 @@ def _cell_error(cell) -> str:
     return f" (it raised {errors[-1]['ename']}: {errors[-1]['evalue']})" if errors else ""
 
 
-def _untouched(cell) -> bool:
-    return STUB[1] in cell.source and STUB[0] in cell.source
+def _code(source: str) -> str:
+    """A cell's code without Quarto options and blank lines, for comparing a submission with its handout."""
+    return "\n".join(l.rstrip() for l in source.splitlines() if l.strip() and not l.startswith("#|"))
 
 
-def grade_executed(name: str, nb: nbformat.NotebookNode, exercises: list[str],
-                   stopped_at: int | None, reason: str) -> list[Grade]:
-    """Rows for one executed submission: each exercise's last check report, or why there is none."""
+def handed_out(qmd: Path) -> set[str]:
+    """The solution cells of a chapter's student notebook, as handed out (stubs in place)."""
+    return {_code(c.source) for c in student_notebook(qmd).cells
+            if c.metadata.get("jitbook", {}).get("role") == "solution"}
+
+
+def grade_executed(name: str, nb: nbformat.NotebookNode, exercises: list[str], stopped_at: int | None,
+                   reason: str, stubs: set[str] = frozenset()) -> list[Grade]:
+    """Rows for one executed submission: each exercise's last check report, or why there is none.
+
+    ``stubs`` are the handed-out solution cells: an exercise whose solution cells all still read as handed
+    out, and whose check did not pass, was not attempted.
+    """
     rows = []
     for exercise_id in exercises:
         checks = [i for i, c in enumerate(nb.cells) if checked_exercise(c) == exercise_id]
@@ -257,9 +268,9 @@ def grade_executed(name: str, nb: nbformat.NotebookNode, exercises: list[str],
         reports = [r for i in checks for r in _reports(nb.cells[i]) if r.get("exercise") == exercise_id]
         if reports and reports[-1].get("passed") is True:
             rows.append(Grade(name, exercise_id, True, ""))
-        elif solutions and all(_untouched(c) for c in solutions):
+        elif solutions and all(_code(c.source) in stubs for c in solutions):
             rows.append(Grade(name, exercise_id, False,
-                              "not attempted: its solution cell still says raise NotImplementedError()"))
+                              "not attempted: its solution cell is as it was handed out"))
         elif reports:
             rows.append(Grade(name, exercise_id, False, str(reports[-1].get("message", ""))))
         elif not checks:
@@ -280,7 +291,7 @@ def grade_notebook(path: Path, name: str | None = None, *, cell_timeout: float =
     """Execute one submission in a fresh kernel and grade every exercise of its chapter; never raises for it."""
     path = Path(path)
     name = name or path.name
-    stems = [p.stem for p in book.chapter_files()]
+    stems = [p.stem for p in book.chapter_files() if p.exists()]
     try:
         nb = nbformat.read(path, as_version=4)
     except Exception as err:
@@ -292,8 +303,9 @@ def grade_notebook(path: Path, name: str | None = None, *, cell_timeout: float =
             "could not tell which chapter this notebook belongs to: name the file after the chapter, "
             "e.g. why-compile.ipynb")
         return [Grade(name, "", False, what)]
+    stubs = handed_out(next(p for p in book.chapter_files() if p.stem == stem))
     stopped_at, reason = execute_submission(nb, cell_timeout, time_limit)
-    return grade_executed(name, nb, exercises, stopped_at, reason)
+    return grade_executed(name, nb, exercises, stopped_at, reason, stubs)
 
 
 def submissions(folder: Path) -> list[Path]:
