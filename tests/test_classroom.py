@@ -64,7 +64,8 @@ def test_notebooks_command_writes_student_and_instructor_notebooks_for_every_cha
             assert region.strip() in instructor_code
             assert region.strip() not in "\n".join(c.source for c in student.cells)
             for line in {l.strip() for l in region.splitlines() if l.strip()}:
-                assert student_lines.count(line) <= outside.count(line), f"{qmd.name}: solution line {line!r} in the student notebook"
+                assert student_lines.count(line) <= outside.count(line), (
+                    f"{qmd.name}: solution line {line!r} in the student notebook")
         assert student_lines.count(classroom.STUB[1]) >= len(regions)
         assert student.metadata["jitbook"]["source"] == qmd.name
         for cell in student.cells:
@@ -105,8 +106,9 @@ def test_every_solution_cell_is_folded_on_the_site(page):
     for cell in book.to_notebook(page).cells:
         if classroom.is_solution_cell(cell):
             options = cell.metadata["jitbook"]["options"]
+            line = cell.metadata["jitbook"]["qmd_line"]
             assert options.get("code-fold") is True, (
-                f"{page.name}, chunk at line {cell.metadata['jitbook']['qmd_line']}: a solution cell needs `#| code-fold: true`")
+                f"{page.name}, chunk at line {line}: a solution cell needs `#| code-fold: true`")
 
 
 @pytest.mark.parametrize("page", chapters(), ids=lambda p: p.name)
@@ -116,9 +118,11 @@ def test_every_exercise_of_a_chapter_has_a_solution_and_a_check_cell(page):
     solved = {c.metadata["jitbook"]["exercise"] for c in nb.cells
               if c.metadata.get("jitbook", {}).get("role") == "solution"}
     registered = {id for id, ex in registry().items() if ex.chapter == page.stem}
-    assert registered <= set(checked), f"{page.name}: registered exercises without a check cell: {registered - set(checked)}"
-    assert set(checked) <= set(registry()), f"{page.name}: check cells for unknown exercises: {set(checked) - set(registry())}"
-    assert registered <= solved, f"{page.name}: exercises without a ### BEGIN SOLUTION cell above their check: {registered - solved}"
+    assert registered <= set(checked), f"{page.name}: exercises without a check cell: {registered - set(checked)}"
+    unknown = set(checked) - set(registry())
+    assert not unknown, f"{page.name}: checks of unknown exercises: {unknown}"
+    assert registered <= solved, (
+        f"{page.name}: exercises without a ### BEGIN SOLUTION cell above their check: {registered - solved}")
 
 
 def test_exercise_table_lists_every_registered_exercise():
@@ -126,8 +130,9 @@ def test_exercise_table_lists_every_registered_exercise():
     assert sorted(r["id"].strip("`") for r in rows) == sorted(registry())
     assert sum(classroom.exercise_counts().values()) == len(rows)
     row = next(r for r in rows if r["id"] == "`why-compile.break-even`")
-    assert row == {"chapter": "@sec-why-compile", "exercise": "@exr-why-compile-break-even", "id": "`why-compile.break-even`",
-                   "topic": registry()["why-compile.break-even"].topic, "difficulty": "★★☆"}
+    assert row == {"chapter": "@sec-why-compile", "exercise": "@exr-why-compile-break-even",
+                   "id": "`why-compile.break-even`", "topic": registry()["why-compile.break-even"].topic,
+                   "difficulty": "★★☆"}
 
 
 # ---- grading ----------------------------------------------------------------------------------------------
@@ -165,7 +170,8 @@ def graded(tmp_path_factory):
     _solution(wrong, "why-compile.fuse").source = "fast_standardize = intro.standardize_softplus\n"
     for cell in wrong.cells:  # forged outputs: every check cell claims a pass
         if classroom.checked_exercise(cell):
-            report = {"exercise": classroom.checked_exercise(cell), "passed": True, "checks": [], "message": "", "hint": ""}
+            report = {"exercise": classroom.checked_exercise(cell), "passed": True, "checks": [], "message": "",
+                      "hint": ""}
             cell.outputs = [nbformat.v4.new_output("display_data", data={"text/plain": "PASSED"},
                                                    metadata={"jitbook_check": report})]
     nbformat.write(wrong, subs / "group-b" / "wrong.ipynb")
@@ -196,7 +202,8 @@ def test_grading_re_runs_checks_and_writes_the_expected_csv(graded):
         ("crashing-why-compile.ipynb", "why-compile.fuse", "no", stopped),
         ("crashing-why-compile.ipynb", "why-compile.break-even", "no", stopped),
         ("group-b/wrong.ipynb", "why-compile.ready", "no", check("why-compile.ready", wrong_run_and_wait).message),
-        ("group-b/wrong.ipynb", "why-compile.fuse", "no", check("why-compile.fuse", intro.standardize_softplus).message),
+        ("group-b/wrong.ipynb", "why-compile.fuse", "no",
+         check("why-compile.fuse", intro.standardize_softplus).message),
         ("group-b/wrong.ipynb", "why-compile.break-even", "no",
          "not attempted: its solution cell is as it was handed out"),
     ]

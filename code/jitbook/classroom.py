@@ -223,12 +223,19 @@ def execute_submission(nb: nbformat.NotebookNode, cell_timeout: float, time_limi
         except _OutOfTime:
             return current["index"], f"the notebook ran out of its {time_limit:g} s time limit"
         except Exception as err:  # a dead kernel, a cell over its time limit, a kernel that never started
-            name = type(err).__name__
-            reason = {"DeadKernelError": "the kernel died (the code crashed or exited the Python process)",
-                      "CellTimeoutError": f"a cell ran longer than {cell_timeout:g} s and was stopped"}.get(
-                          name, f"execution stopped with {name}: {str(err).strip().splitlines()[0] if str(err).strip() else ''}")
-            return current["index"], reason
+            return current["index"] or 0, _stop_reason(err, cell_timeout)
     return None, ""
+
+
+def _stop_reason(err: Exception, cell_timeout: float) -> str:
+    """Why execution stopped, in words for the grade sheet."""
+    name = type(err).__name__
+    if name == "DeadKernelError":
+        return "the kernel died (the code crashed or exited the Python process)"
+    if name == "CellTimeoutError":
+        return f"a cell ran longer than {cell_timeout:g} s and was stopped"
+    first_line = (str(err).strip().splitlines() or [""])[0]
+    return f"execution stopped with {name}: {first_line}"
 
 
 def _reports(cell) -> list[dict]:
@@ -281,8 +288,8 @@ def grade_executed(name: str, nb: nbformat.NotebookNode, exercises: list[str], s
                               f"not reached: {reason} at cell {stopped_at + 1} of {len(nb.cells)}, "
                               f"before this exercise's check"))
         else:
-            rows.append(Grade(name, exercise_id, False,
-                              f"not checked: its check cell ran but showed no report{_cell_error(nb.cells[checks[-1]])}"))
+            error = _cell_error(nb.cells[checks[-1]])
+            rows.append(Grade(name, exercise_id, False, f"not checked: its check cell ran but showed no report{error}"))
     return rows
 
 
@@ -382,7 +389,8 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     nb_p = sub.add_parser("notebooks", help="write student and instructor notebooks")
     nb_p.add_argument("out_dir", type=Path)
-    nb_p.add_argument("chapters", nargs="*", type=Path, help="chapter .qmd files (default: every chapter with exercises)")
+    nb_p.add_argument("chapters", nargs="*", type=Path,
+                      help="chapter .qmd files (default: every chapter with exercises)")
     grade_p = sub.add_parser("grade", help="execute submitted notebooks and write a CSV of results")
     grade_p.add_argument("submissions", type=Path)
     grade_p.add_argument("--out", type=Path, default=Path("grades.csv"))
