@@ -37,7 +37,7 @@ def fresh_jit(fn: Callable, **jit_kwargs) -> Callable:
 # --- static arguments ------------------------------------------------------------------------------------
 
 def power(x: jax.Array, n) -> jax.Array:
-    """``x ** n`` with ``n`` meant to be static: with a Python int the exponent is unrolled into multiplies."""
+    """``x ** n`` with ``n`` meant to be static: a Python int exponent traces to ``integer_pow``, a float to ``pow``."""
     return x**n
 
 
