@@ -68,7 +68,8 @@ def _pytree_trainer(answer):
     expect(isinstance(new, answer), "step returns a new Trainer",
            f"step returned {type(new).__name__}; return a new Trainer with the updated weight.")
     expect(_close(getattr(new, "weight", None), want), "step takes one gradient step",
-           "the new weight is not weight - learning_rate * d/dweight sum(activation(weight * x)).")
+           "the new weight is not one gradient step, weight - learning_rate * d/dweight sum(activation(weight * x)); "
+           "if the formula is right, check that tree_unflatten restores every field (jit rebuilds self with it).")
     expect(first.count_for("step") == 1, "step is compiled by jax.jit",
            "step was not compiled as one program; decorate it with @jax.jit (self must then be a pytree).")
     expect(getattr(new, "activation", None) == "tanh" and _close(getattr(new, "learning_rate", None), 0.1),

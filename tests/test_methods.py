@@ -1,0 +1,435 @@
+"""The claims of the chapter "Jitting methods and classes", asserted on the installed JAX and Equinox,
+and its exercises' wrong answers."""
+
+import dataclasses
+import functools
+import gc
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from jitbook import count_compiles, methods
+from jitbook.exercises import check
+from jitbook.methods import count_each, error_line, raised
+
+WEIGHT = jnp.array([1.0, -2.0, 0.5])
+NEW_WEIGHT = jnp.array([-1.0, 2.0, 0.5])
+X = jnp.array([2.0, 1.0, -4.0])
+
+
+@pytest.fixture(autouse=True)
+def fresh_caches():
+    """Compile counts must not depend on which test ran before."""
+    jax.clear_caches()
+
+
+def ref(weight, activation="relu"):
+    return methods.reference_predict(weight, X, activation)
+
+
+# The helpers.
+def test_reference_is_an_independent_float64_computation():
+    assert ref(WEIGHT).dtype == np.float64
+    np.testing.assert_allclose(ref(WEIGHT), [2.0, 0.0, 0.0])
+    np.testing.assert_allclose(ref(WEIGHT, "tanh"), np.tanh([2.0, -2.0, -2.0]))
+    np.testing.assert_allclose(methods.reference_grad(WEIGHT, X, "relu"), [2.0, 0.0, 0.0])
+    eps = 1e-6  # finite differences check the tanh gradient
+    w = np.asarray(WEIGHT, np.float64)
+    numeric = [(np.tanh((w + eps * e) * np.asarray(X)).sum() - np.tanh((w - eps * e) * np.asarray(X)).sum()) / (2 * eps)
+               for e in np.eye(3)]
+    np.testing.assert_allclose(methods.reference_grad(WEIGHT, X, "tanh"), numeric, atol=1e-6)
+
+
+def test_bad_inputs_get_clear_errors():
+    with pytest.raises(ValueError, match="unknown activation 'gelu'"):
+        methods.activate("gelu", X)
+    with pytest.raises(ValueError, match="unknown activation"):
+        methods.reference_predict(WEIGHT, X, "gelu")
+    with pytest.raises(TypeError, match="takes a function to call"):
+        raised(42)
+    with pytest.raises(TypeError, match="takes an exception"):
+        error_line("oops")
+    with pytest.raises(TypeError, match="no-argument callables"):
+        count_each(1)
+    with pytest.raises(TypeError, match="jax.jit-wrapped function"):
+        methods.array_constants(methods.make_loss, X)
+    with pytest.raises(TypeError, match="methods.Strategy"):
+        methods.evaluate("pytree")
+
+
+def test_raised_and_error_line():
+    assert raised(lambda: 1) is None and error_line(None) == "no error"
+    err = raised(lambda: 1 / 0)
+    assert isinstance(err, ZeroDivisionError) and error_line(err) == "ZeroDivisionError: division by zero"
+
+
+def test_count_each_counts_compiles_per_call_and_by_name():
+    def twice(v):
+        return v * 2.0
+
+    f = jax.jit(twice)
+    longer = jnp.ones(5)
+    assert count_each(lambda: f(X), lambda: f(X), lambda: f(longer)) == [1, 0, 1]
+    assert count_each(lambda: f(jnp.ones(7)), name="other") == [0]
+
+
+# The problem.
+def test_jit_on_a_method_of_a_plain_class_raises_type_error_naming_self():
+    err = raised(methods.DecoratedLayer(WEIGHT, "relu").predict, X)
+    assert isinstance(err, TypeError)
+    assert "path self" in str(err) and "DecoratedLayer" in str(err)
+
+
+# Strategy 1.
+def test_jitted_bound_method_goes_stale_after_mutation():
+    layer = methods.Layer(WEIGHT, "relu")
+    fast = jax.jit(layer.predict)
+    before = fast(X)
+    layer.weight = NEW_WEIGHT
+    after = fast(X)
+    np.testing.assert_allclose(after, before)
+    assert not np.allclose(after, ref(NEW_WEIGHT))
+    np.testing.assert_allclose(layer.predict(X), ref(NEW_WEIGHT))  # without jit: right
+
+
+def test_rejitting_the_bound_method_is_stale_while_the_first_wrapper_lives():
+    layer = methods.Layer(WEIGHT, "relu")
+    fast = jax.jit(layer.predict)
+    before = fast(X)
+    layer.weight = NEW_WEIGHT
+    assert layer.predict is not layer.predict and layer.predict == layer.predict
+    np.testing.assert_allclose(jax.jit(layer.predict)(X), before)  # a new wrapper, the old result
+    del fast
+    gc.collect()
+    np.testing.assert_allclose(jax.jit(layer.predict)(X), ref(NEW_WEIGHT))
+    assert count_each(*[lambda: jax.jit(layer.predict)(X)] * 3) == [1, 1, 1]
+
+
+# Strategy 2.
+def test_static_self_with_identity_hash_goes_stale():
+    layer = methods.StaticLayer(WEIGHT, "relu")
+    before = layer.predict(X)
+    layer.activation = "tanh"
+    np.testing.assert_allclose(layer.predict(X), before)
+    assert not np.allclose(before, ref(WEIGHT, "tanh"))
+
+
+def test_hashed_static_self_is_right_but_compiles_per_configuration():
+    hashed = methods.HashedLayer((1.0, -2.0, 0.5), "relu")
+    counts = count_each(
+        lambda: hashed.predict(X),
+        lambda: methods.HashedLayer((1.0, -2.0, 0.5), "relu").predict(X),
+        lambda: methods.HashedLayer((1.0, -2.0, 0.75), "relu").predict(X),
+        lambda: methods.HashedLayer((1.0, -2.0, 0.5), "tanh").predict(X),
+    )
+    assert counts == [1, 0, 1, 1]
+    hashed.activation = "tanh"
+    np.testing.assert_allclose(hashed.predict(X), ref(WEIGHT, "tanh"), atol=1e-6)
+
+
+def test_hashing_an_array_attribute_raises_value_error_from_type_error():
+    err = raised(methods.HashedLayer(WEIGHT, "relu").predict, X)
+    assert isinstance(err, ValueError)
+    assert str(err).startswith("Non-hashable static arguments are not supported")
+    assert "TypeError: unhashable type" in str(err).strip().splitlines()[-1]
+
+
+# Strategy 3.
+@pytest.mark.parametrize("cls", [methods.PytreeLayer, methods.DataclassLayer, methods.EqxLayer])
+def test_pytree_layers_compile_per_activation_not_per_instance(cls):
+    counts = count_each(lambda: cls(WEIGHT, "relu").predict(X), lambda: cls(NEW_WEIGHT, "relu").predict(X),
+                        lambda: cls(WEIGHT, "tanh").predict(X))
+    assert counts == [1, 0, 1]
+    np.testing.assert_allclose(cls(NEW_WEIGHT, "relu").predict(X), ref(NEW_WEIGHT))
+    np.testing.assert_allclose(cls(WEIGHT, "tanh").predict(X), ref(WEIGHT, "tanh"), atol=1e-6)
+
+
+def _roundtrip(obj):
+    leaves, treedef = jax.tree_util.tree_flatten(obj)
+    return jax.tree_util.tree_unflatten(treedef, leaves)
+
+
+@pytest.mark.parametrize("obj", [
+    methods.PytreeLayer(WEIGHT, "relu"), methods.DataclassLayer(WEIGHT, "relu"), methods.EqxLayer(WEIGHT, "relu"),
+    methods.MutatingLayer(WEIGHT, "tanh"), methods.ArrayMetadataLayer(WEIGHT, jnp.zeros(3), "relu"),
+    methods.SignedEqx(WEIGHT, "plus"), methods.LayerParams(WEIGHT),
+], ids=lambda o: type(o).__name__)
+def test_flatten_unflatten_round_trip_keeps_every_field(obj):
+    back = _roundtrip(obj)
+    assert type(back) is type(obj)
+    for name, value in vars(obj).items() if hasattr(obj, "__dict__") else obj._asdict().items():
+        np.testing.assert_array_equal(np.asarray(getattr(back, name)), np.asarray(value))
+
+
+def test_grad_with_respect_to_a_pytree_layer_is_a_layer():
+    g = jax.grad(lambda lay: jnp.sum(lay.predict(X)))(methods.PytreeLayer(WEIGHT, "relu"))
+    assert type(g) is methods.PytreeLayer
+    np.testing.assert_allclose(g.weight, methods.reference_grad(WEIGHT, X, "relu"))
+
+
+def test_register_dataclass_puts_static_fields_in_the_treedef():
+    layer = methods.DataclassLayer(WEIGHT, "relu")
+    assert "relu" in str(jax.tree_util.tree_structure(layer))
+    assert len(jax.tree_util.tree_leaves(layer)) == 1
+    new = layer.sgd_step(jnp.ones(3), 0.1)
+    np.testing.assert_allclose(new.weight, np.asarray(WEIGHT) - 0.1)
+    np.testing.assert_allclose(layer.weight, WEIGHT)
+
+
+def test_array_in_metadata_works_once_then_raises_for_an_equal_new_array():
+    offset = jnp.array([0.5, 0.5, 0.5])
+    assert raised(lambda: methods.ArrayMetadataLayer(WEIGHT, offset, "relu").predict(X)) is None
+    assert raised(lambda: methods.ArrayMetadataLayer(WEIGHT, offset, "relu").predict(X)) is None
+    err = raised(lambda: methods.ArrayMetadataLayer(WEIGHT, offset + 0, "relu").predict(X))
+    assert isinstance(err, ValueError) and "metadata fields" in str(err)
+    assert isinstance(err.__cause__, ValueError) and "truth value of an array" in str(err.__cause__)
+    scalar = raised(lambda: methods.ArrayMetadataLayer(WEIGHT, jnp.asarray(0.5), "relu").predict(X))
+    assert isinstance(scalar, ValueError) and "metadata fields" in str(scalar)
+
+
+def test_scalar_array_in_metadata_compiles_once_per_value():
+    counts = count_each(
+        *[lambda v=v: methods.ArrayMetadataLayer(WEIGHT, jnp.asarray(v), "relu").predict(X) for v in (0.5, 0.5, 0.25)],
+        name="predict")
+    assert counts == [1, 0, 1]
+
+
+def test_unflatten_that_drops_a_field_gives_a_silently_wrong_result():
+    layer = methods.DroppingLayer(WEIGHT, "relu")
+    layer.bias = jnp.ones(3)
+    with jax.disable_jit():
+        eager = layer.predict(X)
+    np.testing.assert_allclose(eager, np.maximum(np.asarray(WEIGHT) * np.asarray(X) + 1.0, 0.0))
+    np.testing.assert_allclose(layer.predict(X), ref(WEIGHT))  # the bias is gone inside jit
+    np.testing.assert_allclose(_roundtrip(layer).bias, np.zeros(3))
+
+
+def test_a_jitted_method_that_assigns_to_self_changes_nothing():
+    layer = methods.MutatingLayer(WEIGHT, "relu")
+    assert layer.sgd_step(jnp.ones(3), 0.1) is None
+    np.testing.assert_allclose(layer.weight, WEIGHT)
+    np.testing.assert_allclose(methods.PytreeLayer(WEIGHT, "relu").sgd_step(jnp.ones(3), 0.1).weight,
+                               np.asarray(WEIGHT) - 0.1, rtol=1e-6)
+
+
+# Strategy 4: Equinox.
+def test_equinox_modules_are_frozen():
+    err = raised(setattr, methods.EqxLayer(WEIGHT, "relu"), "weight", NEW_WEIGHT)
+    assert isinstance(err, dataclasses.FrozenInstanceError)
+    new = eqx.tree_at(lambda m: m.weight, methods.EqxLayer(WEIGHT, "relu"), NEW_WEIGHT)
+    np.testing.assert_allclose(new.predict(X), ref(NEW_WEIGHT))
+
+
+def test_equinox_bound_method_is_a_pytree_that_jax_jit_cannot_hash():
+    plus = methods.SignedEqx(jnp.ones(2), "plus")
+    assert type(plus.apply).__name__ == "BoundMethod" and isinstance(plus.apply, eqx.Module)
+    leaves = jax.tree_util.tree_leaves(plus.apply)
+    assert len(leaves) == 1 and leaves[0] is plus.values
+    err = raised(lambda: jax.jit(plus.apply)())
+    assert isinstance(err, TypeError) and "unhashable type" in str(err)
+    plus2 = methods.SignedEqx(2 * jnp.ones(2), "plus")
+    assert count_each(lambda: eqx.filter_jit(plus.apply)(), lambda: eqx.filter_jit(plus2.apply)()) == [1, 0]
+    np.testing.assert_allclose(eqx.filter_jit(plus2.apply)(), [2.0, 2.0])
+
+
+def test_cache_size_is_not_on_the_equinox_bound_method_but_on_the_class():
+    plus = methods.SignedEqx(jnp.ones(2), "plus")
+    err = raised(lambda: plus.jit_apply._cache_size())
+    assert isinstance(err, AttributeError) and "_cache_size" in str(err)
+    assert methods.SignedEqx.jit_apply._cache_size() == 0
+
+
+def test_one_cache_shared_by_instances_and_emptied_by_clear_caches():
+    ones = jnp.ones(2)
+    plus, plus2, minus = (methods.SignedEqx(ones, "plus"), methods.SignedEqx(2 * ones, "plus"),
+                          methods.SignedEqx(ones, "minus"))
+    sizes, counts = [methods.SignedEqx.jit_apply._cache_size()], []
+    for model in (plus, plus2, minus):
+        counts += count_each(model.jit_apply)
+        sizes.append(methods.SignedEqx.jit_apply._cache_size())
+    jax.clear_caches()
+    sizes.append(methods.SignedEqx.jit_apply._cache_size())
+    assert counts == [1, 0, 1] and sizes == [0, 1, 1, 2, 0]
+    late = methods.SignedEqx(3 * ones, "plus")
+    assert count_each(late.jit_apply, plus.jit_apply) == [1, 0]
+    np.testing.assert_allclose(minus.jit_apply(), [-1.0, -1.0])
+    np.testing.assert_allclose(late.jit_apply(), [3.0, 3.0])
+
+
+def test_static_callables_compare_by_identity():
+    ones, twos = jnp.ones(2), 2 * jnp.ones(2)
+    assert count_each(lambda: methods.MappedEqx(ones, lambda v: v).run(),
+                      lambda: methods.MappedEqx(twos, lambda v: v).run(),
+                      lambda: methods.MappedEqx(ones, lambda v: -v).run()) == [1, 1, 1]
+    identity, negate = (lambda v: v), (lambda v: -v)
+    assert count_each(lambda: methods.MappedEqx(ones, identity).run(),
+                      lambda: methods.MappedEqx(twos, identity).run(),
+                      lambda: methods.MappedEqx(ones, negate).run()) == [1, 0, 1]
+
+
+def test_jit_grad_compiles_once_per_static_value():
+    ones = jnp.ones(2)
+    models = [methods.SignedEqx(ones, "plus"), methods.SignedEqx(2 * ones, "plus"),
+              methods.SignedEqx(ones, "minus"), methods.SignedEqx(ones, "other")]
+    g = jax.jit(jax.grad(methods.signed_loss, argnums=1))
+    assert count_each(*[lambda m=m: g(m, 1.0) for m in models]) == [1, 0, 1, 1]
+    assert [float(g(m, 1.0)) for m in models] == [2.0, 4.0, -2.0, -2.0]
+
+
+def test_jax_jit_of_filter_value_and_grad_fails_and_filter_jit_works():
+    plus = methods.SignedEqx(jnp.ones(2), "plus")
+    wrapper = eqx.filter_value_and_grad(methods.signed_loss)
+    assert isinstance(wrapper, eqx.Module)
+    err = raised(lambda: jax.jit(wrapper)(plus, 1.0))
+    assert isinstance(err, TypeError) and "unhashable type: 'dict'" in str(err)
+    vg = eqx.filter_jit(wrapper)
+    models = [plus, methods.SignedEqx(2 * jnp.ones(2), "plus"), methods.SignedEqx(jnp.ones(2), "minus")]
+    assert count_each(*[lambda m=m: vg(m, 1.0) for m in models]) == [1, 0, 1]
+    value, grads = vg(plus, 1.0)
+    assert float(value) == 2.0
+    np.testing.assert_allclose(grads.values, [1.0, 1.0])
+
+
+# Strategy 5.
+def test_namedtuple_state_and_functions():
+    p = methods.LayerParams(WEIGHT)
+    assert count_each(lambda: methods.layer_predict(p, X, activation="relu"),
+                      lambda: methods.layer_predict(methods.LayerParams(NEW_WEIGHT), X, activation="relu"),
+                      lambda: methods.layer_predict(p, X, activation="tanh")) == [1, 0, 1]
+    np.testing.assert_allclose(methods.layer_predict(methods.LayerParams(NEW_WEIGHT), X, activation="relu"),
+                               ref(NEW_WEIGHT))
+    new = methods.layer_sgd_step(p, jnp.ones(3), 0.1)
+    assert isinstance(new, methods.LayerParams)
+    np.testing.assert_allclose(new.weight, np.asarray(WEIGHT) - 0.1, rtol=1e-6)
+
+
+# Closures against arguments.
+def test_each_closure_compiles_and_freezes_the_arrays_arguments_do_not():
+    layer, new, tanh = (methods.EqxLayer(WEIGHT, "relu"), methods.EqxLayer(NEW_WEIGHT, "relu"),
+                        methods.EqxLayer(WEIGHT, "tanh"))
+    assert count_each(lambda: jax.jit(jax.grad(methods.make_loss(layer)))(X),
+                      lambda: jax.jit(jax.grad(methods.make_loss(layer)))(X),
+                      lambda: jax.jit(jax.grad(methods.make_loss(new)))(X)) == [1, 1, 1]
+    g = jax.jit(jax.grad(methods.layer_loss, argnums=1))
+    assert count_each(lambda: g(layer, X), lambda: g(layer, X), lambda: g(new, X), lambda: g(tanh, X)) == [1, 0, 0, 1]
+    np.testing.assert_allclose(g(new, X), np.asarray(NEW_WEIGHT) * (np.asarray(NEW_WEIGHT) * np.asarray(X) > 0))
+    frozen = methods.array_constants(jax.jit(jax.grad(methods.make_loss(layer))), X)
+    assert len(frozen) == 1 and frozen[0].startswith("stablehlo.constant dense<[1.000000e+00, -2.000000e+00")
+    assert methods.array_constants(g, layer, X) == []
+
+
+def test_a_jitted_closure_over_a_mutable_object_goes_stale():
+    mutable = methods.Layer(WEIGHT, "relu")
+    closure_grad = jax.jit(jax.grad(methods.make_loss(mutable)))
+    before = closure_grad(X)
+    mutable.weight = NEW_WEIGHT
+    np.testing.assert_allclose(closure_grad(X), before)
+    now = jax.grad(methods.make_loss(mutable))(X)
+    assert not np.allclose(now, before)
+
+
+# The decision guide.
+def test_decision_guide_rows():
+    rows = {s.name: methods.evaluate(s) for s in methods.STRATEGIES}
+    bad = ["1. jax.jit(layer.predict)", "2. self static, identity hash"]
+    for name in bad:
+        assert rows[name]["right after new weights"] == "no: stale"
+    hashed = rows["2. self static, __hash__/__eq__"]
+    assert hashed["right after new weights"] == "yes" and hashed["compiles: new layer"] == 1
+    for name in bad + ["2. self static, __hash__/__eq__"]:
+        row = rows[name]
+        assert row["compiles: new layer"] == 1 and row["compiles: new activation"] == 1
+        assert row["jit(grad) w.r.t. layer"] == row["vmap over layers"] == row["scan carry"] == "no: TypeError"
+    for name in ["3. pytree class", "3. register_dataclass", "4. Equinox module", "5. NamedTuple + functions"]:
+        assert rows[name] == {"strategy": name, "right after new weights": "yes", "compiles: new layer": 0,
+                              "compiles: new activation": 1, "jit(grad) w.r.t. layer": "yes",
+                              "vmap over layers": "yes", "scan carry": "yes"}
+
+
+def test_evaluate_does_not_depend_on_what_ran_before():
+    s = methods.STRATEGIES[3]
+    assert methods.evaluate(s) == methods.evaluate(s)
+
+
+# Exercises: plausible wrong answers fail with the intended message.
+class _IdentityPoly:
+    """Wrong: self static with the default identity hash."""
+
+    def __init__(self, coeffs):
+        self.coeffs = tuple(coeffs)
+
+    @functools.partial(jax.jit, static_argnums=0)
+    def evaluate(self, x):
+        return sum(c * x**i for i, c in enumerate(self.coeffs))
+
+
+class _UnjittedPoly:
+    """Wrong: right values, but never compiled."""
+
+    def __init__(self, coeffs):
+        self.coeffs = tuple(coeffs)
+
+    def evaluate(self, x):
+        return sum(c * x**i for i, c in enumerate(self.coeffs))
+
+
+def test_hash_config_wrong_answers():
+    assert "still returned the old polynomial" in check("methods.hash-config", _IdentityPoly).message
+    assert "not compiled as one program" in check("methods.hash-config", _UnjittedPoly).message
+    assert "should be a class" in check("methods.hash-config", lambda c: None).message
+
+
+def _make_trainer(flatten, unflatten=None):
+    """A Trainer class whose tree_flatten (and tree_unflatten) a wrong answer gets wrong."""
+
+    @jax.tree_util.register_pytree_node_class
+    class Trainer:
+        def __init__(self, weight, learning_rate, activation):
+            self.weight, self.learning_rate, self.activation = weight, learning_rate, activation
+
+        def tree_flatten(self):
+            return flatten(self)
+
+        @classmethod
+        def tree_unflatten(cls, aux, children):
+            return unflatten(cls, aux, children) if unflatten else cls(*children, *aux)
+
+        @jax.jit
+        def step(self, x):
+            g = jax.grad(lambda w: jnp.sum(methods.activate(self.activation, w * x)))(self.weight)
+            return Trainer(self.weight - self.learning_rate * g, self.learning_rate, self.activation)
+
+    return Trainer
+
+
+def test_pytree_trainer_wrong_answers():
+    lr_static = _make_trainer(lambda t: ((t.weight,), (t.learning_rate, t.activation)),
+                              lambda cls, aux, ch: cls(ch[0], *aux))
+    assert "a new learning_rate compiled step 1 time(s)" in check("methods.pytree-trainer", lr_static).message
+    all_children = _make_trainer(lambda t: ((t.weight, t.learning_rate, t.activation), ()))
+    report = check("methods.pytree-trainer", all_children)
+    assert not report.passed and "raised TypeError" in report.message
+    drops_lr = _make_trainer(lambda t: ((t.weight, t.learning_rate), (t.activation,)),
+                             lambda cls, aux, ch: cls(ch[0], 0.0, *aux))
+    assert "tree_unflatten restores every field" in check("methods.pytree-trainer", drops_lr).message
+
+
+def test_shared_function_wrong_answer_with_a_lambda_per_model():
+    def build_models(scales):
+        return [methods.MappedEqx(s * jnp.ones(4), lambda v: jax.nn.softplus(v)) for s in scales]
+
+    report = check("methods.shared-function", build_models)
+    assert "compiled run 3 times" in report.message
+    assert "list of methods.MappedEqx" in check("methods.shared-function", lambda s: None).message
+
+
+def test_closure_to_argument_wrong_answer_with_a_closure_per_call():
+    def input_grad(layer, x):
+        return jax.jit(jax.grad(methods.make_loss(layer)))(x)
+
+    assert "caused 3 compiles" in check("methods.closure-to-argument", input_grad).message
+    wrong_value = jax.jit(jax.grad(methods.layer_loss, argnums=0))
+    assert not check("methods.closure-to-argument", wrong_value).passed
