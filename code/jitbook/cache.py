@@ -24,7 +24,11 @@ def _plain_name(fun_name: str) -> str:
 
 @dataclasses.dataclass
 class CompileLog:
-    """What jit did inside a ``count_compiles()`` block, one function name per event."""
+    """What jit did inside a ``count_compiles()`` block, one function name per event.
+
+    Eager ``jnp`` calls compile small programs of their own (``broadcast_in_dim``, ``add``...); they are
+    counted in ``count``, so ``count_for(name)`` is the number to read for one function.
+    """
 
     traces: list[str] = dataclasses.field(default_factory=list)
     lowerings: list[str] = dataclasses.field(default_factory=list)
@@ -34,7 +38,7 @@ class CompileLog:
 
     @property
     def count(self) -> int:
-        """XLA compilations in the block."""
+        """XLA compilations in the block; a load from the persistent cache counts too (see persistent_cache_hits)."""
         return len(self.compiles)
 
     def count_for(self, name: str) -> int:
