@@ -155,7 +155,7 @@ def _roundtrip(obj):
 @pytest.mark.parametrize("obj", [
     methods.PytreeLayer(WEIGHT, "relu"), methods.DataclassLayer(WEIGHT, "relu"), methods.EqxLayer(WEIGHT, "relu"),
     methods.MutatingLayer(WEIGHT, "tanh"), methods.ArrayMetadataLayer(WEIGHT, jnp.zeros(3), "relu"),
-    methods.SignedEqx(WEIGHT, "plus"), methods.LayerParams(WEIGHT),
+    methods.SignedEqx(WEIGHT, "plus"), methods.LayerParams(WEIGHT), methods.MappedEqx(WEIGHT, jnp.tanh),
 ], ids=lambda o: type(o).__name__)
 def test_flatten_unflatten_round_trip_keeps_every_field(obj):
     back = _roundtrip(obj)
@@ -195,6 +195,8 @@ def test_scalar_array_in_metadata_compiles_once_per_value():
         *[lambda v=v: methods.ArrayMetadataLayer(WEIGHT, jnp.asarray(v), "relu").predict(X) for v in (0.5, 0.5, 0.25)],
         name="predict")
     assert counts == [1, 0, 1]
+    layer = methods.ArrayMetadataLayer(WEIGHT, jnp.asarray(0.25), "relu")
+    assert "dense<2.500000e-01>" in methods.ArrayMetadataLayer.predict.lower(layer, X).as_text()
 
 
 def test_unflatten_that_drops_a_field_gives_a_silently_wrong_result():
@@ -237,6 +239,7 @@ def test_equinox_bound_method_is_a_pytree_that_jax_jit_cannot_hash():
 
 def test_cache_size_is_not_on_the_equinox_bound_method_but_on_the_class():
     plus = methods.SignedEqx(jnp.ones(2), "plus")
+    assert type(plus.jit_apply).__name__ == "BoundMethod"
     err = raised(lambda: plus.jit_apply._cache_size())
     assert isinstance(err, AttributeError) and "_cache_size" in str(err)
     assert methods.SignedEqx.jit_apply._cache_size() == 0
@@ -265,9 +268,11 @@ def test_static_callables_compare_by_identity():
                       lambda: methods.MappedEqx(twos, lambda v: v).run(),
                       lambda: methods.MappedEqx(ones, lambda v: -v).run()) == [1, 1, 1]
     identity, negate = (lambda v: v), (lambda v: -v)
+    alias = identity
     assert count_each(lambda: methods.MappedEqx(ones, identity).run(),
                       lambda: methods.MappedEqx(twos, identity).run(),
-                      lambda: methods.MappedEqx(ones, negate).run()) == [1, 0, 1]
+                      lambda: methods.MappedEqx(ones, negate).run(),
+                      lambda: methods.MappedEqx(twos, alias).run()) == [1, 0, 1, 0]
 
 
 def test_jit_grad_compiles_once_per_static_value():
@@ -433,3 +438,18 @@ def test_closure_to_argument_wrong_answer_with_a_closure_per_call():
     assert "caused 3 compiles" in check("methods.closure-to-argument", input_grad).message
     wrong_value = jax.jit(jax.grad(methods.layer_loss, argnums=0))
     assert not check("methods.closure-to-argument", wrong_value).passed
+
+
+def test_filter_jit_traces_arrays_and_holds_python_numbers_static():
+    def scale(v, factor):
+        return v * factor
+
+    f = eqx.filter_jit(scale)
+    one, two = jnp.asarray(1.0), jnp.asarray(2.0)
+    assert count_each(lambda: f(X, 1.0), lambda: f(X, 2.0), lambda: f(X, one), lambda: f(X, two)) == [1, 1, 1, 0]
+
+
+def test_optax_states_are_namedtuples():
+    optax = pytest.importorskip("optax")
+    state = optax.adam(1e-3).init({"w": WEIGHT})
+    assert isinstance(state, tuple) and isinstance(state[0], tuple) and hasattr(state[0], "_fields")

@@ -116,7 +116,7 @@ class DataclassLayer:
         return dataclasses.replace(self, weight=self.weight - learning_rate * grad)
 
 
-# Strategy 3, done wrong: the three bugs of the seed's pytree class, one class each.
+# Strategy 3, done wrong: the three bugs of the 2023 tutorial's pytree class, one class each.
 @register_pytree_node_class
 class ArrayMetadataLayer:
     """Bug: an array (``offset``) is put in the static metadata, where jit hashes and compares it."""
@@ -183,7 +183,7 @@ class EqxLayer(eqx.Module):
 
 
 class SignedEqx(eqx.Module):
-    """The seed notebook's module: an array, a static string, and a method jitted in the class body."""
+    """The French notebook's module: an array, a static string, and a method jitted in the class body."""
 
     values: jax.Array
     sign: str = eqx.field(static=True)
