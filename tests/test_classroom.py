@@ -12,7 +12,7 @@ from jitbook import book, classroom, intro
 from jitbook.exercises import check, registry
 
 NBGRADER_KEYS = {"schema_version", "grade", "locked", "solution", "task", "grade_id", "points", "checksum",
-                 "cell_type", "duplicate"}  # nbgrader/nbgraderformat/v4.json allows no other key
+                 "cell_type"}  # nbgrader/nbgraderformat/v3.json (nbgrader 0.9) allows no other key
 
 
 def chapters() -> list[Path]:
@@ -287,3 +287,11 @@ def test_a_notebook_of_no_known_chapter_gets_one_row_saying_so(tmp_path):
     nbformat.write(nbformat.v4.new_notebook(), path)
     [row] = classroom.grade_notebook(path)
     assert row.exercise == "" and not row.passed and "could not tell which chapter" in row.message
+
+
+def test_nbgrader_accepts_the_notebooks_when_it_is_installed(tmp_path):
+    formats = pytest.importorskip("nbgrader.nbgraderformat", reason="nbgrader is not installed (it is optional)")
+    classroom.write_notebooks(tmp_path, [book.ROOT / "chapters" / "why-compile.qmd"])
+    assert formats.SCHEMA_VERSION == classroom.NBGRADER_SCHEMA
+    for path in sorted(tmp_path.glob("*/*.ipynb")):
+        formats.MetadataValidator().validate_nb(nbformat.read(path, as_version=4))

@@ -30,7 +30,7 @@ STUB = ("# YOUR CODE HERE", "raise NotImplementedError()")
 FOLD_OPTIONS = ("code-fold", "code-summary")  # Quarto folds solutions on the site; a student has nothing to unfold
 CHECK_CALL = re.compile(r"""\bcheck\(\s*["']([^"']+)["']""")
 CELL_TIMEOUT, TIME_LIMIT = 120.0, 900.0  # grading defaults: seconds per cell, seconds per notebook
-NBGRADER_SCHEMA = 4  # nbgrader 0.9's cell metadata schema (nbgrader/nbgraderformat/v4.json)
+NBGRADER_SCHEMA = 3  # the cell metadata schema of nbgrader 0.9 (nbgrader/nbgraderformat/v3.json)
 STUDENT_NOTE = ("*Student notebook.* Write your code where a cell says `# YOUR CODE HERE` (delete the "
                 "`raise NotImplementedError()` line), then run the `check(...)` cell below it for feedback. "
                 "Text shown as `{python} ...` is a value the book computes when it is built: run the cells "
