@@ -1,5 +1,11 @@
-"""The Poisson log-normal worked example: data, model, and the levels of compilation."""
+"""The Poisson log-normal worked example: data, model, the levels of compilation, and a converging fit."""
 
 from .data import PLNData, check_data, load_oaks
 from .model import Params, closed_form_sigma, init_params, log_stirling, make_optimizer, neg_elbo, neg_elbo_grads
-from .levels import FitResult, fit
+from .levels import LEVELS, FitResult, fit, fit_levels
+from .converge import fit_newton
+
+__all__ = [
+    "LEVELS", "FitResult", "PLNData", "Params", "check_data", "closed_form_sigma", "fit", "fit_levels",
+    "fit_newton", "init_params", "load_oaks", "log_stirling", "make_optimizer", "neg_elbo", "neg_elbo_grads",
+]

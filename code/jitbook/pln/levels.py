@@ -243,3 +243,8 @@ def fit(data: PLNData, n_iter: int, level: str = "scan", lr: float = 1.0) -> Fit
         raise ValueError(f"n_iter must be a positive integer number of iterations, got {n_iter!r}.")
     data = check_data(*data)
     return LEVELS[level](PLNData(*map(jnp.asarray, data)), int(n_iter), float(lr))
+
+
+def fit_levels(data, n_iter: int, levels=tuple(LEVELS), lr: float = 1.0) -> dict[str, FitResult]:
+    """Run several levels on the same data: {level: FitResult}."""
+    return {level: fit(data, n_iter, level, lr) for level in levels}

@@ -1,0 +1,303 @@
+"""The PLN worked example: data checks, independent correctness checks, levels agree, seed bugs."""
+
+import jitbook  # noqa: F401  (sets the XLA flag before JAX computes)
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+
+from jitbook import count_compiles
+from jitbook.pln import Params, check_data, closed_form_sigma, fit, load_oaks, neg_elbo, neg_elbo_grads
+from jitbook.pln.converge import fit_newton
+from jitbook.pln.data import PLNData
+from jitbook.pln.fast import FastState, loss_and_grads, precision, radam_scalars
+from jitbook.pln.levels import LEVELS, PLN, fit_levels
+from jitbook.pln import seed
+
+N_ITER = 60
+
+
+@pytest.fixture(scope="module")
+def data():
+    return load_oaks(1)
+
+
+@pytest.fixture(scope="module")
+def jdata(data):
+    return PLNData(*map(jnp.asarray, data))
+
+
+def random_point(data, seed_=0):
+    """Parameters and an SPD Omega of realistic size, away from the starting point."""
+    rng = np.random.default_rng(seed_)
+    n, p = data.Y.shape
+    params = Params(
+        B=jnp.asarray(rng.normal(-1, 0.5, (1, p)), jnp.float32),
+        M=jnp.asarray(rng.normal(0, 0.5, (n, p)), jnp.float32),
+        S=jnp.asarray(rng.uniform(0.2, 1.0, (n, p)), jnp.float32),
+    )
+    W = rng.normal(size=(3 * p, p))
+    Omega = jnp.asarray(W.T @ W / (3 * p) + 0.5 * np.eye(p), jnp.float32)
+    return params, Omega
+
+
+def numpy_neg_elbo(params, data, Omega):
+    """Minus the ELBO evaluated directly in float64 NumPy, term by term from the model's definition."""
+    B, M, S = (np.asarray(x, np.float64) for x in params)
+    Y, O, X = (np.asarray(x, np.float64) for x in data)
+    Omega = np.asarray(Omega, np.float64)
+    n, p = Y.shape
+    Z = O + X @ B + M
+    S2 = S**2
+    k = np.where(Y == 0, 1.0, Y)
+    log_fact = 0.5 * np.log(2 * np.pi * k) + k * np.log(k) - k
+    sign, logdet = np.linalg.slogdet(Omega)
+    assert sign > 0
+    elbo = (
+        n / 2 * logdet
+        + np.sum(Y * Z - np.exp(Z + S2 / 2) + 0.5 * np.log(S2))
+        - 0.5 * np.trace((M.T @ M + np.diag(S2.sum(axis=0))) @ Omega)
+        + 0.5 * n * p
+        - log_fact.sum()
+    )
+    return -elbo
+
+
+# ---- data and input checks -------------------------------------------------------------------
+
+
+def test_load_oaks_shapes_and_types(data):
+    assert data.Y.shape == (116, 114) and data.O.shape == (116, 114) and data.X.shape == (116, 1)
+    assert all(a.dtype == np.float32 for a in data)
+    assert np.all(data.X == 1) and data.Y.min() == 0 and np.all(data.Y == np.round(data.Y))
+    big = load_oaks(100)
+    assert big.Y.shape == (11_600, 114)
+    np.testing.assert_array_equal(big.Y[:100], np.repeat(data.Y[:1], 100, axis=0))
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (lambda Y, O, X: (Y - 3000 * (Y == Y.max()), O, X), "non-negative"),
+        (lambda Y, O, X: (Y + 0.5, O, X), "whole numbers"),
+        (lambda Y, O, X: (np.where(Y == Y.max(), np.nan, Y), O, X), "NaN"),
+        (lambda Y, O, X: (Y, O[:, :10], X), "shape of Y"),
+        (lambda Y, O, X: (Y, O, X[:5]), "one row per sample"),
+        (lambda Y, O, X: (Y[0], O, X), "2-D"),
+        (lambda Y, O, X: (Y, np.where(O == O.max(), np.inf, O), X), "infinite"),
+    ],
+)
+def test_bad_data_gets_clear_error(data, change, message):
+    bad = change(*(np.array(a, np.float64) for a in data))
+    with pytest.raises(ValueError, match=message):
+        check_data(*bad)
+    with pytest.raises(ValueError, match=message):
+        fit(bad, 2, "scan")
+
+
+@pytest.mark.parametrize("repeat", [0, -1, 1.5, "2", True])
+def test_bad_repeat(repeat):
+    with pytest.raises(ValueError, match="repeat must be a positive integer"):
+        load_oaks(repeat)
+
+
+def test_bad_level_and_n_iter(data):
+    with pytest.raises(ValueError, match="unknown level 'fastest'.*'eager'"):
+        fit(data, 2, "fastest")
+    with pytest.raises(ValueError, match="n_iter must be a positive integer"):
+        fit(data, 0, "scan")
+    with pytest.raises(ValueError, match="n_iter must be a positive integer"):
+        fit(data, 2.5, "scan")
+
+
+# ---- correctness against independent references -------------------------------------------------
+
+
+@pytest.mark.parametrize("seed_", [0, 1])
+def test_neg_elbo_matches_numpy_float64(jdata, seed_):
+    params, Omega = random_point(jdata, seed_)
+    ours = float(neg_elbo(params, jdata, Omega))
+    ref = numpy_neg_elbo(params, jdata, Omega)
+    assert ours == pytest.approx(ref, rel=2e-5)
+
+
+@pytest.mark.parametrize("seed_", [0, 1])
+def test_jax_gradient_matches_hand_written_gradient(jdata, seed_):
+    params, Omega = random_point(jdata, seed_)
+    auto = jax.grad(neg_elbo)(params, jdata, Omega)
+    hand = neg_elbo_grads(params, jdata, Omega)
+    for a, h in zip(auto, hand):
+        np.testing.assert_allclose(a, h, rtol=1e-4, atol=1e-4 * float(jnp.abs(h).max()))
+
+
+def test_hand_written_gradient_matches_finite_differences_float64(jdata):
+    """The analytic gradient, checked against central differences of the float64 NumPy ELBO."""
+    params, Omega = random_point(jdata, 2)
+    hand = neg_elbo_grads(params, jdata, Omega)
+    rng = np.random.default_rng(3)
+    for field in ("B", "M", "S"):
+        x = np.asarray(getattr(params, field), np.float64)
+        for _ in range(3):
+            idx = tuple(rng.integers(0, s) for s in x.shape)
+            h = 1e-5
+            up, down = x.copy(), x.copy()
+            up[idx] += h
+            down[idx] -= h
+            f_up = numpy_neg_elbo(params._replace(**{field: up}), jdata, Omega)
+            f_down = numpy_neg_elbo(params._replace(**{field: down}), jdata, Omega)
+            fd = (f_up - f_down) / (2 * h)
+            assert float(getattr(hand, field)[idx]) == pytest.approx(fd, rel=1e-3, abs=1e-2)
+
+
+def test_fast_loss_and_grads_match_reference(jdata):
+    """The optimized level's fused loss and gradients equal neg_elbo and jax.grad at a random point."""
+    params, _ = random_point(jdata, 4)
+    Y, O, X = jdata
+    n, p = Y.shape
+    g = params.M.T @ params.M + jnp.diag(jnp.sum(params.S**2, axis=0))
+    Omega, logdet = precision(g, n)
+    state = FastState(params, None, g, Omega, logdet)
+    const = jnp.sum(Y * O) + 0.5 * n * p - jnp.sum(jitbook.pln.log_stirling(Y))
+    loss, grads = loss_and_grads(params, jdata, state, const, X.T @ Y)
+    assert float(loss) == pytest.approx(numpy_neg_elbo(params, jdata, Omega), rel=2e-5)
+    for a, h in zip(jax.grad(neg_elbo)(params, jdata, Omega), grads):
+        np.testing.assert_allclose(a, h, rtol=1e-4, atol=1e-4 * float(jnp.abs(h).max()))
+    assert float(logdet) == pytest.approx(np.linalg.slogdet(np.asarray(Omega, np.float64))[1], rel=1e-4)
+
+
+def test_closed_form_sigma_maximises_elbo_over_omega(jdata):
+    """At Omega = Sigma^-1 the ELBO is higher than at nearby precisions (the closed form is the argmax)."""
+    params, _ = random_point(jdata, 5)
+    Sigma = np.asarray(closed_form_sigma(params.M, params.S), np.float64)
+    best = numpy_neg_elbo(params, jdata, np.linalg.inv(Sigma))
+    for scale in (0.9, 1.1):
+        assert numpy_neg_elbo(params, jdata, np.linalg.inv(Sigma) * scale) > best
+
+
+# ---- the levels --------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def runs(data):
+    return fit_levels(data, N_ITER, list(LEVELS))
+
+
+def test_all_compiled_levels_give_the_same_trajectory(runs):
+    ref = runs["scan"].losses
+    assert ref.shape == (N_ITER,) and np.all(np.isfinite(ref))
+    assert ref[-1] < 0.05 * ref[0]  # the loss does go down
+    for level, res in runs.items():
+        if level != "eager":
+            np.testing.assert_allclose(res.losses, ref, rtol=1e-4, err_msg=level)
+            np.testing.assert_allclose(res.params.M, runs["scan"].params.M, rtol=1e-2, atol=1e-2, err_msg=level)
+
+
+def test_eager_level_agrees_to_float32_rounding_amplified_by_radam(runs):
+    """Eager and compiled agree exactly until RAdam's rectifier switches on, then to 0.3%."""
+    eager, ref = runs["eager"].losses, runs["scan"].losses
+    np.testing.assert_array_equal(eager[:5], ref[:5])
+    np.testing.assert_allclose(eager, ref, rtol=3e-3)
+
+
+def test_radam_rectifier_differs_between_eager_and_jit():
+    """optax's RAdam computes its rectifier r with cancellation (1999 - 1993); float32 rounding differs."""
+    opt = optax.scale_by_radam()
+    g = jnp.ones(3)
+
+    def steps(state):
+        out = []
+        for _ in range(8):
+            u, state = opt.update(g, state)
+            out.append(u[0])
+        return jnp.stack(out)
+
+    eager, jitted = np.asarray(steps(opt.init(g))), np.asarray(jax.jit(steps)(opt.init(g)))
+    np.testing.assert_array_equal(eager[:5], jitted[:5])  # before the switch: plain momentum
+    assert eager[5] != jitted[5]
+    ro_inf = 2 / 0.001 - 1
+    ro6 = ro_inf - 2 * 6 * 0.999**6 / (1 - 0.999**6)
+    exact = np.sqrt((ro6 - 4) * (ro6 - 2) * ro_inf / ((ro_inf - 4) * (ro_inf - 2) * ro6))
+    for value in (eager[5], jitted[5]):
+        assert value == pytest.approx(exact, rel=0.03) and value != pytest.approx(exact, rel=1e-3)
+
+
+def test_fast_radam_scalars_match_optax():
+    c1, c2, r, rect = radam_scalars(jnp.asarray(10, jnp.int32))
+    assert float(c1) == pytest.approx(1 - 0.9**10, rel=1e-5) and bool(rect)
+
+
+def test_each_compiled_level_compiles_its_loop_once(data):
+    """A second fit of the same shapes compiles nothing; scan-based levels compile one program for the loop."""
+    for level in ("scan", "namedtuple", "pytree", "equinox", "fast"):
+        fit(data, 3, level)
+        with count_compiles() as log:
+            fit(data, 3, level)
+        assert log.count == 0, level
+        with count_compiles() as log:
+            fit(data, 4, level)  # n_iter is static: a new loop length is a new program
+        assert log.count >= 1, level
+
+
+def test_pytree_class_round_trip_keeps_every_field(jdata):
+    pln = PLN.start(jdata).with_params(random_point(jdata, 0)[0])
+    leaves, treedef = jax.tree_util.tree_flatten(pln)
+    back = jax.tree_util.tree_unflatten(treedef, leaves)
+    np.testing.assert_array_equal(back.Sigma, pln.Sigma)
+    np.testing.assert_array_equal(back.Omega, pln.Omega)
+    assert all(isinstance(x, jax.Array) for x in leaves)  # data are leaves too, never static
+
+
+def test_newton_converges_past_the_radam_fit(jdata, runs):
+    losses, state = fit_newton(jdata, 300)
+    assert np.all(np.isfinite(losses))
+    radam_1000 = fit(jdata, 1000, "fast").losses[-1]
+    assert losses[-1] < radam_1000 * 0.98  # at least 2% better than the seed's 1,000 RAdam steps
+    n = jdata.Y.shape[0]
+    Omega = np.linalg.inv(np.asarray(state.gram, np.float64) / n)
+    assert numpy_neg_elbo(state.params, jdata, Omega) == pytest.approx(float(losses[-1]), rel=1e-4)
+
+
+# ---- the seed's bugs, each shown by its effect ---------------------------------------------------
+
+
+def test_seed_log_det_overflows_and_slogdet_does_not(jdata):
+    losses = np.asarray(seed.fit_with(jdata, 8, seed.seed_neg_elbo)[0])
+    assert np.all(np.isfinite(losses[:4])) and np.isinf(losses[5])
+    Omega = fit(jdata, 5, "scan").Omega
+    assert np.isinf(float(jnp.linalg.det(Omega)))
+    assert np.isfinite(float(jnp.linalg.slogdet(Omega)[1]))
+
+
+def test_seed_trace_precedence_bug(jdata):
+    params, Omega = random_point(jdata, 0)
+    M, S2sum = params.M, jnp.sum(params.S**2, axis=0)
+    wrong = jnp.trace(M.T @ M + jnp.diag(S2sum) @ Omega)
+    assert float(wrong) == pytest.approx(float(jnp.trace(M.T @ M) + jnp.trace(jnp.diag(S2sum) @ Omega)), rel=1e-5)
+    assert abs(float(wrong) - float(jnp.trace((M.T @ M + jnp.diag(S2sum)) @ Omega))) > 0.01 * abs(float(wrong))
+    _, p_bug, _ = seed.fit_with(jdata, 1000, seed.trace_bug_neg_elbo)
+    bug_final = float(neg_elbo(p_bug, jdata, jnp.linalg.inv(closed_form_sigma(p_bug.M, p_bug.S))))
+    good_final = float(fit(jdata, 1000, "scan").losses[-1])
+    assert bug_final > 1.05 * good_final
+
+
+def test_seed_lr_is_unused_and_ours_is_used(jdata):
+    a = seed.fit_with(jdata, 30, make_opt=seed.seed_optimizer, lr=1e-4)[0]
+    b = seed.fit_with(jdata, 30, make_opt=seed.seed_optimizer, lr=1.0)[0]
+    np.testing.assert_array_equal(a, b)
+    c = seed.fit_with(jdata, 30, lr=1e-4)[0]
+    assert float(c[-1]) > 1.5 * float(b[-1])  # with lr used, small steps: a worse loss after 30 iterations
+
+
+def test_seed_class_bugs(jdata):
+    obj = seed.SeedPLN(*jdata)
+    with pytest.raises(NameError, match="pln"):
+        obj.update_Sigma()
+    obj.Sigma = 2 * jnp.eye(114)
+    leaves, treedef = jax.tree_util.tree_flatten(obj)
+    back = jax.tree_util.tree_unflatten(treedef, leaves)
+    assert bool(jnp.all(back.Sigma == jnp.eye(114)))  # Sigma lost on unflatten
+    f = jax.jit(lambda m: m.M.sum())
+    f(seed.SeedPLN(*jdata))
+    with pytest.raises(ValueError, match="arrays cannot be passed as metadata"):
+        f(seed.SeedPLN(jdata.Y + 0, jdata.O, jdata.X))
