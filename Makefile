@@ -39,5 +39,9 @@ test: setup
 preview: setup
 	QUARTO_PYTHON=$(PY) quarto preview
 
+classroom: setup
+	$(PY) -m jitbook.classroom notebooks _build/classroom
+	@echo "Student and instructor notebooks are in _build/classroom/ (see the 'For teachers' page)."
+
 clean:
 	rm -rf _build _book .quarto

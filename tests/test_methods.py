@@ -432,12 +432,14 @@ def test_shared_function_wrong_answer_with_a_lambda_per_model():
 
 
 def test_closure_to_argument_wrong_answer_with_a_closure_per_call():
-    def input_grad(layer, x):
-        return jax.jit(jax.grad(methods.make_loss(layer)))(x)
+    def weight_grad(layer, x):
+        return jax.jit(jax.grad(lambda w: methods.layer_loss(methods.EqxLayer(w, layer.activation), x)))(layer.weight)
 
-    assert "caused 3 compiles" in check("methods.closure-to-argument", input_grad).message
-    wrong_value = jax.jit(jax.grad(methods.layer_loss, argnums=0))
-    assert not check("methods.closure-to-argument", wrong_value).passed
+    assert "caused 3 compiles" in check("methods.closure-to-argument", weight_grad).message
+    input_grad = jax.jit(jax.grad(methods.layer_loss, argnums=1))  # the chapter's own function: wrt x, not the weight
+    assert "not the gradient" in check("methods.closure-to-argument", input_grad).message
+    whole_module = jax.jit(jax.grad(methods.layer_loss))
+    assert "returned EqxLayer" in check("methods.closure-to-argument", whole_module).message
 
 
 def test_filter_jit_traces_arrays_and_holds_python_numbers_static():

@@ -108,9 +108,9 @@ def _shared_function(answer):
            "function object, and jit compares static functions by identity.")
 
 
-@exercise("methods.closure-to-argument", answer="input_grad", topic="closures against arguments", difficulty=2,
-          hint="Build one jitted function at top level that takes the layer as an argument: "
-               "jax.jit(jax.grad(methods.layer_loss, argnums=1)).")
+@exercise("methods.closure-to-argument", answer="weight_grad", topic="closures against arguments", difficulty=2,
+          hint="Differentiate with respect to the layer itself: the gradient of a module is a module of the same "
+               "class, with the gradient of each array field in its place. Jit one function, once.")
 def _closure_to_argument(answer):
     keys = jax.random.split(jax.random.key(7), 4)
     x = jax.random.normal(keys[3], (7,))
@@ -119,10 +119,13 @@ def _closure_to_argument(answer):
         grads = [call_answer(answer, layer, x) for layer in layers]
         jax.block_until_ready(grads)
     for layer, g in zip(layers, grads):
-        w = np.asarray(layer.weight, np.float64)
-        want = (1.0 - np.tanh(w * np.asarray(x, np.float64)) ** 2) * w
-        expect(_close(g, want), "gives d layer_loss / d x", "input_grad(layer, x) is not the gradient of "
-               "methods.layer_loss(layer, x) with respect to x.")
+        expect(isinstance(g, jax.Array) and g.shape == layer.weight.shape, "returns an array shaped like the weight",
+               f"weight_grad returned {type(g).__name__}; return the gradient with respect to layer.weight, "
+               "an array of the weight's shape (the .weight of the gradient module).")
+        w, xs = np.asarray(layer.weight, np.float64), np.asarray(x, np.float64)
+        want = (1.0 - np.tanh(w * xs) ** 2) * xs
+        expect(_close(g, want), "gives d layer_loss / d weight", "weight_grad(layer, x) is not the gradient of "
+               "methods.layer_loss(layer, x) with respect to the layer's weight.")
     expect(log.count <= 1, "three layers with new weights compile at most once",
            f"three layers that differ only in their weights caused {log.count} compiles: a new closure (or a "
            "new jax.jit) per layer compiles each time and bakes the weights in as constants.")

@@ -26,8 +26,10 @@ class _SlowResult:
           hint="jax.block_until_ready(tree) waits for every array in a tuple, list or dict.")
 def _ready(answer):
     single = call_answer(answer, lambda a: a @ a, jnp.ones((300, 300)))
-    expect(isinstance(single, jax.Array) and single.is_ready(), "returns a computed array",
-           f"for a function returning one array you returned {type(single).__name__}, not a ready jax.Array.")
+    expect(isinstance(single, jax.Array), "returns the array",
+           f"for a function returning one array you returned a {type(single).__name__}; return what fn returned.")
+    expect(single.is_ready(), "the array is computed when it is returned",
+           "the array was still being computed when your function returned; wait for it before returning.")
     pair = call_answer(answer, lambda a: (a + 1, {"b": a * 2}), jnp.ones(4))
     expect(isinstance(pair, tuple) and float(pair[1]["b"][0]) == 2.0, "keeps the result's structure",
            "for a function returning (array, {'b': array}) the result came back changed; return it as it is.")
