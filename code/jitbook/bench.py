@@ -1,0 +1,52 @@
+"""Benchmarks that print tables: ``python -m jitbook.bench pln --n-repeat 100 --iters 1000 --repeats 3``.
+
+Speed claims live here, not in timed tests.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+import jitbook  # noqa: F401  (sets the XLA flag before JAX computes)
+
+from .display import table
+
+
+def _pln(args: argparse.Namespace) -> None:
+    from .pln import load_oaks
+    from .pln.bench import benchmark_levels, newton_time_to_target
+    from .pln.converge import PYPLN_REFERENCE_NEG_ELBO, PYPLN_REFERENCE_REPEAT
+    from .pln.levels import LEVELS
+
+    levels = args.levels.split(",") if args.levels else list(LEVELS)
+    unknown = [lv for lv in levels if lv not in LEVELS]
+    if unknown:
+        raise SystemExit(f"unknown level(s) {unknown}; choose from {', '.join(LEVELS)}")
+    data = load_oaks(args.n_repeat)
+    n, p = data.Y.shape
+    print(f"PLN levels, {n:,} x {p}, {args.iters} iterations, {args.repeats} repeats\n")
+    print(table(benchmark_levels(data, args.iters, levels, args.repeats, args.eager_iters)))
+    if args.newton_iters:
+        target = PYPLN_REFERENCE_NEG_ELBO * args.n_repeat / PYPLN_REFERENCE_REPEAT
+        print(f"\nNewton fit, time to the pyPLNmodels reference loss {target:,.0f}\n")
+        print(table([newton_time_to_target(data, target, args.newton_iters, args.repeats)]))
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m jitbook.bench", description=__doc__)
+    sub = parser.add_subparsers(dest="benchmark", required=True)
+    pln = sub.add_parser("pln", help="the PLN worked example: every level, compile and run time")
+    pln.add_argument("--n-repeat", type=int, default=100, help="rows of the oaks data repeated (100: 11,600 x 114)")
+    pln.add_argument("--iters", type=int, default=1000, help="iterations per fit")
+    pln.add_argument("--repeats", type=int, default=3, help="timed runs per level, after one compiling run")
+    pln.add_argument("--eager-iters", type=int, default=3, help="iterations actually run by the eager level")
+    pln.add_argument("--levels", default="", help="comma-separated subset of levels (default: all)")
+    pln.add_argument("--newton-iters", type=int, default=600, help="iterations of the Newton fit (0: skip)")
+    pln.set_defaults(run=_pln)
+    args = parser.parse_args(argv)
+    args.run(args)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
