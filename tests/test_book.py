@@ -66,7 +66,7 @@ def test_every_cross_reference_resolves():
 def test_harness_keeps_options_and_honours_eval_and_error(tmp_path):
     qmd = tmp_path / "demo.qmd"
     qmd.write_text(
-        "# Demo {#sec-demo}\n\nText with `{python} 6 * 7`.\n\n"
+        "# Demo {#sec-demo}\n\nText with `{python} 6 * 7` and `{python} '**' + 'x_y'`.\n\n"
         "```{python}\n#| eval: false\nraise SystemExit('must not run')\n```\n\n"
         "```{python}\n#| error: true\n1 / 0\n```\n\n"
         "```{python}\nprint('after')\n```\n")
@@ -75,7 +75,7 @@ def test_harness_keeps_options_and_honours_eval_and_error(tmp_path):
     assert code[0].metadata["jitbook"]["options"] == {"eval": False} and code[0].outputs == []
     assert code[1].outputs[0]["ename"] == "ZeroDivisionError"
     assert code[2].outputs[0]["text"] == "after\n"
-    assert "Text with 42." in nb.cells[0].source
+    assert r"Text with 42 and \*\*x\_y." in nb.cells[0].source  # as text, like Quarto
 
 
 def test_harness_failure_names_chapter_cell_and_line(tmp_path):

@@ -134,6 +134,11 @@ def _with_inline_cells(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
     return nb
 
 
+def _escape_markdown(text: str) -> str:
+    """Quarto shows an inline value as text, not Markdown: ``**x**`` stays literal. Do the same."""
+    return re.sub(r"([\\`*_\[\]<>|])", r"\\\1", text)
+
+
 def _fill_inline(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
     """Put the evaluated inline values into the Markdown, as Quarto does, and drop the helper cells."""
     cells = []
@@ -142,7 +147,7 @@ def _fill_inline(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
             text = "".join(o.get("text", "") for o in cell.outputs if o.get("name") == "stdout")
             values = iter(json.loads(text.split(_INLINE_MARK, 1)[1]))
             markdown = cells[-1]
-            markdown.source = INLINE.sub(lambda m: next(values), markdown.source)
+            markdown.source = INLINE.sub(lambda m: _escape_markdown(next(values)), markdown.source)
         else:
             cells.append(cell)
     nb.cells = cells
