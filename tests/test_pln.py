@@ -301,3 +301,36 @@ def test_seed_class_bugs(jdata):
     f(seed.SeedPLN(*jdata))
     with pytest.raises(ValueError, match="arrays cannot be passed as metadata"):
         f(seed.SeedPLN(jdata.Y + 0, jdata.O, jdata.X))
+
+
+# ---- claims of the "where the time goes" section -------------------------------------------------
+
+
+def test_big_sum_compiles_to_reduce_window_and_ones_product_to_dot():
+    x = jnp.ones((11_600, 114))
+    summed = jax.jit(jnp.sum).lower(x).compile().as_text()
+    assert "reduce-window" in summed
+    by_dot = jax.jit(lambda a: jnp.ones(a.shape[0]) @ a).lower(x).compile().as_text()
+    assert "reduce-window" not in by_dot and " dot(" in by_dot
+
+
+def test_cpu_linear_algebra_calls_lapack_custom_calls(jdata):
+    text = jitbook.pln.fast._fit_fast.lower(jdata, 3, 1.0).compile().as_text()
+    assert "lapack_spotrf" in text and "lapack_strsm" in text
+
+
+def test_optimization_barrier_is_in_the_fast_level_program(jdata):
+    assert "optimization_barrier" in jax.jit(jitbook.pln.fast._fit_fast.__wrapped__, static_argnames=("n_iter", "lr")) \
+        .lower(jdata, 3, 1.0).as_text()
+
+
+def test_set_blas_threads_round_trip():
+    from jitbook.pln.threads import blas_threads, set_blas_threads
+
+    before = blas_threads()
+    assert before is not None and before >= 1
+    assert set_blas_threads(1) == before and blas_threads() == 1
+    set_blas_threads(before)
+    assert blas_threads() == before
+    with pytest.raises(ValueError, match="positive integer"):
+        set_blas_threads(0)

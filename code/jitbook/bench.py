@@ -23,9 +23,14 @@ def _pln(args: argparse.Namespace) -> None:
     unknown = [lv for lv in levels if lv not in LEVELS]
     if unknown:
         raise SystemExit(f"unknown level(s) {unknown}; choose from {', '.join(LEVELS)}")
+    from .pln.threads import set_blas_threads
+
+    if args.blas_threads:
+        set_blas_threads(args.blas_threads)
     data = load_oaks(args.n_repeat)
     n, p = data.Y.shape
-    print(f"PLN levels, {n:,} x {p}, {args.iters} iterations, {args.repeats} repeats\n")
+    blas = f"SciPy OpenBLAS threads: {args.blas_threads}" if args.blas_threads else "SciPy OpenBLAS threads: default"
+    print(f"PLN levels, {n:,} x {p}, {args.iters} iterations, {args.repeats} repeats; {blas}\n")
     print(table(benchmark_levels(data, args.iters, levels, args.repeats, args.eager_iters)))
     if args.newton_iters:
         target = PYPLN_REFERENCE_NEG_ELBO * args.n_repeat / PYPLN_REFERENCE_REPEAT
@@ -43,6 +48,8 @@ def main(argv: list[str] | None = None) -> None:
     pln.add_argument("--eager-iters", type=int, default=3, help="iterations actually run by the eager level")
     pln.add_argument("--levels", default="", help="comma-separated subset of levels (default: all)")
     pln.add_argument("--newton-iters", type=int, default=600, help="iterations of the Newton fit (0: skip)")
+    pln.add_argument("--blas-threads", type=int, default=1,
+                     help="threads for the LAPACK calls JAX makes through SciPy's OpenBLAS (0: leave as is)")
     pln.set_defaults(run=_pln)
     args = parser.parse_args(argv)
     args.run(args)
