@@ -28,6 +28,14 @@ def test_dispatch_returns_before_the_result_is_ready():
     assert product.is_ready()
 
 
+def test_block_until_ready_waits_for_every_array_in_a_tree():
+    tree = (intro.heavy_matmul(1500), {"b": intro.heavy_matmul(1500)})
+    assert not all(leaf.is_ready() for leaf in jax.tree_util.tree_leaves(tree))
+    waited = jax.block_until_ready(tree)
+    assert waited is tree
+    assert all(leaf.is_ready() for leaf in jax.tree_util.tree_leaves(tree))
+
+
 def test_the_cache_belongs_to_the_function_not_the_wrapper():
     def local(x):
         return x * 5.0
@@ -53,7 +61,9 @@ def test_ready_wrong_answer_that_does_not_wait():
 
 
 def test_fuse_wrong_answers():
-    assert "not compiled by jax.jit" in check("why-compile.fuse", intro.standardize_softplus).message
+    by_columns = lambda x: intro.standardize_softplus(x.T).T  # noqa: E731
+    assert "not compiled by jax.jit" in check("why-compile.fuse", by_columns).message
+    assert "applied to the columns" in check("why-compile.fuse", jax.jit(intro.standardize_softplus)).message
 
     assert "compiled 2 times" in check("why-compile.fuse", _RejitEachCall()).message
 
@@ -64,7 +74,7 @@ class _RejitEachCall:
     lower = None
 
     def __call__(self, x):
-        return jax.jit(lambda v: intro.standardize_softplus(v))(x)
+        return jax.jit(lambda v: intro.standardize_softplus(v.T).T)(x)
 
 
 def test_break_even_wrong_answers():
