@@ -290,8 +290,13 @@ def test_loop_once_wrong_answers():
     assert "range(n)" in python_loop.message and "TracerIntegerConversionError" in python_loop.message
     scan = check("tracing.loop-once", tracing.scan_version)
     assert "lax.fori_loop accepts a traced trip count" in scan.message
-    off_by_one = check("tracing.loop-once", lambda x, n: lax.fori_loop(0, n + 1, lambda i, c: tracing.step(c), x))
-    assert "n = 0" in off_by_one.message
+    final_only = check("tracing.loop-once", tracing.fori_version)  # the chapter's loop returns the last step
+    assert not final_only.passed and "n = 0" in final_only.message
+
+    def includes_x(x, n):  # off by one: starts the total at x instead of 0
+        return lax.fori_loop(0, n, lambda i, c: (tracing.step(c[0]), c[1] + tracing.step(c[0])), (x, x))[1]
+
+    assert "n = 0" in check("tracing.loop-once", includes_x).message
 
 
 def test_count_traces_wrong_answer_counts_calls():

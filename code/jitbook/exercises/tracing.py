@@ -73,10 +73,10 @@ def _where(answer):
            f"expected {_leaky_reference(y).tolist()}.")
 
 
-@exercise("tracing.loop-once", answer="repeat_step", topic="loops under jit", difficulty=2,
-          hint="lax.fori_loop(0, n, body, x) with body(i, x) keeps one loop in the program, whatever n is.")
+@exercise("tracing.loop-once", answer="sum_of_steps", topic="loops under jit", difficulty=2,
+          hint="lax.fori_loop(0, n, body, carry) takes a traced n; carry a pair (current x, running total).")
 def _loop_once(answer):
-    expect(callable(answer), "is a function", f"repeat_step is a {type(answer).__name__}, not a function.")
+    expect(callable(answer), "is a function", f"sum_of_steps is a {type(answer).__name__}, not a function.")
     x = jnp.array([0.5, -1.0, 2.0])
     jitted = jax.jit(answer)
     outputs = {}
@@ -84,13 +84,16 @@ def _loop_once(answer):
         for n in (0, 3, 7):
             outputs[n] = _call(jitted, x, n)
     for n, out in outputs.items():
-        want = np.asarray(x, np.float64)
+        current, want = np.asarray(x, np.float64), np.zeros(x.shape)
         for _ in range(n):
-            want = np.sin(want) + 1.0
-        expect(np.allclose(np.asarray(out), want, atol=1e-5), f"n = {n}: applies step {n} times",
-               f"with n = {n} it returned {np.asarray(out).tolist()}, expected {want.tolist()}.")
+            current = np.sin(current) + 1.0
+            want = want + current
+        expect(np.shape(out) == x.shape and np.allclose(np.asarray(out), want, atol=1e-5),
+               f"n = {n}: sums the first {n} steps",
+               f"with n = {n} it returned {np.asarray(out).tolist()}, expected {want.tolist()} "
+               f"(step(x) + step(step(x)) + ..., {n} terms; 0 for n = 0).")
     expect(log.count <= 1, "compiles once for n = 0, 3 and 7",
-           f"jax.jit(repeat_step) compiled {log.count} times for three values of n; n must stay a traced "
+           f"jax.jit(sum_of_steps) compiled {log.count} times for three values of n; n must stay a traced "
            f"argument (no static_argnums, no Python loop over it).")
 
 
