@@ -271,10 +271,20 @@ def test_keep_dtype_wrong_answers():
 
 
 def test_fixed_size_wrong_answers():
-    report = check("jaxprs.fixed-size", jx.python_loop)
-    assert not report.passed and "9 equations for 3 steps and 90 for 30" in report.message
-    off_by_one = check("jaxprs.fixed-size", lambda x, steps: lax.fori_loop(0, steps - 1, lambda i, v: jx.step(v), x))
-    assert not off_by_one.passed and "differs from python_loop" in off_by_one.message
+    final_only = check("jaxprs.fixed-size", jx.fori_loop)  # the chapter's loop returns the last step only
+    assert not final_only.passed and "should have shape (3, 5)" in final_only.message
+
+    def unrolled(x, steps):
+        out = []
+        for _ in range(steps):
+            x = jx.step(x)
+            out.append(x)
+        return jnp.stack(out)
+
+    report = check("jaxprs.fixed-size", unrolled)
+    assert not report.passed and "a Python loop is unrolled" in report.message
+    off_by_one = check("jaxprs.fixed-size", lambda x, steps: lax.scan(lambda c, _: (jx.step(c), c), x, length=steps)[1])
+    assert not off_by_one.passed and "with other values" in off_by_one.message
 
 
 def test_flops_wrong_answers():

@@ -56,23 +56,30 @@ def _keep_dtype(answer):
                f"multiply by a weak-typed Python float instead.")
 
 
-@exercise("jaxprs.fixed-size", answer="repeat_step", topic="loops in jaxprs", difficulty=2,
-          hint="lax.fori_loop(0, steps, lambda i, x: jaxpr.step(x), x) traces the body once.")
+@exercise("jaxprs.fixed-size", answer="trajectory", topic="loops in jaxprs", difficulty=2,
+          hint="lax.scan(body, x, length=steps) traces body once; body(carry, _) returns (new carry, value to stack).")
 def _fixed_size(answer):
     x = jnp.linspace(-1.0, 1.0, 5)
     for steps in (3, 30):
         got = call_answer(answer, x, steps)
-        want = jx.python_loop(x, steps)
-        expect(np.allclose(np.asarray(got), np.asarray(want), atol=1e-5), f"matches python_loop for {steps} steps",
-               f"repeat_step(x, {steps}) differs from python_loop(x, {steps}); apply jaxpr.step `steps` times.")
+        want, current = [], x
+        for _ in range(steps):
+            current = jx.step(current)
+            want.append(np.asarray(current))
+        want = np.stack(want)
+        expect(np.shape(got) == want.shape and np.allclose(np.asarray(got), want, atol=1e-5),
+               f"stacks the {steps} iterates for {steps} steps",
+               f"trajectory(x, {steps}) should have shape {want.shape} and row i equal to x after i + 1 steps "
+               f"of jaxpr.step; got shape {np.shape(got)}" + ("" if np.shape(got) != want.shape else " with other values")
+               + ".")
     try:
         small, large = (jx.explore(answer, x, n, static_argnums=1, lower=False) for n in (3, 30))
     except Exception as err:
-        raise Wrong(f"tracing repeat_step(x, steps) with steps as a Python int raised "
+        raise Wrong(f"tracing trajectory(x, steps) with steps as a Python int raised "
                     f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}") from None
     expect(small.all_equations == large.all_equations, "the jaxpr has the same size for 3 and 30 steps",
            f"the jaxpr has {small.all_equations} equations for 3 steps and {large.all_equations} for 30: a Python "
-           f"loop is unrolled while tracing; use lax.fori_loop.")
+           f"loop is unrolled while tracing; use lax.scan.")
 
 
 @exercise("jaxprs.flops", answer="flops_of", topic="compile and cost analysis", difficulty=2,
