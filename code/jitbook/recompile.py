@@ -144,7 +144,7 @@ def identity_rows(x: jax.Array | None = None) -> list[dict]:
 
 
 class Calculator:
-    """The seed's class: a method whose behaviour depends on a mutable attribute."""
+    """A method whose behaviour depends on a mutable attribute: the bound-method puzzle."""
 
     def __init__(self, x: float, mul: bool) -> None:
         self.x = x
