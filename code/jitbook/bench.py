@@ -47,7 +47,7 @@ def main(argv: list[str] | None = None) -> None:
     pln.add_argument("--repeats", type=int, default=3, help="timed runs per level, after one compiling run")
     pln.add_argument("--eager-iters", type=int, default=3, help="iterations actually run by the eager level")
     pln.add_argument("--levels", default="", help="comma-separated subset of levels (default: all)")
-    pln.add_argument("--newton-iters", type=int, default=600, help="iterations of the Newton fit (0: skip)")
+    pln.add_argument("--newton-iters", type=int, default=1000, help="iterations of the Newton fit (0: skip)")
     pln.add_argument("--blas-threads", type=int, default=1,
                      help="threads for the LAPACK calls JAX makes through SciPy's OpenBLAS (0: leave as is)")
     pln.set_defaults(run=_pln)

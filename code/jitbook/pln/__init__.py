@@ -2,10 +2,11 @@
 
 from .data import PLNData, check_data, load_oaks
 from .model import Params, closed_form_sigma, init_params, log_stirling, make_optimizer, neg_elbo, neg_elbo_grads
+from .model import neg_elbo_numpy
 from .levels import LEVELS, FitResult, fit, fit_levels
 from .converge import fit_newton
 
 __all__ = [
     "LEVELS", "FitResult", "PLNData", "Params", "check_data", "closed_form_sigma", "fit", "fit_levels",
-    "fit_newton", "init_params", "load_oaks", "log_stirling", "make_optimizer", "neg_elbo", "neg_elbo_grads",
+    "fit_newton", "init_params", "load_oaks", "log_stirling", "make_optimizer", "neg_elbo", "neg_elbo_grads", "neg_elbo_numpy",
 ]
