@@ -17,11 +17,14 @@ def test_bench_pln_prints_tables(capsys):
         assert f"| {level} |" in out
     assert "extrapolated from 2 iterations" in out
     assert "Newton fit, time to the pyPLNmodels reference loss" in out
+    assert "Profile of the scan level" in out and "Profile of the fast level" in out
 
 
 def test_bench_rejects_unknown_level():
     with pytest.raises(SystemExit, match="unknown level"):
         bench.main(["pln", "--n-repeat", "1", "--iters", "2", "--levels", "scan,warp"])
+    with pytest.raises(SystemExit, match="unknown level"):
+        bench.main(["pln", "--n-repeat", "1", "--iters", "2", "--levels", "scan", "--profile-levels", "pytree"])
 
 
 def test_benchmark_rows_are_consistent():

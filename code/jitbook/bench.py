@@ -17,10 +17,12 @@ def _pln(args: argparse.Namespace) -> None:
     from .pln import load_oaks
     from .pln.bench import benchmark_levels, newton_time_to_target
     from .pln.converge import PYPLN_REFERENCE_NEG_ELBO, PYPLN_REFERENCE_REPEAT
+    from .pln import levels as levels_mod
     from .pln.levels import LEVELS
 
     levels = args.levels.split(",") if args.levels else list(LEVELS)
     unknown = [lv for lv in levels if lv not in LEVELS]
+    unknown += [lv for lv in filter(None, args.profile_levels.split(",")) if lv not in ("scan", "fast")]
     if unknown:
         raise SystemExit(f"unknown level(s) {unknown}; choose from {', '.join(LEVELS)}")
     from .pln.threads import set_blas_threads
@@ -32,6 +34,16 @@ def _pln(args: argparse.Namespace) -> None:
     blas = f"SciPy OpenBLAS threads: {args.blas_threads}" if args.blas_threads else "SciPy OpenBLAS threads: default"
     print(f"PLN levels, {n:,} x {p}, {args.iters} iterations, {args.repeats} repeats; {blas}\n")
     print(table(benchmark_levels(data, args.iters, levels, args.repeats, args.eager_iters)))
+    for level in filter(None, args.profile_levels.split(",")):
+        from .pln.data import PLNData
+        from .pln.profile import op_profile
+        import jax.numpy as jnp
+
+        jdata = PLNData(*map(jnp.asarray, data))
+        fit_fn = {"scan": levels_mod._fit_scan, "fast": levels_mod._fit_fast}[level]
+        fit_fn(jdata, 20, 1.0)
+        print(f"\nProfile of the {level} level: most expensive XLA operations, ms per iteration\n")
+        print(table(op_profile(lambda: fit_fn(jdata, 20, 1.0), 20)))
     if args.newton_iters:
         target = PYPLN_REFERENCE_NEG_ELBO * args.n_repeat / PYPLN_REFERENCE_REPEAT
         print(f"\nNewton fit, time to the pyPLNmodels reference loss {target:,.0f}\n")
@@ -48,6 +60,8 @@ def main(argv: list[str] | None = None) -> None:
     pln.add_argument("--eager-iters", type=int, default=3, help="iterations actually run by the eager level")
     pln.add_argument("--levels", default="", help="comma-separated subset of levels (default: all)")
     pln.add_argument("--newton-iters", type=int, default=1000, help="iterations of the Newton fit (0: skip)")
+    pln.add_argument("--profile-levels", default="scan,fast",
+                     help="levels to profile per XLA operation (scan, fast; empty: none)")
     pln.add_argument("--blas-threads", type=int, default=1,
                      help="threads for the LAPACK calls JAX makes through SciPy's OpenBLAS (0: leave as is)")
     pln.set_defaults(run=_pln)
