@@ -25,6 +25,8 @@ BUILD = ROOT / "_build" / "notebooks"
 CHUNK_START = re.compile(r"^```+\s*\{python[^}]*\}\s*$")
 INLINE = re.compile(r"`\{python\}\s+([^`]+)`")
 _INLINE_MARK = "__jitbook_inline__"
+# The kernel warns on every start that its local TCP sockets are unencrypted; that is noise here.
+QUIET_KERNEL = ["--IPKernelApp.log_level=ERROR"]
 
 
 class ChapterError(RuntimeError):
@@ -176,7 +178,7 @@ def execute(qmd: Path, timeout: int = 900) -> nbformat.NotebookNode:
     if not qmd.exists() or qmd.suffix != ".qmd":
         raise FileNotFoundError(f"no chapter at {qmd}; give the path of a .qmd file, e.g. chapters/why-compile.qmd.")
     nb = _with_inline_cells(to_notebook(qmd))
-    client = NotebookClient(nb, timeout=timeout, kernel_name="python3",
+    client = NotebookClient(nb, timeout=timeout, kernel_name="python3", extra_arguments=QUIET_KERNEL,
                             resources={"metadata": {"path": str(qmd.parent)}})
     try:
         client.execute()

@@ -216,6 +216,7 @@ def execute_submission(nb: nbformat.NotebookNode, cell_timeout: float, time_limi
 
     with tempfile.TemporaryDirectory(prefix="jitbook-grade-") as workdir:
         client = NotebookClient(nb, timeout=cell_timeout, kernel_name="python3", allow_errors=True,
+                                extra_arguments=book.QUIET_KERNEL,
                                 interrupt_on_timeout=False, resources={"metadata": {"path": workdir}},
                                 on_cell_start=on_cell_start)
         try:
