@@ -122,3 +122,15 @@ def test_notebook_link_filter_links_each_chapter_to_its_notebook(tmp_path):
     assert 'href="../notebooks/tracing.ipynb"' in chapter
     assert chapter.index("<h1") < chapter.index("notebook-link"), "the link goes under the chapter title"
     assert "notebooks" not in run("/book/index.qmd")
+
+
+def test_every_page_imports_jitbook_before_jax():
+    """The guard flag must be set before JAX starts its backend, so jitbook comes first in each page."""
+    for page in pages():
+        nb = book.to_notebook(page)
+        first = next(c for c in nb.cells if c.cell_type == "code").source.splitlines()
+        imports = [line for line in first if line.startswith(("import ", "from "))]
+        jax_like = [i for i, line in enumerate(imports) if re.match(r"(import|from) (jax|equinox|optax)\b", line)]
+        assert "import jitbook" in [line.split("  #")[0].strip() for line in imports], f"{page.name}: no import jitbook"
+        jitbook_at = next(i for i, line in enumerate(imports) if line.startswith("import jitbook"))
+        assert all(jitbook_at < i for i in jax_like), f"{page.name} imports JAX before jitbook"
