@@ -13,6 +13,7 @@ from jitbook.pln.converge import fit_newton
 from jitbook.pln.data import PLNData
 from jitbook.pln.fast import FastState, loss_and_grads, precision, radam_scalars
 from jitbook.pln.levels import LEVELS, PLN, fit_levels
+from jitbook.pln.profile import compiled_fit
 from jitbook.pln import seed
 
 N_ITER = 60
@@ -317,7 +318,7 @@ def test_big_sum_compiles_to_reduce_window_and_ones_product_to_dot():
 
 
 def test_cpu_linear_algebra_calls_lapack_custom_calls(jdata):
-    text = jitbook.pln.fast._fit_fast.lower(jdata, 3, 1.0).compile().as_text()
+    text = compiled_fit(jdata, 3, "fast").as_text()
     assert "lapack_spotrf" in text and "lapack_strsm" in text
 
 
@@ -345,3 +346,167 @@ def test_jit_step_recompiles_its_fresh_optimizer_update_every_fit(data):
         with count_compiles() as log:
             fit(data, 2, "jit_step")
         assert log.count == 1
+
+
+# ---- claims added in review: on-page evidence, public helpers, exercises --------------------------
+
+
+def test_seed_loss_is_minus_inf_from_the_first_iteration_after_det_overflows(jdata):
+    """The chapter's inline numbers: det(Omega) overflows after iteration k, the seed's loss is -inf from k + 1."""
+    losses = np.asarray(seed.fit_with(jdata, 8, seed.seed_neg_elbo)[0])
+    k = next(k for k in range(1, 8) if np.isinf(float(jnp.linalg.det(fit(jdata, k, "scan").Omega))))
+    assert np.all(np.isfinite(losses[:k])) and np.all(losses[k:] == -np.inf)
+
+
+def test_log_of_the_elbo_is_nan_with_a_numpy_warning(runs):
+    """The tutorial plotted np.log(ELBO): the ELBO is negative, so NumPy warns and returns NaN."""
+    elbo = -runs["scan"].losses
+    assert np.all(elbo < 0)
+    with pytest.warns(RuntimeWarning, match="invalid value"):
+        assert np.all(np.isnan(np.log(elbo)))
+
+
+def test_eager_level_compiles_primitives_once_then_reuses_them(data):
+    """'each primitive is compiled once, then cached': a second eager fit compiles nothing."""
+    fit(data, 2, "eager")
+    with count_compiles() as log:
+        fit(data, 2, "eager")
+    assert log.count == 0
+
+
+def test_newton_loss_scales_with_repeat():
+    """Repeating every row multiplies the loss by `repeat` (so the pyPLNmodels reference scales)."""
+    one, _ = fit_newton(load_oaks(1), 50)
+    two, _ = fit_newton(load_oaks(2), 50)
+    np.testing.assert_allclose(two, 2 * one, rtol=1e-4)
+
+
+def test_compiled_fit_and_cost(data):
+    from jitbook.pln.profile import cost
+
+    scan, fast_ = cost(compiled_fit(data, 3, "scan")), cost(compiled_fit(data, 3, "fast"))
+    assert set(scan) == {"flops", "transcendentals", "bytes accessed"}
+    assert 0 < fast_["flops"] < scan["flops"]  # hand-written gradients: less arithmetic than autodiff
+    with pytest.raises(ValueError, match="one-program levels"):
+        compiled_fit(data, 3, "eager")
+
+
+def test_ms_of_sums_matching_operations():
+    from jitbook.pln.profile import ms_of
+
+    rows = [{"operation": "lu.3", "ms / iter": 0.5}, {"operation": "dot.1", "ms / iter": 0.25},
+            {"operation": "triangular_solve.2", "ms / iter": 1.0}]
+    assert ms_of(rows, ("lu", "triangular_solve")) == 1.5 and ms_of(rows, ("",)) == 1.75
+    assert ms_of(rows, ("cholesky",)) == 0
+
+
+def test_op_profile_top_none_returns_every_operation(jdata):
+    from jitbook.pln.profile import op_profile
+
+    fit(jdata, 3, "scan")
+    every = op_profile(lambda: fit(jdata, 3, "scan").losses, 3, top=None)
+    assert len(every) > 8 and op_profile(lambda: fit(jdata, 3, "scan").losses, 3)[:1][0]["operation"]
+
+
+def test_without_the_barrier_xla_fuses_the_gradient_into_more_updates(jdata, monkeypatch):
+    """Point 4 of the fast level: without optimization_barrier, more fused loops read the exponential A
+    (each recomputes the gradient from it); the exponential itself is computed once either way."""
+    import re
+
+    from jitbook.pln import fast
+
+    def readers_of_exp():
+        jax.clear_caches()  # jit caches the traced function: force a fresh trace
+        fn = jax.jit(fast._fit_fast.__wrapped__, static_argnames=("n_iter", "lr"))
+        text = fn.lower(jdata, 3, 1.0).compile().as_text()
+        assert len(re.findall(r"\bexponential\(", text)) == 1
+        return sum(1 for line in text.splitlines()
+                   if re.search(r"\(.*%\w*exponential_fusion\b", line) and " = " in line)
+
+    with_barrier = readers_of_exp()
+    monkeypatch.setattr(jax.lax, "optimization_barrier", lambda x: x)
+    assert readers_of_exp() > with_barrier
+
+
+# exercises: the reference solutions pass when the chapter runs; here, plausible wrong answers fail
+
+
+def _model_grad_M(params, data, Omega):
+    return neg_elbo_grads(params, data, Omega).M
+
+
+def test_exercise_seed_grad_M_rejects_the_corrected_gradient():
+    from jitbook.exercises import check
+
+    assert "gradient of the corrected loss" in check("pln.seed-grad-M", _model_grad_M).message
+    assert check("pln.seed-grad-M", lambda p, d, O: p.M).passed is False
+
+
+def test_exercise_grad_omega_rejects_sign_and_factor_errors():
+    from jitbook.exercises import check
+
+    def elbo_grad(M, S, Omega):
+        G = M.T @ M + jnp.diag(jnp.sum(S * S, axis=0))
+        return M.shape[0] / 2 * jnp.linalg.inv(Omega) - G / 2
+
+    def no_n(M, S, Omega):
+        return (M.T @ M + jnp.diag(jnp.sum(S * S, axis=0))) / 2 - jnp.linalg.inv(Omega) / 2
+
+    assert "flip the sign" in check("pln.grad-omega", elbo_grad).message
+    assert "factor n/2" in check("pln.grad-omega", no_n).message
+
+
+def test_exercise_trace_term_rejects_seed_value_and_MtM():
+    from jitbook.exercises import check
+
+    def seed_trace(M, S, Omega):
+        return jnp.trace(M.T @ M + jnp.diag(jnp.sum(S * S, axis=0)) @ Omega)
+
+    def with_MtM(M, S, Omega):
+        return jnp.trace((M.T @ M + jnp.diag(jnp.sum(S * S, axis=0))) @ Omega)
+
+    def broadcast_MtM(M, S, Omega):
+        G = (M[:, :, None] * M[:, None, :]).sum(0) + jnp.diag(jnp.sum(S * S, axis=0))
+        return jnp.sum(G * Omega)
+
+    assert "2023 tutorial's value" in check("pln.trace-term", seed_trace).message
+    assert "that is MᵀM" in check("pln.trace-term", with_MtM).message
+    assert "that is MᵀM" in check("pln.trace-term", broadcast_MtM).message
+
+
+def test_exercise_pytree_rejects_int_as_child_and_arrays_as_aux():
+    from jitbook.exercises import check
+
+    @jax.tree_util.register_pytree_node_class
+    class AllChildren:
+        def __init__(self, M, Omega, n_steps):
+            self.M, self.Omega, self.n_steps = M, Omega, n_steps
+
+        def tree_flatten(self):
+            return (self.M, self.Omega, self.n_steps), None
+
+        @classmethod
+        def tree_unflatten(cls, aux, children):
+            return cls(*children)
+
+    @jax.tree_util.register_pytree_node_class
+    class DropsSteps(AllChildren):
+        def tree_flatten(self):
+            return (self.M, self.Omega), None
+
+        @classmethod
+        def tree_unflatten(cls, aux, children):
+            return cls(*children, 1)
+
+    @jax.tree_util.register_pytree_node_class
+    class ArraysAsAux(AllChildren):
+        def tree_flatten(self):
+            return (), (self.M, self.Omega, self.n_steps)
+
+        @classmethod
+        def tree_unflatten(cls, aux, children):
+            return cls(*aux)
+
+    assert "n_steps became a child" in check("pln.pytree", AllChildren).message
+    assert "n_steps is 1" in check("pln.pytree", DropsSteps).message
+    assert "flattening gave 0 leaves" in check("pln.pytree", ArraysAsAux).message

@@ -81,7 +81,7 @@ def newton_time_to_target(data, target: float, n_iter: int, repeats: int = 3) ->
         "ms / iter": round(run / n_iter * 1e3, 2),
         "iterations to target": first,
         "seconds to target": None if first is None else round(run * first / n_iter, 2),
-        "final loss": f"{float(losses[-1]):,.0f}",
+        "final loss": f"{float(losses[-1]):,.1f}",
         "final loss, float64": f"{_final_float64(data, state):,.1f}",
-        "target loss": f"{float(target):,.0f}",
+        "target loss": f"{float(target):,.1f}",
     }
