@@ -86,3 +86,20 @@ def neg_elbo_numpy(params: Params, data, Omega) -> float:
     elbo -= 0.5 * np.trace((M.T @ M + np.diag(S2.sum(axis=0))) @ np.asarray(Omega, np.float64))
     elbo += 0.5 * n * p - np.sum(0.5 * np.log(2 * np.pi * k) + k * (np.log(k) - 1.0))
     return float(-elbo)
+
+
+def radam_unit_steps(n_steps: int = 8) -> jax.Array:
+    """optax RAdam's first updates for a constant unit gradient; jit it or not to compare float32 rounding."""
+    radam, g = optax.scale_by_radam(), jnp.ones(1)
+    state, updates = radam.init(g), []
+    for _ in range(n_steps):
+        u, state = radam.update(g, state)
+        updates.append(u[0])
+    return jnp.stack(updates)
+
+
+def radam_rectifier_float64(step: int, b2: float = 0.999) -> float:
+    """RAdam's rectifier r_t in float64: rho_inf - 2 t b2^t / (1 - b2^t) cancels, which float32 rounds badly."""
+    rho_inf = 2 / (1 - b2) - 1
+    rho = rho_inf - 2 * step * b2**step / (1 - b2**step)
+    return float(np.sqrt((rho - 4) * (rho - 2) * rho_inf / ((rho_inf - 4) * (rho_inf - 2) * rho)))
