@@ -172,8 +172,11 @@ def _cell_failure(qmd: Path, nb, err: CellExecutionError) -> ChapterError:
     return ChapterError(f"{qmd.name}: {where} of {qmd} failed:\n{err}")
 
 
-def execute(qmd: Path, timeout: int = 900) -> nbformat.NotebookNode:
-    """Run a chapter top to bottom in a fresh ``python3`` kernel and return the executed notebook."""
+def execute(qmd: Path, timeout: int = 3600) -> nbformat.NotebookNode:
+    """Run a chapter top to bottom in a fresh ``python3`` kernel and return the executed notebook.
+
+    ``timeout`` is per cell: the PLN chapter's full-size benchmark cells take minutes on a small machine.
+    """
     qmd = Path(qmd).resolve()
     if not qmd.exists() or qmd.suffix != ".qmd":
         raise FileNotFoundError(f"no chapter at {qmd}; give the path of a .qmd file, e.g. chapters/why-compile.qmd.")
