@@ -85,12 +85,6 @@ def with_argument(x: jax.Array, table: jax.Array) -> jax.Array:
 # ---------------------------------------------------------------- the explorer
 
 
-def _check_callable(fn, who: str) -> None:
-    if not callable(fn):
-        raise TypeError(f"{who} takes the function first, then its arguments, got {type(fn).__name__}; "
-                        f"write {who}(f, x), not {who}(f(x)).")
-
-
 def equations(jaxpr) -> Iterator:
     """Every equation of ``jaxpr``, including those inside loop bodies and branches."""
     for eqn in jaxpr.eqns:
@@ -158,7 +152,7 @@ def explore(fn: Callable, *args, name: str | None = None, static_argnums: int | 
 
     With ``lower=True`` it also lowers ``jax.jit(fn)`` to StableHLO to count that text's lines.
     """
-    _check_callable(fn, "explore")
+    timing.check_callable(fn, "explore")
     jaxpr = jax.make_jaxpr(fn, static_argnums=static_argnums)(*args, **kwargs)
     eqns = list(equations(jaxpr))
     literals = sum(isinstance(v, jax.extend.core.Literal) for e in eqns for v in e.invars)
@@ -260,7 +254,7 @@ class Walk:
 def walk(fn: Callable, *args, static_argnums: int | Sequence[int] = (), excerpt_lines: int = 12,
          **kwargs) -> Walk:
     """Take ``jax.jit(fn)`` through its ahead-of-time stages (timed by ``timing.stages``) and keep each product."""
-    _check_callable(fn, "walk")
+    timing.check_callable(fn, "walk")
     if not isinstance(excerpt_lines, int) or excerpt_lines < 1:
         raise ValueError(f"excerpt_lines must be a positive whole number of lines, got {excerpt_lines!r}.")
     stages = timing.stages(fn, *args, static_argnums=static_argnums, **kwargs)
@@ -276,7 +270,7 @@ def describe(value) -> str:
 
 def call_outcome(fn: Callable, *args) -> dict:
     """Call ``fn(*args)`` and report what happened: the result's type, or the error's class, first and last line."""
-    _check_callable(fn, "call_outcome")
+    timing.check_callable(fn, "call_outcome")
     called = ", ".join(describe(a) for a in args)
     try:
         out = fn(*args)

@@ -46,15 +46,16 @@ def _name(fn: Callable) -> str:
     return getattr(fn, "__name__", None) or type(fn).__name__
 
 
-def _check_callable(fn, who: str) -> None:
+def check_callable(fn, who: str) -> None:
+    """Refuse a value where a function is expected: the usual slip is passing ``f(x)`` for ``f``."""
     if not callable(fn):
-        raise TypeError(f"{who} takes the function to time first, got {type(fn).__name__}; "
+        raise TypeError(f"{who} takes the function first, then its arguments, got {type(fn).__name__}; "
                         f"write {who}(f, x), not {who}(f(x)).")
 
 
 def time_call(fn: Callable, *args, repeats: int = 7, warmup: int = 1, **kwargs) -> Timing:
     """Time ``fn(*args, **kwargs)``: ``warmup`` untimed calls (compiling, if jitted), then ``repeats`` timed ones."""
-    _check_callable(fn, "time_call")
+    check_callable(fn, "time_call")
     if repeats < 1 or warmup < 0:
         raise ValueError(f"need repeats >= 1 and warmup >= 0, got repeats={repeats}, warmup={warmup}.")
     for _ in range(warmup):
@@ -102,7 +103,7 @@ def stages(fn: Callable, *args, static_argnums=(), **kwargs) -> Stages:
     jit caches traces and executables per function object, so we jit a fresh wrapper: the split is that
     of a true first call even when ``fn`` was called before.
     """
-    _check_callable(fn, "stages")
+    check_callable(fn, "stages")
 
     @functools.wraps(fn)
     def fresh(*a, **k):

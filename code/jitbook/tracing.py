@@ -15,6 +15,7 @@ import jax.numpy as jnp
 from jax import lax
 
 from . import timing
+from .jaxpr import equations
 from .cache import count_compiles
 
 # --- What a tracer is --------------------------------------------------------------------------------
@@ -176,7 +177,7 @@ def count_equations(jaxpr) -> int:
     jaxpr = getattr(jaxpr, "jaxpr", jaxpr)  # a ClosedJaxpr holds its Jaxpr in .jaxpr
     if not isinstance(jaxpr, jax.extend.core.Jaxpr):
         raise TypeError(f"count_equations takes a jaxpr (from jax.make_jaxpr), got {type(jaxpr).__name__}.")
-    return len(jaxpr.eqns) + sum(count_equations(sub) for sub in jax.extend.core.subjaxprs(jaxpr))
+    return sum(1 for _ in equations(jaxpr))
 
 
 def loop_growth(fns: Sequence[Callable], ns: Sequence[int], x: jax.Array) -> list[dict]:
