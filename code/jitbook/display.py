@@ -1,4 +1,4 @@
-"""Show things on the page: package source, tables and the versions a page was executed with.
+"""Show things on the page: package source, tables, the versions a page was executed with, and errors.
 
 Each object renders as Markdown, which Quarto turns into its own code blocks and tables and Jupyter shows
 as rich output, and as plain text anywhere else.
@@ -6,8 +6,10 @@ as rich output, and as plain text anywhere else.
 
 import inspect
 import platform
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from importlib import metadata
+
+import jax
 
 
 class Markdown:
@@ -73,8 +75,6 @@ def _version(dist: str) -> str:
 
 def version_rows() -> list[dict]:
     """Python, JAX, jaxlib, Equinox, optax versions and the device, as rows."""
-    import jax
-
     import os
 
     rows = [{"component": "Python", "version": platform.python_version()}]
@@ -88,3 +88,24 @@ def version_rows() -> list[dict]:
 def versions() -> Markdown:
     """The versions table that the preface shows."""
     return table(version_rows())
+
+
+def raised(fn: Callable, *args, **kwargs) -> BaseException | None:
+    """Call ``fn`` and return the exception it raised (``None`` if it returned): errors shown are read, not typed."""
+    if not callable(fn):
+        raise TypeError(f"raised() takes a function to call, got {type(fn).__name__}; pass a lambda.")
+    try:
+        jax.block_until_ready(fn(*args, **kwargs))
+    except Exception as err:  # noqa: BLE001 - the point is to hand the error back
+        return err
+    return None
+
+
+def error_line(err: BaseException | None) -> str:
+    """``"TypeError: <first line of the message>"``, the way a page quotes an error."""
+    if err is None:
+        return "no error"
+    if not isinstance(err, BaseException):
+        raise TypeError(f"error_line takes an exception (e.g. from raised()), got {type(err).__name__}.")
+    first = str(err).strip().splitlines()[0] if str(err).strip() else ""
+    return f"{type(err).__name__}: {first}"

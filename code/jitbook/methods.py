@@ -17,6 +17,7 @@ import numpy as np
 from jax.tree_util import register_pytree_node_class
 
 from .cache import count_compiles
+from .display import error_line, raised  # noqa: F401  (the chapter calls them as methods.raised / error_line)
 
 ACTIVATIONS: dict[str, Callable] = {"relu": jax.nn.relu, "tanh": jnp.tanh}
 
@@ -246,27 +247,6 @@ def layer_loss(layer, x) -> jax.Array:
 
 
 # Measuring.
-def raised(fn: Callable, *args, **kwargs) -> BaseException | None:
-    """Call ``fn`` and return the exception it raised (``None`` if it returned): errors shown are read, not typed."""
-    if not callable(fn):
-        raise TypeError(f"raised() takes a function to call, got {type(fn).__name__}; pass a lambda.")
-    try:
-        jax.block_until_ready(fn(*args, **kwargs))
-    except Exception as err:  # noqa: BLE001 - the point is to hand the error back
-        return err
-    return None
-
-
-def error_line(err: BaseException | None) -> str:
-    """``"TypeError: <first line of the message>"``, the way the chapter quotes an error."""
-    if err is None:
-        return "no error"
-    if not isinstance(err, BaseException):
-        raise TypeError(f"error_line takes an exception (e.g. from raised()), got {type(err).__name__}.")
-    first = str(err).strip().splitlines()[0] if str(err).strip() else ""
-    return f"{type(err).__name__}: {first}"
-
-
 def count_each(*calls: Callable, name: str | None = None) -> list[int]:
     """Run each no-argument callable in turn; return the XLA compiles each caused (only of ``name`` if given)."""
     counts = []

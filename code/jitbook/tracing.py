@@ -17,6 +17,7 @@ from jax import lax
 from . import timing
 from .jaxpr import equations
 from .cache import count_compiles
+from .display import raised
 
 # --- What a tracer is --------------------------------------------------------------------------------
 
@@ -93,11 +94,10 @@ def scaled(x: jax.Array) -> jax.Array:
 
 def error_of(fn: Callable, *args) -> Exception:
     """The exception that ``fn(*args)`` raises, so a page can read its class and message."""
-    try:
-        jax.block_until_ready(fn(*args))
-    except Exception as err:  # noqa: BLE001  (returning it is the point)
-        return err
-    raise ValueError(f"{getattr(fn, '__name__', fn)!r} did not raise for these arguments.")
+    err = raised(fn, *args)
+    if err is None:
+        raise ValueError(f"{getattr(fn, '__name__', fn)!r} did not raise for these arguments.")
+    return err
 
 
 # --- Control flow: on shapes, and on values ------------------------------------------------------------
