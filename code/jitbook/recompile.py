@@ -20,6 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .cache import count_compiles
+from .display import raised
 
 
 def fresh_jit(fn: Callable, **jit_kwargs) -> Callable:
@@ -60,9 +61,8 @@ def static_sweep(values: Sequence, x: jax.Array | None = None) -> list[dict]:
 
 def static_error(value) -> Exception:
     """The exception jit raises when ``value`` is passed as a static argument of ``power`` (e.g. an array)."""
-    try:
-        fresh_jit(power, static_argnums=1)(jnp.ones(3), value)
-    except Exception as err:  # the chapter shows this exception's class and message
+    err = raised(fresh_jit(power, static_argnums=1), jnp.ones(3), value)
+    if err is not None:  # the chapter shows this exception's class and message
         return err
     raise ValueError(f"{type(value).__name__} {value!r} was accepted as a static argument; pass an unhashable one.")
 
