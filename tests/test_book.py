@@ -7,7 +7,6 @@ from pathlib import Path
 
 import nbformat
 import pytest
-import yaml
 
 from jitbook import book
 

@@ -2,7 +2,7 @@ import jax
 import jax.numpy as jnp
 import pytest
 
-from jitbook import count_compiles, capture_jax_logs
+from jitbook import capture_jax_logs, count_compiles
 
 
 def scale(x):

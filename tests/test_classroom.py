@@ -8,7 +8,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from jitbook import book, classroom, intro
+from jitbook import book, classroom, why_compile
 from jitbook.exercises import check, registry
 
 NBGRADER_KEYS = {"schema_version", "grade", "locked", "solution", "task", "grade_id", "points", "checksum",
@@ -169,7 +169,7 @@ def graded(tmp_path_factory):
 
     wrong = copy.deepcopy(student)
     _solution(wrong, "why-compile.ready").source = "def run_and_wait(fn, *args):\n    fn(*args)\n"
-    _solution(wrong, "why-compile.fuse").source = "fast_standardize = intro.standardize_softplus\n"
+    _solution(wrong, "why-compile.fuse").source = "fast_standardize = why_compile.standardize_softplus\n"
     for cell in wrong.cells:  # forged outputs: every check cell claims a pass
         if classroom.checked_exercise(cell):
             report = {"exercise": classroom.checked_exercise(cell), "passed": True, "checks": [], "message": "",
@@ -205,7 +205,7 @@ def test_grading_re_runs_checks_and_writes_the_expected_csv(graded):
         ("crashing-why-compile.ipynb", "why-compile.break-even", "no", stopped),
         ("group-b/wrong.ipynb", "why-compile.ready", "no", check("why-compile.ready", wrong_run_and_wait).message),
         ("group-b/wrong.ipynb", "why-compile.fuse", "no",
-         check("why-compile.fuse", intro.standardize_softplus).message),
+         check("why-compile.fuse", why_compile.standardize_softplus).message),
         ("group-b/wrong.ipynb", "why-compile.break-even", "no",
          "not attempted: its solution cell is as it was handed out"),
     ]

@@ -1,12 +1,12 @@
 import pytest
 
 import jitbook
-from jitbook import display, intro
+from jitbook import display, why_compile
 
 
 def test_show_source_is_the_exact_source_in_a_python_block():
-    shown = jitbook.show_source(intro.tiny)._repr_markdown_()
-    with open(intro.__file__) as f:
+    shown = jitbook.show_source(why_compile.tiny)._repr_markdown_()
+    with open(why_compile.__file__) as f:
         module_text = f.read()
     body = shown.removeprefix("```python\n").removesuffix("\n```")
     assert shown.startswith("```python\n") and body in module_text
@@ -42,4 +42,4 @@ def test_pick_follows_the_switch(monkeypatch):
     assert jitbook.pick(full=100, small=2) == 100
     monkeypatch.setenv("JITBOOK_SMALL", "yes please")
     with pytest.raises(ValueError, match="JITBOOK_SMALL must be 1"):
-        jitbook.small()
+        jitbook.is_small()

@@ -4,23 +4,23 @@ import os
 import subprocess
 import sys
 
-from jitbook import _guard
+from jitbook import guard
 
 
 def test_import_jitbook_sets_the_flag():
-    assert _guard.XLA_FLAG in os.environ["XLA_FLAGS"].split()
+    assert guard.XLA_FLAG in os.environ["XLA_FLAGS"].split()
 
 
 def test_the_guard_gives_the_right_sum():
-    result = _guard.probe_in_fresh_process(guarded=True)
+    result = guard.probe_in_fresh_process(guarded=True)
     assert result["relative error"] < 1e-5
 
 
 def test_without_the_guard_jax_still_miscompiles():
     """If this fails, the installed JAX computes the sum right without the flag: the guard may go."""
-    result = _guard.probe_in_fresh_process(guarded=False)
+    result = guard.probe_in_fresh_process(guarded=False)
     assert result["relative error"] > 0.01, (
-        f"jax now sums correctly without {_guard.XLA_FLAG} (relative error {result['relative error']:.1e}); "
+        f"jax now sums correctly without {guard.XLA_FLAG} (relative error {result['relative error']:.1e}); "
         "drop the guard and the preface section about it.")
 
 

@@ -7,20 +7,19 @@ import numpy as np
 import pytest
 from jax import lax
 
-from jitbook import count_compiles
-from jitbook import jaxpr as jx
+from jitbook import count_compiles, errors, jaxprs, programs
 from jitbook.exercises import check
 
 
 def prims(fn, *args, **kwargs):
-    return jx.explore(fn, *args, lower=False, **kwargs).primitives
+    return programs.stats(fn, *args, lower=False, **kwargs).primitives
 
 
 # ---------------------------------------------------------------- reading a jaxpr
 
 
 def test_make_jaxpr_returns_a_jaxpr_that_carries_its_constants():
-    j = jax.make_jaxpr(jx.step)(jnp.ones(4))
+    j = jax.make_jaxpr(jaxprs.step)(jnp.ones(4))
     assert type(j).__name__ == "Jaxpr"
     assert jax.extend.core.ClosedJaxpr is jax.extend.core.Jaxpr
     assert j.jaxpr is j  # the legacy accessor returns the object itself
@@ -28,19 +27,19 @@ def test_make_jaxpr_returns_a_jaxpr_that_carries_its_constants():
 
 
 def test_step_jaxpr_parts():
-    j = jax.make_jaxpr(jx.step)(jnp.ones(4))
+    j = jax.make_jaxpr(jaxprs.step)(jnp.ones(4))
     assert [str(v.aval) for v in j.invars] == ["float32[4]"]
     assert [e.primitive.name for e in j.eqns] == ["sin", "mul", "add"]
     literal = j.eqns[1].invars[1]
     assert isinstance(literal, jax.extend.core.Literal) and float(literal.val) == 0.5
     assert "0.5:f32[]" in str(j)
     assert len(j.outvars) == 1
-    text = str(jx.anatomy(j))
+    text = str(programs.anatomy(j))
     assert "literal 0.5" in text and text.count("| equation |") == 3
 
 
 def test_dot_general_spans_several_lines():
-    j = jax.make_jaxpr(jx.with_argument)(jnp.ones((3, 4)), jnp.ones((4, 8)))
+    j = jax.make_jaxpr(jaxprs.with_argument)(jnp.ones((3, 4)), jnp.ones((4, 8)))
     assert [e.primitive.name for e in j.eqns] == ["dot_general", "tanh"]
     assert len(j.pretty_print(use_color=False).splitlines()) - 2 > len(j.eqns)
 
@@ -50,12 +49,12 @@ def test_dot_general_spans_several_lines():
 
 def test_side_effects_run_at_trace_time_and_are_not_in_the_jaxpr(capsys):
     def fresh(x):  # a new function: nothing about it is cached yet
-        return jx.log2_with_side_effects(x)
+        return jaxprs.log2_with_side_effects(x)
 
-    before = len(jx.SEEN)
+    before = len(jaxprs.SEEN)
     j = jax.make_jaxpr(fresh)(3.0)
-    assert len(jx.SEEN) == before + 1
-    assert isinstance(jx.SEEN[-1], jax.core.Tracer) and type(jx.SEEN[-1]).__name__ == "DynamicJaxprTracer"
+    assert len(jaxprs.SEEN) == before + 1
+    assert isinstance(jaxprs.SEEN[-1], jax.core.Tracer) and type(jaxprs.SEEN[-1]).__name__ == "DynamicJaxprTracer"
     printed = capsys.readouterr().out
     assert printed.count("running the Python body with") == 1 and "JitTracer(~float32[])" in printed
     assert sorted(e.primitive.name for e in j.eqns) == ["div", "log", "log"]
@@ -63,25 +62,25 @@ def test_side_effects_run_at_trace_time_and_are_not_in_the_jaxpr(capsys):
 
 def test_make_jaxpr_shares_the_trace_cache_with_jit(capsys):
     def fresh(x):
-        return jx.log2_with_side_effects(x)
+        return jaxprs.log2_with_side_effects(x)
 
-    before = len(jx.SEEN)
+    before = len(jaxprs.SEEN)
     jax.make_jaxpr(fresh)(3.0)
-    stats = jx.explore(fresh, 3.0, lower=False)  # same function, same argument type: no new trace
+    stats = programs.stats(fresh, 3.0, lower=False)  # same function, same argument type: no new trace
     assert sorted(stats.primitives) == ["div", "log"]
     with count_compiles() as log:
         out = jax.jit(fresh)(8.0)  # the jitted call compiles, but finds the trace already made
     assert log.count_for("fresh") == 1
     assert float(out) == pytest.approx(3.0)
-    assert len(jx.SEEN) == before + 1
+    assert len(jaxprs.SEEN) == before + 1
     assert capsys.readouterr().out.count("running the Python body") == 1
     jax.make_jaxpr(fresh)(jnp.ones(2))  # a new argument type traces again
-    assert len(jx.SEEN) == before + 2
+    assert len(jaxprs.SEEN) == before + 2
 
 
 def test_only_the_taken_branch_is_recorded():
-    assert dict(prims(jx.by_rank, jnp.ones((2, 3)))) == {"reduce_sum": 1}
-    assert dict(prims(jx.by_rank, jnp.ones(3))) == {"cos": 1}
+    assert dict(prims(jaxprs.by_rank, jnp.ones((2, 3)))) == {"reduce_sum": 1}
+    assert dict(prims(jaxprs.by_rank, jnp.ones(3))) == {"cos": 1}
 
 
 # ---------------------------------------------------------------- constants and literals
@@ -89,34 +88,34 @@ def test_only_the_taken_branch_is_recorded():
 
 def test_closure_array_is_a_constant_and_argument_is_an_input():
     table = jnp.arange(32.0).reshape(4, 8)
-    j = jax.make_jaxpr(jx.with_closure(table))(jnp.ones((3, 4)))
+    j = jax.make_jaxpr(jaxprs.with_closure(table))(jnp.ones((3, 4)))
     assert len(j.constvars) == 1 and str(j.constvars[0].aval) == "float32[4,8]"
     assert type(j.consts[0]).__name__ == "ArrayImpl"
     np.testing.assert_array_equal(np.asarray(j.consts[0]), np.asarray(table))
     assert str(j).startswith("{ lambda a:f32[4,8]; b:f32[3,4].")
-    assert jax.make_jaxpr(jx.with_argument)(jnp.ones((3, 4)), table).consts == []
+    assert jax.make_jaxpr(jaxprs.with_argument)(jnp.ones((3, 4)), table).consts == []
 
 
 def test_closure_number_is_a_literal():
-    j = jax.make_jaxpr(jx.scaled_by(3.0))(jnp.ones((3, 4)))
+    j = jax.make_jaxpr(jaxprs.scaled_by(3.0))(jnp.ones((3, 4)))
     assert j.consts == []
     assert isinstance(j.eqns[0].invars[1], jax.extend.core.Literal) and "3.0:f32[]" in str(j)
 
 
 def test_python_float_argument_is_weakly_typed():
-    stats = jx.explore(jx.log2_with_side_effects, 3.0, lower=False)
+    stats = programs.stats(jaxprs.log2_with_side_effects, 3.0, lower=False)
     assert stats.inputs == ["~float32[]"]
     assert "~" not in str(stats.jaxpr)  # the printed jaxpr does not mark weak types
 
 
 def test_weak_literal_takes_the_dtype_and_strong_constant_promotes():
     half = jnp.linspace(-1.0, 1.0, 4, dtype=jnp.float16)
-    weak = jax.make_jaxpr(jx.step)(half)
+    weak = jax.make_jaxpr(jaxprs.step)(half)
     assert "convert_element_type" not in str(weak) and "0.5:f16[]" in str(weak)
-    assert jx.step(half).dtype == jnp.float16
-    strong = prims(jx.step_f32_constant, half)
+    assert jaxprs.step(half).dtype == jnp.float16
+    strong = prims(jaxprs.step_f32_constant, half)
     assert strong["convert_element_type"] == 2
-    assert jx.step_f32_constant(half).dtype == jnp.float32
+    assert jaxprs.step_f32_constant(half).dtype == jnp.float32
 
 
 # ---------------------------------------------------------------- the stages
@@ -126,24 +125,24 @@ def test_aot_stages_and_cost_analysis():
     m, k, n = 32, 64, 16
     a = jax.random.normal(jax.random.key(1), (m, k))
     b = jax.random.normal(jax.random.key(2), (k, n))
-    traced = jax.jit(jx.with_argument).trace(a, b)
+    traced = jax.jit(jaxprs.with_argument).trace(a, b)
     lowered = traced.lower()
     compiled = lowered.compile()
     assert [type(s).__name__ for s in (traced, lowered, compiled)] == ["Traced", "Lowered", "Compiled"]
     assert isinstance(compiled.cost_analysis(), dict)  # a dict on this JAX (a list of dicts on older ones)
     text = lowered.as_text()
     assert "stablehlo.dot_general" in text and "stablehlo.tanh" in text and "tensor<32x64xf32>" in text
-    road = jx.walk(jx.with_argument, a, b)
+    road = programs.walk(jaxprs.with_argument, a, b)
     assert road.cost["flops"] == 2 * m * k * n
     assert road.cost["transcendentals"] == m * n
     assert road.cost["bytes accessed"] >= 4 * (m * k + k * n + m * n)
     ref = np.tanh(np.asarray(a, np.float64) @ np.asarray(b, np.float64))  # independent reference
     np.testing.assert_allclose(np.asarray(road.compiled(a, b)), ref, atol=1e-4)
-    np.testing.assert_allclose(np.asarray(road.compiled(a, b)), np.asarray(jx.with_argument(a, b)), atol=1e-6)
+    np.testing.assert_allclose(np.asarray(road.compiled(a, b)), np.asarray(jaxprs.with_argument(a, b)), atol=1e-6)
 
 
 def test_walk_shows_every_stage_without_colour_codes():
-    road = jx.walk(jx.python_loop, jnp.ones(3), 10, static_argnums=1, excerpt_lines=5)
+    road = programs.walk(jaxprs.python_loop, jnp.ones(3), 10, static_argnums=1, excerpt_lines=5)
     md = road._repr_markdown_()
     for stage in ("1. trace", "2. lower", "3. compile", "4. call", "flops", "transcendentals"):
         assert stage in md
@@ -152,34 +151,34 @@ def test_walk_shows_every_stage_without_colour_codes():
     assert len(excerpt) == 6 and excerpt[-1].startswith("// ...") and excerpt[0].startswith("module @jit_")
     assert road.stages.compile > 0 and road.stages.name == "python_loop"
     with pytest.raises(ValueError, match="excerpt_lines"):
-        jx.walk(jx.step, jnp.ones(3), excerpt_lines=0)
+        programs.walk(jaxprs.step, jnp.ones(3), excerpt_lines=0)
 
 
 def test_cost_summary_accepts_dicts_lists_and_missing_keys():
-    assert jx.cost_summary({"flops": 3.0}) == {"flops": 3.0, "bytes accessed": 0.0, "transcendentals": 0.0}
-    assert jx.cost_summary([{"flops": 1.0}, {"flops": 2.0, "transcendentals": 1.0}])["flops"] == 3.0
-    assert jx.cost_summary(None)["flops"] == 0.0
+    assert programs.cost_summary({"flops": 3.0}) == {"flops": 3.0, "bytes accessed": 0.0, "transcendentals": 0.0}
+    assert programs.cost_summary([{"flops": 1.0}, {"flops": 2.0, "transcendentals": 1.0}])["flops"] == 3.0
+    assert programs.cost_summary(None)["flops"] == 0.0
     compiled = jax.jit(lambda a, b: a @ b).trace(jnp.ones((8, 4)), jnp.ones((4, 5))).lower().compile()
     assert "transcendentals" not in compiled.cost_analysis()  # XLA leaves a zero figure out
-    assert jx.cost_summary(compiled) == {"flops": 320.0, "bytes accessed": pytest.approx(
+    assert programs.cost_summary(compiled) == {"flops": 320.0, "bytes accessed": pytest.approx(
         compiled.cost_analysis()["bytes accessed"]), "transcendentals": 0.0}
     with pytest.raises(TypeError, match="cost_summary takes"):
-        jx.cost_summary("flops")
+        programs.cost_summary("flops")
 
 
 def test_compiled_executable_refuses_other_shapes_and_dtypes():
     a, b = jnp.ones((6, 4)), jnp.ones((4, 2))
-    compiled = jax.jit(jx.with_argument).trace(a, b).lower().compile()
-    ok = jx.call_outcome(compiled, a, b)
+    compiled = jax.jit(jaxprs.with_argument).trace(a, b).lower().compile()
+    ok = errors.call_outcome(compiled, a, b)
     assert ok["outcome"] == "returned f32[6,2]"
     with pytest.raises(TypeError) as err:
         compiled(a[:-1], b)
     first = str(err.value).splitlines()[0]
     assert first.startswith("Argument types differ from the types for which this computation was compiled")
-    shape = jx.call_outcome(compiled, a[:-1], b)
+    shape = errors.call_outcome(compiled, a[:-1], b)
     assert shape["outcome"] == "TypeError" and shape["first line"] == first
     assert shape["last line"] == "Argument 'x' compiled with float32[6,4] and called with float32[5,4]"
-    dtype = jx.call_outcome(compiled, a.astype(jnp.int32), b)
+    dtype = errors.call_outcome(compiled, a.astype(jnp.int32), b)
     assert dtype["outcome"] == "TypeError" and "int32[6,4]" in dtype["last line"]
 
 
@@ -200,36 +199,36 @@ def test_jitted_function_compiles_again_for_a_new_shape():
 def test_python_loop_unrolls_and_fori_loop_keeps_one_body():
     x = jnp.linspace(-1.0, 1.0, 4)
     for steps in (1, 10, 100):
-        unrolled = jx.explore(jx.python_loop, x, steps, static_argnums=1, lower=False)
-        rolled = jx.explore(jx.fori_loop, x, steps, static_argnums=1, lower=False)
+        unrolled = programs.stats(jaxprs.python_loop, x, steps, static_argnums=1, lower=False)
+        rolled = programs.stats(jaxprs.fori_loop, x, steps, static_argnums=1, lower=False)
         assert unrolled.equations == unrolled.all_equations == 3 * steps
         assert rolled.equations == 1 and rolled.all_equations == 5
         assert rolled.jaxpr.eqns[0].primitive.name == "scan"  # static bounds: fori_loop becomes a scan
-        np.testing.assert_allclose(np.asarray(jx.fori_loop(x, steps)), np.asarray(jx.python_loop(x, steps)),
+        np.testing.assert_allclose(np.asarray(jaxprs.fori_loop(x, steps)), np.asarray(jaxprs.python_loop(x, steps)),
                                    atol=1e-5)
     ref = np.linspace(-1.0, 1.0, 4)
     for _ in range(10):
         ref = np.sin(ref) * 0.5 + ref
-    np.testing.assert_allclose(np.asarray(jx.fori_loop(x, 10)), ref, atol=1e-5)
+    np.testing.assert_allclose(np.asarray(jaxprs.fori_loop(x, 10)), ref, atol=1e-5)
 
 
 def test_closure_constant_is_written_into_the_stablehlo():
     table = jax.random.normal(jax.random.key(3), (64, 64))
     inputs = jnp.ones((2, 64))
-    closed = jx.explore(jx.with_closure(table), inputs, name="closure")
-    passed = jx.explore(jx.with_argument, inputs, table, name="argument")
+    closed = programs.stats(jaxprs.with_closure(table), inputs, name="closure")
+    passed = programs.stats(jaxprs.with_argument, inputs, table, name="argument")
     assert closed.equations == passed.equations and closed.primitives == passed.primitives
     assert (closed.constants, closed.constant_bytes) == (1, table.nbytes)
     assert (passed.constants, passed.constant_bytes) == (0, 0)
-    hlo = jax.jit(jx.with_closure(table)).trace(inputs).lower().as_text()
+    hlo = jax.jit(jaxprs.with_closure(table)).trace(inputs).lower().as_text()
     assert "stablehlo.constant dense<" in hlo
     assert closed.stablehlo_chars > 10 * passed.stablehlo_chars
 
 
 def test_compare_puts_variants_side_by_side():
     x = jnp.ones(3)
-    text = str(jx.compare(jx.explore(jx.python_loop, x, 2, static_argnums=1, name="loop"),
-                          jx.explore(jx.fori_loop, x, 2, static_argnums=1, name="fori")))
+    text = str(programs.side_by_side(programs.stats(jaxprs.python_loop, x, 2, static_argnums=1, name="loop"),
+                          programs.stats(jaxprs.fori_loop, x, 2, static_argnums=1, name="fori")))
     assert text.splitlines()[0] == "|  | loop | fori |"
     assert "| `scan` | 0 | 1 |" in text and "| `sin` | 2 | 1 |" in text
     assert "| equations | 6 | 1 |" in text
@@ -237,20 +236,20 @@ def test_compare_puts_variants_side_by_side():
 
 def test_bad_input_gets_clear_errors():
     with pytest.raises(TypeError, match="takes the function first"):
-        jx.explore(jx.step(jnp.ones(2)))
+        programs.stats(jaxprs.step(jnp.ones(2)))
     with pytest.raises(TypeError, match="takes the function first"):
-        jx.walk(3.0)
+        programs.walk(3.0)
     with pytest.raises(TypeError, match="takes the function first"):
-        jx.call_outcome("f")
-    with pytest.raises(TypeError, match="results of explore"):
-        jx.compare(jax.make_jaxpr(jx.step)(jnp.ones(2)))
-    with pytest.raises(TypeError, match="results of explore"):
-        jx.compare()
-    s = jx.explore(jx.step, jnp.ones(2), lower=False)
+        errors.call_outcome("f")
+    with pytest.raises(TypeError, match="results of stats"):
+        programs.side_by_side(jax.make_jaxpr(jaxprs.step)(jnp.ones(2)))
+    with pytest.raises(TypeError, match="results of stats"):
+        programs.side_by_side()
+    s = programs.stats(jaxprs.step, jnp.ones(2), lower=False)
     with pytest.raises(ValueError, match="names must differ"):
-        jx.compare(s, s)
+        programs.side_by_side(s, s)
     with pytest.raises(TypeError, match="anatomy takes a jaxpr"):
-        jx.anatomy(jx.step)
+        programs.anatomy(jaxprs.step)
 
 
 # ---------------------------------------------------------------- exercises: plausible wrong answers fail
@@ -259,7 +258,7 @@ def test_bad_input_gets_clear_errors():
 def test_count_equations_wrong_answers():
     lines = check("jaxprs.count-equations", lambda fn, *a: len(str(jax.make_jaxpr(fn)(*a)).splitlines()) - 2)
     assert not lines.passed and "the number of printed lines" in lines.message
-    nested = check("jaxprs.count-equations", lambda fn, *a: len(list(jx.equations(jax.make_jaxpr(fn)(*a)))))
+    nested = check("jaxprs.count-equations", lambda fn, *a: len(list(programs.equations(jax.make_jaxpr(fn)(*a)))))
     assert not nested.passed and "inside the loop body too" in nested.message
 
 
@@ -271,19 +270,19 @@ def test_keep_dtype_wrong_answers():
 
 
 def test_fixed_size_wrong_answers():
-    final_only = check("jaxprs.fixed-size", jx.fori_loop)  # the chapter's loop returns the last step only
+    final_only = check("jaxprs.fixed-size", jaxprs.fori_loop)  # the chapter's loop returns the last step only
     assert not final_only.passed and "should have shape (3, 5)" in final_only.message
 
     def unrolled(x, steps):
         out = []
         for _ in range(steps):
-            x = jx.step(x)
+            x = jaxprs.step(x)
             out.append(x)
         return jnp.stack(out)
 
     report = check("jaxprs.fixed-size", unrolled)
     assert not report.passed and "a Python loop is unrolled" in report.message
-    off_by_one = check("jaxprs.fixed-size", lambda x, steps: lax.scan(lambda c, _: (jx.step(c), c), x, length=steps)[1])
+    off_by_one = check("jaxprs.fixed-size", lambda x, steps: lax.scan(lambda c, _: (jaxprs.step(c), c), x, length=steps)[1])
     assert not off_by_one.passed and "with other values" in off_by_one.message
 
 

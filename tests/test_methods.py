@@ -11,9 +11,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jitbook import count_compiles, methods
+from jitbook import error_line, methods, raised
 from jitbook.exercises import check
-from jitbook.methods import count_each, error_line, raised
+from jitbook.methods import count_each
 
 WEIGHT = jnp.array([1.0, -2.0, 0.5])
 NEW_WEIGHT = jnp.array([-1.0, 2.0, 0.5])
@@ -48,7 +48,7 @@ def test_bad_inputs_get_clear_errors():
         methods.activate("gelu", X)
     with pytest.raises(ValueError, match="unknown activation"):
         methods.reference_predict(WEIGHT, X, "gelu")
-    with pytest.raises(TypeError, match="takes a function to call"):
+    with pytest.raises(TypeError, match="raised takes the function first"):
         raised(42)
     with pytest.raises(TypeError, match="takes an exception"):
         error_line("oops")

@@ -1,20 +1,18 @@
 """The PLN worked example: data checks, independent correctness checks, levels agree, seed bugs."""
 
-import jitbook  # noqa: F401  (sets the XLA flag before JAX computes)
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
 import pytest
 
+import jitbook  # noqa: F401  (sets the XLA flag before JAX computes)
 from jitbook import count_compiles
-from jitbook.pln import Params, check_data, closed_form_sigma, fit, load_oaks, neg_elbo, neg_elbo_grads
+from jitbook.pln import Params, check_data, closed_form_sigma, fit, load_oaks, neg_elbo, neg_elbo_grads, seed
 from jitbook.pln.converge import fit_newton
 from jitbook.pln.data import PLNData
 from jitbook.pln.fast import FastState, loss_and_grads, precision, radam_scalars
 from jitbook.pln.levels import LEVELS, PLN, fit_levels
 from jitbook.pln.profile import compiled_fit
-from jitbook.pln import seed
 
 N_ITER = 60
 
@@ -128,7 +126,7 @@ def test_jax_gradient_matches_hand_written_gradient(jdata, seed_):
     params, Omega = random_point(jdata, seed_)
     auto = jax.grad(neg_elbo)(params, jdata, Omega)
     hand = neg_elbo_grads(params, jdata, Omega)
-    for a, h in zip(auto, hand):
+    for a, h in zip(auto, hand, strict=False):
         np.testing.assert_allclose(a, h, rtol=1e-4, atol=1e-4 * float(jnp.abs(h).max()))
 
 
@@ -162,7 +160,7 @@ def test_fast_loss_and_grads_match_reference(jdata):
     const = jnp.sum(Y * O) + 0.5 * n * p - jnp.sum(jitbook.pln.log_stirling(Y))
     loss, grads = loss_and_grads(params, jdata, state, const, X.T @ Y)
     assert float(loss) == pytest.approx(numpy_neg_elbo(params, jdata, Omega), rel=2e-5)
-    for a, h in zip(jax.grad(neg_elbo)(params, jdata, Omega), grads):
+    for a, h in zip(jax.grad(neg_elbo)(params, jdata, Omega), grads, strict=False):
         np.testing.assert_allclose(a, h, rtol=1e-4, atol=1e-4 * float(jnp.abs(h).max()))
     assert float(logdet) == pytest.approx(np.linalg.slogdet(np.asarray(Omega, np.float64))[1], rel=1e-4)
 

@@ -9,14 +9,14 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jitbook import capture_jax_logs, count_compiles, recompile
+import jitbook
+from jitbook import cache, capture_jax_logs, count_compiles, recompilation
 from jitbook.exercises import check
-
 
 # --- static arguments ------------------------------------------------------------------------------------
 
 def test_each_new_static_value_compiles_and_2_point_0_is_not_2():
-    rows = recompile.static_sweep([2, 3, 2, 2.0])
+    rows = recompilation.static_sweep([2, 3, 2, 2.0])
     assert [r["compiled"] for r in rows] == [1, 1, 0, 1]
     assert 2 == 2.0 and hash(2) == hash(2.0)  # equal in Python, yet a second program
 
@@ -26,7 +26,7 @@ def test_call_form_and_decorator_form_compile_once_per_static_value():
     def power_by_name(x, n):
         return x**n
 
-    by_position = jax.jit(recompile.power, static_argnums=1)
+    by_position = jax.jit(recompilation.power, static_argnums=1)
     x = jnp.arange(3.0)
     with count_compiles() as log:
         by_position(x, 3), by_position(x, 3), power_by_name(x, n=3), power_by_name(x, n=3)
@@ -36,13 +36,13 @@ def test_call_form_and_decorator_form_compile_once_per_static_value():
 
 def test_int_and_float_exponents_trace_to_different_programs():
     x = jnp.ones(3)
-    assert "integer_pow" in str(jax.make_jaxpr(recompile.power, static_argnums=1)(x, 2))
-    float_jaxpr = str(jax.make_jaxpr(recompile.power, static_argnums=1)(x, 2.0))
+    assert "integer_pow" in str(jax.make_jaxpr(recompilation.power, static_argnums=1)(x, 2))
+    float_jaxpr = str(jax.make_jaxpr(recompilation.power, static_argnums=1)(x, 2.0))
     assert "integer_pow" not in float_jaxpr and "pow" in float_jaxpr
 
 
 def test_an_array_is_not_a_valid_static_argument():
-    err = recompile.static_error(jnp.array(2))
+    err = recompilation.static_error(jnp.array(2))
     assert isinstance(err, ValueError)
     assert str(err).startswith("Non-hashable static arguments are not supported")
     assert "unhashable type" in str(err)
@@ -50,18 +50,18 @@ def test_an_array_is_not_a_valid_static_argument():
 
 def test_static_error_refuses_a_hashable_value():
     with pytest.raises(ValueError, match="was accepted as a static argument"):
-        recompile.static_error(2)
+        recompilation.static_error(2)
 
 
 def test_static_sweep_needs_a_list():
     with pytest.raises(ValueError, match="non-empty list of exponents"):
-        recompile.static_sweep(2)
+        recompilation.static_sweep(2)
 
 
 # --- the cache key ---------------------------------------------------------------------------------------
 
 def test_shape_dtype_and_weak_type_are_in_the_key_values_are_not():
-    rows = {r["argument"]: r for r in recompile.probe(recompile.add_one, recompile.argument_cases())}
+    rows = {r["argument"]: r for r in cache.probe(recompilation.add_one, recompilation.argument_cases())}
     compiled = {k: r["compiled"] for k, r in rows.items()}
     assert compiled == {
         "1.0 (Python float)": 1, "2.0 (another Python float)": 0, "jnp.float32(1.0)": 1, "np.float32(3.0)": 0,
@@ -72,7 +72,7 @@ def test_shape_dtype_and_weak_type_are_in_the_key_values_are_not():
 
 
 def test_equal_callables_share_a_program_identity_ones_and_partials_do_not():
-    rows = {r["callables"]: r for r in recompile.identity_rows()}
+    rows = {r["callables"]: r for r in recompilation.identity_rows()}
     assert rows["the same function twice"]["second compiled"] == 0
     assert rows["two equal ScaleBy(2.0) objects"]["second compiled"] == 0
     assert rows["two ScaleByIdentity(2.0) objects"]["second compiled"] == 1
@@ -80,7 +80,7 @@ def test_equal_callables_share_a_program_identity_ones_and_partials_do_not():
 
 
 def test_a_jitted_bound_method_silently_keeps_its_old_behaviour():
-    stale = recompile.stale_bound_method()
+    stale = recompilation.stale_bound_method()
     assert (stale["before"], stale["after"], stale["python"]) == (6.0, 6.0, 3.0)
     assert stale["compiled"] == 0 and stale["log messages"] == 0
 
@@ -94,14 +94,14 @@ def test_a_jitted_bound_method_silently_keeps_its_old_behaviour():
 ])
 def test_which_config_options_recompile_and_they_are_restored(name, value, recompiles):
     before = jax.config.values[name]
-    row = recompile.config_compiles(name, value)
+    row = recompilation.config_compiles(name, value)
     assert row["compiles when set"] == int(recompiles)
     assert row["compiles when set back"] == 0
     assert jax.config.values[name] == before
 
 
 def test_matmul_precision_context_manager_also_recompiles():
-    f = recompile.fresh_jit(recompile.matmul)
+    f = cache.fresh_jit(recompilation.matmul)
     a = jnp.ones((4, 4))
     f(a, a)
     with count_compiles() as log:
@@ -112,18 +112,18 @@ def test_matmul_precision_context_manager_also_recompiles():
 
 def test_config_compiles_rejects_unknown_options():
     with pytest.raises(ValueError, match="not a JAX config option"):
-        recompile.config_compiles("jax_no_such_option", True)
+        recompilation.config_compiles("jax_no_such_option", True)
 
 
 # --- traps -----------------------------------------------------------------------------------------------
 
 def test_partial_and_lambda_jitted_in_a_loop_compile_every_step():
-    counts = {how: recompile.jit_in_a_loop(how, 4) for how in
+    counts = {how: recompilation.jit_in_a_loop(how, 4) for how in
               ("jax.jit(partial(plus_one))", "jax.jit(lambda i: plus_one(i))", "jax.jit(plus_one)")}
     assert [r["compiles"] for r in counts.values()] == [4, 4, 1]
     assert all(r["result"] == 4 for r in counts.values())
     with pytest.raises(ValueError, match="how must be one of"):
-        recompile.jit_in_a_loop("jax.jit(f)")
+        recompilation.jit_in_a_loop("jax.jit(f)")
 
 
 def test_rerunning_a_cell_compiles_again_and_an_old_wrapper_keeps_the_old_code():
@@ -131,51 +131,51 @@ def test_rerunning_a_cell_compiles_again_and_an_old_wrapper_keeps_the_old_code()
     x = jnp.ones(3)
     with count_compiles() as log:
         for _ in range(3):
-            jax.jit(recompile.run_cell(cell, "scale"))(x)
+            jax.jit(cache.run_cell(cell, "scale"))(x)
     assert log.count_for("scale") == 3
-    old = jax.jit(recompile.run_cell(cell, "scale"))
-    new = recompile.run_cell("def scale(x):\n    return 3.0 * x\n", "scale")
+    old = jax.jit(cache.run_cell(cell, "scale"))
+    new = cache.run_cell("def scale(x):\n    return 3.0 * x\n", "scale")
     assert (float(old(1.0)), float(new(1.0))) == (2.0, 3.0)
     with pytest.raises(ValueError, match="does not define 'shift'"):
-        recompile.run_cell(cell, "shift")
+        cache.run_cell(cell, "shift")
 
 
 # --- what the logs say -----------------------------------------------------------------------------------
 
 def test_explanations_name_shapes_weak_types_config_and_redefinitions():
-    shape = recompile.explain_miss(recompile.add_one, (jnp.ones(3),), (jnp.ones(4),))
+    shape = cache.explain_miss(recompilation.add_one, (jnp.ones(3),), (jnp.ones(4),))
     assert "now f32[4] and before f32[3]" in shape and "Finished XLA compilation of jit(add_one)" in shape
-    weak = recompile.explain_miss(recompile.add_one, (1.0,), (jnp.float32(1.0),))
+    weak = cache.explain_miss(recompilation.add_one, (1.0,), (jnp.float32(1.0),))
     assert "weak_type=False" in weak and "weak_type=True" in weak
-    x64 = recompile.explain_miss(recompile.matmul, (jnp.ones(2),) * 2, (jnp.ones(2),) * 2,
+    x64 = cache.explain_miss(recompilation.matmul, (jnp.ones(2),) * 2, (jnp.ones(2),) * 2,
                                  config={"jax_enable_x64": True})
     assert "jax_enable_x64 differs: now True and before False" in x64
     assert jax.config.jax_enable_x64 is False
     with capture_jax_logs() as messages:
-        recompile.jit_in_a_loop("jax.jit(lambda i: plus_one(i))", steps=2)
-    text = recompile.about(messages, "<lambda>")
+        recompilation.jit_in_a_loop("jax.jit(lambda i: plus_one(i))", steps=2)
+    text = cache.messages_about(messages, "<lambda>")
     assert "never seen function" in text and "defined on the same line" in text
 
 
 def test_a_new_static_value_is_not_explained():
-    story = recompile.explain_miss(recompile.power, (jnp.ones(2), 2), (jnp.ones(2), 3), static_argnums=1)
+    story = cache.explain_miss(recompilation.power, (jnp.ones(2), 2), (jnp.ones(2), 3), static_argnums=1)
     assert "TRACING CACHE MISS" in story and "cache miss explanation unavailable" in story
 
 
 def test_about_keeps_only_the_named_function():
     messages = ["Finished XLA compilation of jit(add_one) in 0.1 sec",
                 "Finished XLA compilation of jit(broadcast_in_dim) in 0.1 sec"]
-    assert recompile.about(messages, "add_one") == messages[0]
+    assert cache.messages_about(messages, "add_one") == messages[0]
 
 
 # --- buckets ---------------------------------------------------------------------------------------------
 
 def test_buckets_compile_once_per_bucket_with_the_same_results():
-    lengths = recompile.stream_lengths(12, 100)
-    plain = recompile.run_stream(lengths, bucketed=False)
-    bucketed = recompile.run_stream(lengths, bucketed=True)
+    lengths = recompilation.stream_lengths(12, 100)
+    plain = recompilation.run_stream(lengths, bucketed=False)
+    bucketed = recompilation.run_stream(lengths, bucketed=True)
     assert plain.compiles == plain.shapes == len(set(lengths))
-    assert bucketed.compiles == bucketed.shapes == len({recompile.next_bucket(n) for n in lengths})
+    assert bucketed.compiles == bucketed.shapes == len({recompilation.next_bucket(n) for n in lengths})
     assert bucketed.compiles < plain.compiles
     rng = np.random.default_rng(1)  # independent float64 reference, same data as run_stream
     ref = [np.mean(np.logaddexp(rng.normal(size=n).astype(np.float32).astype(np.float64), 0.0)) for n in lengths]
@@ -184,17 +184,17 @@ def test_buckets_compile_once_per_bucket_with_the_same_results():
 
 
 def test_next_bucket():
-    assert [recompile.next_bucket(n) for n in (1, 16, 17, 100, 128, 129)] == [16, 16, 32, 128, 128, 256]
+    assert [recompilation.next_bucket(n) for n in (1, 16, 17, 100, 128, 129)] == [16, 16, 32, 128, 128, 256]
     with pytest.raises(ValueError, match="positive int"):
-        recompile.next_bucket(0)
+        recompilation.next_bucket(0)
     with pytest.raises(ValueError, match="at least one length"):
-        recompile.run_stream([], bucketed=True)
+        recompilation.run_stream([], bucketed=True)
 
 
 # --- caches ----------------------------------------------------------------------------------------------
 
 def test_clear_caches_makes_the_next_call_compile():
-    f = jax.jit(recompile.add_one)
+    f = jax.jit(recompilation.add_one)
     x = jnp.ones(5)
     f(x)
     with count_compiles() as log:
@@ -205,10 +205,10 @@ def test_clear_caches_makes_the_next_call_compile():
 
 
 def test_a_second_process_loads_the_program_from_the_disk_cache_when_the_threshold_allows():
-    zero = recompile.persistent_cache_runs(2, min_compile_seconds=0.0)
+    zero = recompilation.persistent_cache_runs(2, min_compile_seconds=0.0)
     assert (zero[0]["disk cache hits"], zero[1]["disk cache hits"]) == (0, 1)
     assert zero[1]["compile events"] == 1  # loading from disk is reported through the compile event too
-    never = recompile.persistent_cache_runs(2, min_compile_seconds=1e6)  # nothing is quick enough to skip
+    never = recompilation.persistent_cache_runs(2, min_compile_seconds=1e6)  # nothing is quick enough to skip
     assert never[1]["disk cache hits"] == 0 and never[0]["files in cache dir"] == 0
 
 
@@ -218,46 +218,46 @@ def test_default_write_threshold_is_one_second():
 
 def test_cold_start_needs_an_existing_directory():
     with pytest.raises(ValueError, match="is not a directory"):
-        recompile.cold_start(os.path.join(tempfile.gettempdir(), "jitbook-no-such-dir"), 0.0, 1)
+        recompilation.cold_start(os.path.join(tempfile.gettempdir(), "jitbook-no-such-dir"), 0.0, 1)
 
 
 # --- control flow ----------------------------------------------------------------------------------------
 
 def test_structured_control_flow_compiles_once_static_choices_once_per_value():
-    rows = {r["tool"]: r["compiles"] for r in recompile.control_flow_rows()}
+    rows = {r["tool"]: r["compiles"] for r in recompilation.control_flow_rows()}
     assert rows == {"lax.switch on a traced mode": 1, "Python if on a static mode": 3,
                     "lax.while_loop with a traced tolerance": 1, "jnp.where with a traced threshold": 1,
                     "static k (output shape depends on it)": 3}
     x = jnp.linspace(-3.0, 3.0, 7)
     for mode in (0, 1, 2):
-        np.testing.assert_allclose(recompile.shrink(x, mode), recompile.shrink_static(x, mode), rtol=1e-6)
-    assert float(recompile.sqrt_newton(2.0, 1e-6)) == pytest.approx(np.sqrt(2.0), rel=1e-6)
-    np.testing.assert_allclose(recompile.soft_threshold(x, 1.0), np.sign(x) * np.maximum(np.abs(x) - 1.0, 0.0))
+        np.testing.assert_allclose(recompilation.shrink(x, mode), recompilation.shrink_static(x, mode), rtol=1e-6)
+    assert float(recompilation.sqrt_newton(2.0, 1e-6)) == pytest.approx(np.sqrt(2.0), rel=1e-6)
+    np.testing.assert_allclose(recompilation.soft_threshold(x, 1.0), np.sign(x) * np.maximum(np.abs(x) - 1.0, 0.0))
 
 
 def test_a_traced_slice_size_raises_index_error():
     with pytest.raises(IndexError, match="static start/stop/step"):
-        jax.jit(recompile.first_k)(jnp.ones(4), 2)
+        jax.jit(recompilation.first_k)(jnp.ones(4), 2)
 
 
 def test_ratio_words():
-    assert recompile.ratio_words(3.0, 1.0) == "3.0 times faster"
-    assert recompile.ratio_words(1.0, 2.0) == "2.0 times slower"
+    assert jitbook.ratio_words(3.0, 1.0) == "3.0 times faster"
+    assert jitbook.ratio_words(1.0, 2.0) == "2.0 times slower"
     with pytest.raises(ValueError, match="must be positive"):
-        recompile.ratio_words(0.0, 1.0)
+        jitbook.ratio_words(0.0, 1.0)
 
 
 def test_fresh_jit_needs_a_function():
     with pytest.raises(TypeError, match="takes a function"):
-        recompile.fresh_jit(3)
+        cache.fresh_jit(3)
 
 
 # --- exercises: plausible wrong answers fail with the intended message ---------------------------------------
 
 def test_lr_traced_wrong_answers():
-    static = check("recompilation.lr-traced", jax.jit(recompile.sgd_step, static_argnames="lr"))
+    static = check("recompilation.lr-traced", jax.jit(recompilation.sgd_step, static_argnames="lr"))
     assert not static.passed and "compiled 3 times for 3 learning rates" in static.message
-    assert "not a function compiled by jax.jit" in check("recompilation.lr-traced", recompile.sgd_step).message
+    assert "not a function compiled by jax.jit" in check("recompilation.lr-traced", recompilation.sgd_step).message
 
 
 def _clip_with_where(v, max_norm):
@@ -291,14 +291,14 @@ def test_buckets_wrong_answers():
     assert not unpadded.passed and "had already compiled 11 times" in unpadded.message
 
     def divides_by_padded_length(x):
-        padded = np.zeros(recompile.next_bucket(len(x)), np.float32)
+        padded = np.zeros(recompilation.next_bucket(len(x)), np.float32)
         padded[: len(x)] = x
         return _sum_over(padded, len(padded))
 
     assert "divide by the true length" in check("recompilation.buckets", divides_by_padded_length).message
 
     def pads_with_jnp(x):
-        size = recompile.next_bucket(len(x))
+        size = recompilation.next_bucket(len(x))
         return _sum_over(jnp.pad(jnp.asarray(x), (0, size - len(x))), len(x))
 
     assert "pad with NumPy" in check("recompilation.buckets", pads_with_jnp).message

@@ -7,14 +7,14 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jitbook import count_compiles, intro
+from jitbook import count_compiles, why_compile
 from jitbook.exercises import check
 
 
 def test_jit_gives_the_op_by_op_result():
     x = jax.random.normal(jax.random.key(0), (50, 20))
-    y = intro.standardize_softplus(x)
-    np.testing.assert_allclose(jax.jit(intro.standardize_softplus)(x), y, atol=1e-5)
+    y = why_compile.standardize_softplus(x)
+    np.testing.assert_allclose(jax.jit(why_compile.standardize_softplus)(x), y, atol=1e-5)
     x64 = np.asarray(x, dtype=np.float64)  # independent reference
     sp = np.log1p(np.exp(x64))
     ref = (sp - sp.mean(1, keepdims=True)) / np.sqrt(sp.var(1, keepdims=True) + 1e-6)
@@ -22,14 +22,14 @@ def test_jit_gives_the_op_by_op_result():
 
 
 def test_dispatch_returns_before_the_result_is_ready():
-    product = intro.heavy_matmul(1500)
+    product = why_compile.heavy_matmul(1500)
     assert not product.is_ready()
     product.block_until_ready()
     assert product.is_ready()
 
 
 def test_block_until_ready_waits_for_every_array_in_a_tree():
-    tree = (intro.heavy_matmul(1500), {"b": intro.heavy_matmul(1500)})
+    tree = (why_compile.heavy_matmul(1500), {"b": why_compile.heavy_matmul(1500)})
     assert not all(leaf.is_ready() for leaf in jax.tree_util.tree_leaves(tree))
     waited = jax.block_until_ready(tree)
     assert waited is tree
@@ -49,10 +49,10 @@ def test_the_cache_belongs_to_the_function_not_the_wrapper():
 
 
 def test_break_even_calls():
-    assert intro.break_even_calls(1.0, 0.3, 0.1) == pytest.approx(5.0)
-    assert intro.break_even_calls(1.0, 0.1, 0.3) == math.inf
+    assert why_compile.break_even_calls(1.0, 0.3, 0.1) == pytest.approx(5.0)
+    assert why_compile.break_even_calls(1.0, 0.1, 0.3) == math.inf
     with pytest.raises(ValueError, match="compile_s must be a non-negative number"):
-        intro.break_even_calls(-1.0, 0.1, 0.3)
+        why_compile.break_even_calls(-1.0, 0.1, 0.3)
 
 
 def test_ready_wrong_answer_that_does_not_wait():
@@ -61,9 +61,9 @@ def test_ready_wrong_answer_that_does_not_wait():
 
 
 def test_fuse_wrong_answers():
-    by_columns = lambda x: intro.standardize_softplus(x.T).T  # noqa: E731
+    by_columns = lambda x: why_compile.standardize_softplus(x.T).T  # noqa: E731
     assert "not compiled by jax.jit" in check("why-compile.fuse", by_columns).message
-    assert "applied to the columns" in check("why-compile.fuse", jax.jit(intro.standardize_softplus)).message
+    assert "applied to the columns" in check("why-compile.fuse", jax.jit(why_compile.standardize_softplus)).message
 
     assert "compiled 2 times" in check("why-compile.fuse", _RejitEachCall()).message
 
@@ -74,7 +74,7 @@ class _RejitEachCall:
     lower = None
 
     def __call__(self, x):
-        return jax.jit(lambda v: intro.standardize_softplus(v.T).T)(x)
+        return jax.jit(lambda v: why_compile.standardize_softplus(v.T).T)(x)
 
 
 def test_break_even_wrong_answers():

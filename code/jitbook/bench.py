@@ -6,6 +6,7 @@ Speed claims live here, not in timed tests.
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 
 import jitbook  # noqa: F401  (sets the XLA flag before JAX computes)
@@ -14,10 +15,10 @@ from .display import table
 
 
 def _pln(args: argparse.Namespace) -> None:
+    from .pln import levels as levels_mod
     from .pln import load_oaks
     from .pln.bench import benchmark_levels, newton_time_to_target
     from .pln.converge import PYPLN_REFERENCE_NEG_ELBO, PYPLN_REFERENCE_REPEAT
-    from .pln import levels as levels_mod
     from .pln.levels import LEVELS
 
     levels = args.levels.split(",") if args.levels else list(LEVELS)
@@ -35,15 +36,16 @@ def _pln(args: argparse.Namespace) -> None:
     print(f"PLN levels, {n:,} x {p}, {args.iters} iterations, {args.repeats} repeats; {blas}\n")
     print(table(benchmark_levels(data, args.iters, levels, args.repeats, args.eager_iters)))
     for level in filter(None, args.profile_levels.split(",")):
+        import jax.numpy as jnp
+
         from .pln.data import PLNData
         from .pln.profile import op_profile
-        import jax.numpy as jnp
 
         jdata = PLNData(*map(jnp.asarray, data))
         fit_fn = {"scan": levels_mod._fit_scan, "fast": levels_mod._fit_fast}[level]
         fit_fn(jdata, 20, 1.0)
         print(f"\nProfile of the {level} level: most expensive XLA operations, ms per iteration\n")
-        print(table(op_profile(lambda: fit_fn(jdata, 20, 1.0), 20)))
+        print(table(op_profile(functools.partial(fit_fn, jdata, 20, 1.0), 20)))
     if args.newton_iters:
         target = PYPLN_REFERENCE_NEG_ELBO * args.n_repeat / PYPLN_REFERENCE_REPEAT
         print(f"\nNewton fit, time to the pyPLNmodels reference loss {target:,.0f}\n")

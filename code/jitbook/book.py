@@ -149,7 +149,7 @@ def _fill_inline(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
             text = "".join(o.get("text", "") for o in cell.outputs if o.get("name") == "stdout")
             values = iter(json.loads(text.split(_INLINE_MARK, 1)[1]))
             markdown = cells[-1]
-            markdown.source = INLINE.sub(lambda m: _escape_markdown(next(values)), markdown.source)
+            markdown.source = INLINE.sub(lambda m, values=values: _escape_markdown(next(values)), markdown.source)
         else:
             cells.append(cell)
     nb.cells = cells

@@ -1,10 +1,12 @@
-"""Count what jit does: traces, lowerings and XLA compilations, from JAX's public monitoring events."""
+"""Count what jit does (traces, lowerings and XLA compilations, from JAX's public monitoring events), read
+JAX's own cache-miss explanations, and probe the cache with fresh jitted wrappers."""
 
 import contextlib
 import dataclasses
+import functools
 import logging
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 
 import jax
 import jax.monitoring
@@ -107,3 +109,62 @@ def capture_jax_logs(explain_cache_misses: bool = True, log_compiles: bool = Tru
     finally:
         jax.config.update("jax_explain_cache_misses", old_explain)
         logger.removeHandler(handler)
+
+
+def fresh_jit(fn: Callable, **jit_kwargs) -> Callable:
+    """``jax.jit`` of a new wrapper of ``fn``: same name, empty cache (jit caches per function object)."""
+    if not callable(fn):
+        raise TypeError(f"fresh_jit takes a function, got {type(fn).__name__}.")
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        return fn(*args, **kwargs)
+
+    return jax.jit(wrapper, **jit_kwargs)
+
+
+def probe(fn: Callable, cases: Sequence[tuple[str, object]]) -> list[dict]:
+    """Call one fresh ``jax.jit(fn)`` on each case in turn; one row per call: what jit saw, did it compile."""
+    jitted = fresh_jit(fn)
+    rows = []
+    for label, arg in cases:
+        with count_compiles() as log:
+            jitted(arg)
+        rows.append({"argument": label, "jit sees": str(jax.typeof(arg).str_short(short_dtypes=True)),
+                     "weak type": bool(jax.typeof(arg).weak_type), "compiled": log.count_for(fn.__name__)})
+    return rows
+
+
+def run_cell(source: str, name: str) -> Callable:
+    """Run ``source`` as a notebook cell would and return the function ``name`` it defines (a new object each time)."""
+    namespace: dict = {}
+    exec(compile(source, f"<cell defining {name}>", "exec"), namespace)
+    if name not in namespace:
+        raise ValueError(f"the cell does not define {name!r}; it defines {sorted(k for k in namespace if k != '__builtins__')}.")
+    return namespace[name]
+
+
+def messages_about(messages: Sequence[str], name: str, max_lines: int = 8) -> str:
+    """The captured JAX log messages that concern function ``name``, without the noise of helper programs."""
+    keep = []
+    for m in messages:
+        if (f"for {name} defined" in m or f"jit({name})" in m or f"    {name} id=" in m
+                or f"tracing {name} for jit" in m):
+            keep.append("\n".join(m.splitlines()[:max_lines]))
+    return "\n".join(keep)
+
+
+def explain_miss(fn: Callable, warm: tuple, then: tuple, config: dict | None = None, **jit_kwargs) -> str:
+    """Call a fresh ``jax.jit(fn)`` on ``warm``, then on ``then`` (with ``config`` options set): JAX's own words."""
+    jitted = fresh_jit(fn, **jit_kwargs)
+    jitted(*warm)
+    old = {k: jax.config.values[k] for k in (config or {})}
+    try:
+        with capture_jax_logs() as messages:
+            for k, v in (config or {}).items():
+                jax.config.update(k, v)
+            jitted(*then)
+    finally:
+        for k, v in old.items():
+            jax.config.update(k, v)
+    return messages_about(messages, fn.__name__)

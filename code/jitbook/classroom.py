@@ -93,7 +93,7 @@ def _nbgrader(grade_id: str, *, solution: bool) -> dict:
 def mark_exercises(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
     """Tag each solution cell with the exercise whose check cell follows it, and each check cell with its own."""
     pending: list = []
-    for index, cell in enumerate(nb.cells):
+    for _index, cell in enumerate(nb.cells):
         if is_solution_cell(cell):
             pending.append(cell)
         exercise_id = checked_exercise(cell)

@@ -1,12 +1,13 @@
-"""Show things on the page: package source, tables, the versions a page was executed with, and errors.
+"""Show things on the page: package source, tables, the versions a page was executed with, measured ratios.
 
 Each object renders as Markdown, which Quarto turns into its own code blocks and tables and Jupyter shows
 as rich output, and as plain text anywhere else.
 """
 
 import inspect
+import math
 import platform
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from importlib import metadata
 
 import jax
@@ -90,22 +91,9 @@ def versions() -> Markdown:
     return table(version_rows())
 
 
-def raised(fn: Callable, *args, **kwargs) -> BaseException | None:
-    """Call ``fn`` and return the exception it raised (``None`` if it returned): errors shown are read, not typed."""
-    if not callable(fn):
-        raise TypeError(f"raised() takes a function to call, got {type(fn).__name__}; pass a lambda.")
-    try:
-        jax.block_until_ready(fn(*args, **kwargs))
-    except Exception as err:  # noqa: BLE001 - the point is to hand the error back
-        return err
-    return None
-
-
-def error_line(err: BaseException | None) -> str:
-    """``"TypeError: <first line of the message>"``, the way a page quotes an error."""
-    if err is None:
-        return "no error"
-    if not isinstance(err, BaseException):
-        raise TypeError(f"error_line takes an exception (e.g. from raised()), got {type(err).__name__}.")
-    first = str(err).strip().splitlines()[0] if str(err).strip() else ""
-    return f"{type(err).__name__}: {first}"
+def ratio_words(slow: float, fast: float) -> str:
+    """``'3.2 times faster'``-style words for a measured ratio, true whichever way it came out."""
+    if min(slow, fast) <= 0 or math.isnan(slow) or math.isnan(fast):
+        raise ValueError(f"times must be positive, got {slow!r} and {fast!r}.")
+    r = slow / fast
+    return f"{r:.1f} times faster" if r >= 1 else f"{1 / r:.1f} times slower"

@@ -17,7 +17,6 @@ import numpy as np
 from jax.tree_util import register_pytree_node_class
 
 from .cache import count_compiles
-from .display import error_line, raised  # noqa: F401  (the chapter calls them as methods.raised / error_line)
 
 ACTIVATIONS: dict[str, Callable] = {"relu": jax.nn.relu, "tanh": jnp.tanh}
 

@@ -5,7 +5,7 @@ import os
 ENV_VAR = "JITBOOK_SMALL"
 
 
-def small() -> bool:
+def is_small() -> bool:
     """Whether chapters should use their small problem sizes."""
     value = os.environ.get(ENV_VAR, "0").strip().lower()
     if value not in ("", "0", "1", "false", "true"):
@@ -13,9 +13,6 @@ def small() -> bool:
     return value in ("1", "true")
 
 
-_is_small = small  # pick's keyword argument is called small too
-
-
 def pick(*, full, small):
     """``full`` normally, ``small`` when ``JITBOOK_SMALL=1``: ``pick(full=100, small=2)``."""
-    return small if _is_small() else full
+    return small if is_small() else full

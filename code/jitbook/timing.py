@@ -5,13 +5,13 @@ dispatch. Every timing here calls ``jax.block_until_ready`` on what the function
 """
 
 import dataclasses
-import functools
 import statistics
 import time
 from collections.abc import Callable
 
 import jax
 
+from .cache import fresh_jit
 from .display import Markdown, table
 
 
@@ -105,11 +105,7 @@ def stages(fn: Callable, *args, static_argnums=(), **kwargs) -> Stages:
     """
     check_callable(fn, "stages")
 
-    @functools.wraps(fn)
-    def fresh(*a, **k):
-        return fn(*a, **k)
-
-    jitted = jax.jit(fresh, static_argnums=static_argnums)
+    jitted = fresh_jit(fn, static_argnums=static_argnums)
     t0 = time.perf_counter()
     traced = jitted.trace(*args, **kwargs)
     t1 = time.perf_counter()
@@ -127,6 +123,6 @@ def _as_tuple(x) -> tuple:
     return (x,) if isinstance(x, int) else tuple(x)
 
 
-def compare(*timings: Timing) -> Markdown:
+def timings_table(*timings: Timing) -> Markdown:
     """Several timings as one table."""
     return table([t.row() for t in timings])

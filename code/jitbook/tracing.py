@@ -15,14 +15,13 @@ import jax.numpy as jnp
 from jax import lax
 
 from . import timing
-from .jaxpr import equations
 from .cache import count_compiles
-from .display import raised
+from .programs import count_equations
 
 # --- What a tracer is --------------------------------------------------------------------------------
 
 
-def describe(x) -> dict:
+def aval_row(x) -> dict:
     """The abstract value jit keeps of ``x``: its type, shape, dtype and weak type, as one table row."""
     aval = jax.typeof(x)
     return {"type": type(x).__name__, "abstract value": str(aval), "shape": aval.shape,
@@ -34,7 +33,7 @@ def seen_by_jit(*args) -> list[dict]:
     rows: list[dict] = []
 
     def look(*traced):
-        rows.extend(describe(t) for t in traced)  # a trace-time side effect, used on purpose
+        rows.extend(aval_row(t) for t in traced)  # a trace-time side effect, used on purpose
         return traced
 
     jax.jit(look)(*args)
@@ -90,14 +89,6 @@ def remember(x: jax.Array) -> jax.Array:
 def scaled(x: jax.Array) -> jax.Array:
     """Multiplies by the global ``SCALE``: under jit, by the value ``SCALE`` had when it was traced."""
     return SCALE * x
-
-
-def error_of(fn: Callable, *args) -> Exception:
-    """The exception that ``fn(*args)`` raises, so a page can read its class and message."""
-    err = raised(fn, *args)
-    if err is None:
-        raise ValueError(f"{getattr(fn, '__name__', fn)!r} did not raise for these arguments.")
-    return err
 
 
 # --- Control flow: on shapes, and on values ------------------------------------------------------------
@@ -170,14 +161,6 @@ def scan_version(x: jax.Array, n: int) -> jax.Array:
     """``step`` applied ``n`` times by ``lax.scan``: one loop in the program; ``n`` must be a Python int."""
     final, _ = lax.scan(lambda c, _: (step(c), None), x, length=n)
     return final
-
-
-def count_equations(jaxpr) -> int:
-    """Equations in a jaxpr, counting those inside nested jaxprs (loop bodies, branches) too."""
-    jaxpr = getattr(jaxpr, "jaxpr", jaxpr)  # a ClosedJaxpr holds its Jaxpr in .jaxpr
-    if not isinstance(jaxpr, jax.extend.core.Jaxpr):
-        raise TypeError(f"count_equations takes a jaxpr (from jax.make_jaxpr), got {type(jaxpr).__name__}.")
-    return sum(1 for _ in equations(jaxpr))
 
 
 def loop_growth(fns: Sequence[Callable], ns: Sequence[int], x: jax.Array) -> list[dict]:

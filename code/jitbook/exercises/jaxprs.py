@@ -4,7 +4,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .. import jaxpr as jx
+from .. import jaxprs, programs
 from ..cache import count_compiles
 from . import Wrong, call_answer, exercise, expect
 
@@ -25,12 +25,12 @@ def _closure(x):
 def _count_equations(answer):
     x, m = jnp.ones(3), jnp.ones((3, 3))
     cases = [("x ** 2 + 1", lambda v: v**2 + 1.0, (x,)), ("tanh(a @ b) + 1", _affine, (m, m)),
-             ("a closure", _closure, (x,)), ("fori_loop of 4 steps", lambda v: jx.fori_loop(v, 4), (x,))]
+             ("a closure", _closure, (x,)), ("fori_loop of 4 steps", lambda v: jaxprs.fori_loop(v, 4), (x,))]
     for label, fn, args in cases:
         got = call_answer(answer, fn, *args)
         jaxpr = jax.make_jaxpr(fn)(*args)
         want = len(jaxpr.eqns)
-        if got == len(list(jx.equations(jaxpr))) and got != want:
+        if got == len(list(programs.equations(jaxpr))) and got != want:
             raise Wrong(f"for {label} you returned {got}, counting the equations inside the loop body too; "
                         f"count only the top level ({want}): the loop is one equation.")
         if got == len(str(jaxpr).splitlines()) - 2 and got != want:
@@ -50,7 +50,7 @@ def _keep_dtype(answer):
         expect(out.dtype == dtype, f"keeps {jnp.dtype(dtype).name}",
                f"for a {jnp.dtype(dtype).name} input the result is {out.dtype}: the constant you multiply by has "
                f"its own dtype and promotes x; use a Python number, which is weak-typed.")
-        prims = jx.explore(answer, x, lower=False).primitives
+        prims = programs.stats(answer, x, lower=False).primitives
         expect(prims.get("convert_element_type", 0) == 0, f"no dtype conversion in the jaxpr ({jnp.dtype(dtype).name})",
                f"for a {jnp.dtype(dtype).name} input the jaxpr converts dtypes (convert_element_type); "
                f"multiply by a weak-typed Python float instead.")
@@ -64,16 +64,16 @@ def _fixed_size(answer):
         got = call_answer(answer, x, steps)
         want, current = [], x
         for _ in range(steps):
-            current = jx.step(current)
+            current = jaxprs.step(current)
             want.append(np.asarray(current))
         want = np.stack(want)
         expect(np.shape(got) == want.shape and np.allclose(np.asarray(got), want, atol=1e-5),
                f"stacks the {steps} iterates for {steps} steps",
                f"trajectory(x, {steps}) should have shape {want.shape} and row i equal to x after i + 1 steps "
-               f"of jaxpr.step; got shape {np.shape(got)}" + ("" if np.shape(got) != want.shape else " with other values")
+               f"of jaxprs.step; got shape {np.shape(got)}" + ("" if np.shape(got) != want.shape else " with other values")
                + ".")
     try:
-        small, large = (jx.explore(answer, x, n, static_argnums=1, lower=False) for n in (3, 30))
+        small, large = (programs.stats(answer, x, n, static_argnums=1, lower=False) for n in (3, 30))
     except Exception as err:
         raise Wrong(f"tracing trajectory(x, steps) with steps as a Python int raised "
                     f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}") from None
@@ -90,7 +90,7 @@ def _flops(answer):
              ("x * 2 + 1 on 100 numbers", lambda v: v * 2.0 + 1.0, (jnp.ones(100),))]
     for label, fn, args in cases:
         got = call_answer(answer, fn, *args)
-        want = jx.cost_summary(jax.jit(fn).trace(*args).lower().compile())["flops"]
+        want = programs.cost_summary(jax.jit(fn).trace(*args).lower().compile())["flops"]
         if isinstance(got, dict):
             raise Wrong(f"for {label} you returned the whole cost analysis; return its 'flops' entry as a number.")
         expect(isinstance(got, (int, float, np.floating)) and float(got) == want, f"{label}: {want:g} flops",
@@ -103,7 +103,7 @@ def _precompile(answer):
     shapes = [(2,), (5,), (3, 4)]
 
     def fresh_step(x):  # a new function each check, so no earlier compilation is reused
-        return jx.step(x)
+        return jaxprs.step(x)
 
     with count_compiles() as ahead:
         table = call_answer(answer, fresh_step, shapes)
@@ -117,7 +117,7 @@ def _precompile(answer):
     with count_compiles() as later:
         outputs = {shape: call_answer(table[shape], x) for shape, x in inputs.items()}
     for shape, x in inputs.items():
-        expect(np.allclose(np.asarray(outputs[shape]), np.asarray(jx.step(x)), atol=1e-6), f"{shape}: right values",
-               f"the function for shape {shape} does not compute jaxpr.step.")
+        expect(np.allclose(np.asarray(outputs[shape]), np.asarray(jaxprs.step(x)), atol=1e-6), f"{shape}: right values",
+               f"the function for shape {shape} does not compute jaxprs.step.")
     expect(later.count == 0, "no compilation when called",
            f"calling the functions compiled {later.count} times; they should be executables compiled in advance.")

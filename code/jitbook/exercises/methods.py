@@ -95,7 +95,7 @@ def _shared_function(answer):
     expect(isinstance(models, list) and len(models) == 3 and all(isinstance(m, methods.MappedEqx) for m in models),
            "returns one MappedEqx per scale", "build_models(scales) should return a list of methods.MappedEqx.")
     ones = np.ones(4)
-    for scale, model in zip(scales, models):
+    for scale, model in zip(scales, models, strict=False):
         expected = np.asarray(jax.nn.softplus(scale * ones), np.float64)
         expect(_close(call_answer(model.run), expected), f"model for scale {scale} applies softplus",
                f"the model for scale {scale} should return softplus of {scale} * ones(4).")
@@ -118,7 +118,7 @@ def _closure_to_argument(answer):
     with count_compiles() as log:
         grads = [call_answer(answer, layer, x) for layer in layers]
         jax.block_until_ready(grads)
-    for layer, g in zip(layers, grads):
+    for layer, g in zip(layers, grads, strict=False):
         expect(isinstance(g, jax.Array) and g.shape == layer.weight.shape, "returns an array shaped like the weight",
                f"weight_grad returned {type(g).__name__}; return the gradient with respect to layer.weight, "
                "an array of the weight's shape (the .weight of the gradient module).")

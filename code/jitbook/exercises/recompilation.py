@@ -1,11 +1,10 @@
 """Exercises of the chapter "Static arguments and compiling again": each checker counts the answer's compiles."""
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .. import recompile
-from ..cache import count_compiles
+from .. import recompilation
+from ..cache import count_compiles, fresh_jit
 from . import Wrong, call_answer, exercise, expect
 
 
@@ -21,12 +20,12 @@ def _lr_traced(answer):
     rng = np.random.default_rng(0)
     x, y, w = (jnp.asarray(rng.normal(size=s), jnp.float32) for s in ((16, 3), (16,), (3,)))
     schedule = [0.1, 0.05, 0.01]
-    expected = [np.asarray(recompile.sgd_step(w, x, y, lr)) for lr in schedule]
+    expected = [np.asarray(recompilation.sgd_step(w, x, y, lr)) for lr in schedule]
     with count_compiles() as log:
         got = [call_answer(answer, w, x, y, lr) for lr in schedule]
-    for lr, g, e in zip(schedule, got, expected):
+    for lr, g, e in zip(schedule, got, expected, strict=False):
         expect(np.allclose(np.asarray(g), e, atol=1e-6), f"lr={lr}: same step as sgd_step",
-               f"with lr={lr} your step differs from recompile.sgd_step(w, x, y, lr).")
+               f"with lr={lr} your step differs from recompilation.sgd_step(w, x, y, lr).")
     expect(log.count <= 1, "compiles at most once for three learning rates",
            f"it compiled {log.count} times for {len(schedule)} learning rates {schedule}: a static lr makes "
            f"one program per value; pass it as a traced argument.")
@@ -46,7 +45,7 @@ def _clip_norm(answer):
     limits = [1.0, 2.5, 10.0]
     with count_compiles() as log:
         got = [np.asarray(call_answer(answer, v, m)) for m in limits]
-    for m, g in zip(limits, got):
+    for m, g in zip(limits, got, strict=False):
         expect(np.allclose(g, _clip_reference(np.asarray(v), m), atol=1e-5),
                f"max_norm={m}: right result",
                f"clip_norm([3, 4, 0], {m}) returned {g.tolist()}, expected {_clip_reference(np.asarray(v), m).tolist()}.")
@@ -59,7 +58,7 @@ def _clip_norm(answer):
                "jitted part, which divides by it.")
 def _buckets(answer):
     expect(callable(answer), "is a function", f"padded_mean is a {type(answer).__name__}, not a function.")
-    lengths = recompile.stream_lengths(60, 200, seed=3)
+    lengths = recompilation.stream_lengths(60, 200, seed=3)
     rng = np.random.default_rng(4)
     limit = 10
     with count_compiles() as log:
@@ -83,7 +82,7 @@ def _buckets(answer):
           hint="A static argument must be hashable and compare equal when it means the same thing: a tuple of floats.")
 def _static_coeffs(answer):
     x = jnp.linspace(-1.0, 1.0, 5)
-    evaluate = recompile.fresh_jit(recompile.poly_eval, static_argnums=0)
+    evaluate = fresh_jit(recompilation.poly_eval, static_argnums=0)
     with count_compiles() as log:
         for coeffs in ([1.0, 2.0, 3.0], np.array([1.0, 2.0, 3.0])):
             static = call_answer(answer, coeffs)

@@ -6,7 +6,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .. import intro
+from .. import why_compile
 from ..cache import count_compiles
 from . import Wrong, call_answer, exercise, expect
 
@@ -49,9 +49,9 @@ def _fuse(answer):
     with count_compiles() as log:
         first = call_answer(answer, x)
         call_answer(answer, y)
-    expected = np.asarray(intro.standardize_softplus(x.T).T)
+    expected = np.asarray(why_compile.standardize_softplus(x.T).T)
     expect(getattr(first, "shape", None) == x.shape and np.allclose(np.asarray(first), expected, atol=1e-5),
-           "standardizes each column", "its results are not intro.standardize_softplus applied to the columns "
+           "standardizes each column", "its results are not why_compile.standardize_softplus applied to the columns "
            "(each column of the result should have mean 0 and variance 1).")
     expect(hasattr(answer, "lower"), "is a jitted function",
            "it is not compiled by jax.jit (a jitted function has a .lower method).")

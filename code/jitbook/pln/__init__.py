@@ -1,10 +1,18 @@
 """The Poisson log-normal worked example: data, model, the levels of compilation, and a converging fit."""
 
-from .data import PLNData, check_data, load_oaks
-from .model import Params, closed_form_sigma, init_params, log_stirling, make_optimizer, neg_elbo, neg_elbo_grads
-from .model import neg_elbo_numpy
-from .levels import LEVELS, FitResult, fit, fit_levels
 from .converge import fit_newton
+from .data import PLNData, check_data, load_oaks
+from .levels import LEVELS, FitResult, fit, fit_levels
+from .model import (
+    Params,
+    closed_form_sigma,
+    init_params,
+    log_stirling,
+    make_optimizer,
+    neg_elbo,
+    neg_elbo_grads,
+    neg_elbo_numpy,
+)
 
 __all__ = [
     "LEVELS", "FitResult", "PLNData", "Params", "check_data", "closed_form_sigma", "fit", "fit_levels",

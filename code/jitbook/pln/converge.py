@@ -19,7 +19,6 @@ from .data import PLNData, check_data
 from .fast import gram, precision
 from .model import Params, init_params, log_stirling
 
-
 # pyPLNmodels 1.0.10 (PyTorch, Rprop, its defaults: 400 iterations) on the 11,600 x 114 problem, its final
 # M and S scored by this book's ELBO evaluated in float64 (`neg_elbo_numpy`), measured outside the book:
 # pyPLNmodels is not a dependency; the recipe is in data/README.md. Its own report: ELBO -3,145,632.

@@ -102,8 +102,8 @@ def _fit_fast(data: PLNData, n_iter: int, lr: float):
         loss, grads = loss_and_grads(state.params, data, state, const, XtY)
         count = state.opt_state.count + 1
         scalars = radam_scalars(count)
-        steps = [radam_step(*a, scalars, lr) for a in zip(state.params, grads, *state.opt_state[1:])]
-        params, mu, nu = (Params(*parts) for parts in zip(*steps))
+        steps = [radam_step(*a, scalars, lr) for a in zip(state.params, grads, *state.opt_state[1:], strict=False)]
+        params, mu, nu = (Params(*parts) for parts in zip(*steps, strict=False))
         opt_state = RAdamState(count, mu, nu)
         g = gram(params.M, params.S)
         Omega, logdet = precision(g, n)

@@ -7,33 +7,20 @@ from an empty in-memory cache however often the chapter or a test runs it.
 import dataclasses
 import functools
 import json
-import math
 import os
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .cache import count_compiles
-from .display import raised
-
-
-def fresh_jit(fn: Callable, **jit_kwargs) -> Callable:
-    """``jax.jit`` of a new wrapper of ``fn``: same name, empty cache (jit caches per function object)."""
-    if not callable(fn):
-        raise TypeError(f"fresh_jit takes a function, got {type(fn).__name__}.")
-
-    @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
-        return fn(*args, **kwargs)
-
-    return jax.jit(wrapper, **jit_kwargs)
-
+from .cache import count_compiles, fresh_jit
+from .display import ratio_words
+from .errors import raised
 
 # --- static arguments ------------------------------------------------------------------------------------
 
@@ -88,18 +75,6 @@ def argument_cases() -> list[tuple[str, object]]:
         ("jnp.ones(4)", jnp.ones(4)),
         ("jnp.ones(3, dtype=jnp.int32)", jnp.ones(3, dtype=jnp.int32)),
     ]
-
-
-def probe(fn: Callable, cases: Sequence[tuple[str, object]]) -> list[dict]:
-    """Call one fresh ``jax.jit(fn)`` on each case in turn; one row per call: what jit saw, did it compile."""
-    jitted = fresh_jit(fn)
-    rows = []
-    for label, arg in cases:
-        with count_compiles() as log:
-            jitted(arg)
-        rows.append({"argument": label, "jit sees": str(jax.typeof(arg).str_short(short_dtypes=True)),
-                     "weak type": bool(jax.typeof(arg).weak_type), "compiled": log.count_for(fn.__name__)})
-    return rows
 
 
 # --- the cache key: the function -------------------------------------------------------------------------
@@ -224,45 +199,6 @@ def jit_in_a_loop(how: str, steps: int = 10) -> dict:
             i = makers[how]()(i)
         seconds = time.perf_counter() - start
     return {"loop body": how, "steps": steps, "result": int(i), "compiles": log.count, "loop (ms)": 1e3 * seconds}
-
-
-def run_cell(source: str, name: str) -> Callable:
-    """Run ``source`` as a notebook cell would and return the function ``name`` it defines (a new object each time)."""
-    namespace: dict = {}
-    exec(compile(source, f"<cell defining {name}>", "exec"), namespace)
-    if name not in namespace:
-        raise ValueError(f"the cell does not define {name!r}; it defines {sorted(k for k in namespace if k != '__builtins__')}.")
-    return namespace[name]
-
-
-# --- reading the logs ------------------------------------------------------------------------------------
-
-def about(messages: Sequence[str], name: str, max_lines: int = 8) -> str:
-    """The captured JAX log messages that concern function ``name``, without the noise of helper programs."""
-    keep = []
-    for m in messages:
-        if (f"for {name} defined" in m or f"jit({name})" in m or f"    {name} id=" in m
-                or f"tracing {name} for jit" in m):
-            keep.append("\n".join(m.splitlines()[:max_lines]))
-    return "\n".join(keep)
-
-
-def explain_miss(fn: Callable, warm: tuple, then: tuple, config: dict | None = None, **jit_kwargs) -> str:
-    """Call a fresh ``jax.jit(fn)`` on ``warm``, then on ``then`` (with ``config`` options set): JAX's own words."""
-    from .cache import capture_jax_logs
-
-    jitted = fresh_jit(fn, **jit_kwargs)
-    jitted(*warm)
-    old = {k: jax.config.values[k] for k in (config or {})}
-    try:
-        with capture_jax_logs() as messages:
-            for k, v in (config or {}).items():
-                jax.config.update(k, v)
-            jitted(*then)
-    finally:
-        for k, v in old.items():
-            jax.config.update(k, v)
-    return about(messages, fn.__name__)
 
 
 # --- buckets ---------------------------------------------------------------------------------------------
@@ -411,14 +347,14 @@ _CHILD = """
 import json, os, sys, time
 start = time.perf_counter()
 import jitbook, jax, jax.numpy as jnp
-from jitbook import recompile
+from jitbook import recompilation
 cache_dir, min_seconds, steps = sys.argv[1], float(sys.argv[2]), int(sys.argv[3])
 jax.config.update("jax_compilation_cache_dir", cache_dir)
 jax.config.update("jax_persistent_cache_min_compile_time_secs", min_seconds)
 x = jnp.ones((32, 32))
 ready = time.perf_counter()
 with jitbook.count_compiles() as log:
-    jax.block_until_ready(jax.jit(recompile.deep, static_argnums=1)(x, steps))
+    jax.block_until_ready(jax.jit(recompilation.deep, static_argnums=1)(x, steps))
 done = time.perf_counter()
 print(json.dumps({"compile events": log.count_for("deep"), "compile (s)": log.compile_seconds,
                   "disk cache hits": log.persistent_cache_hits, "first call (s)": done - ready,
@@ -454,14 +390,6 @@ def persistent_cache_runs(steps: int, min_compile_seconds: float | None = None) 
 
 
 # --- the summary ------------------------------------------------------------------------------------------
-
-def ratio_words(slow: float, fast: float) -> str:
-    """``'3.2 times faster'``-style words for a measured ratio, true whichever way it came out."""
-    if min(slow, fast) <= 0 or math.isnan(slow) or math.isnan(fast):
-        raise ValueError(f"times must be positive, got {slow!r} and {fast!r}.")
-    r = slow / fast
-    return f"{r:.1f} times faster" if r >= 1 else f"{1 / r:.1f} times slower"
-
 
 def which_knob(static: list[dict], loops: list[dict], plain: StreamRun, bucketed: StreamRun,
                control: list[dict], config: list[dict], disk: list[dict]) -> list[dict]:

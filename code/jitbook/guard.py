@@ -31,7 +31,10 @@ def apply_cpu_guard() -> bool:
     return True
 
 
-def miscompile_probe(n: int = 11_600, p: int = 114) -> dict:
+PROBE_SHAPE = (11_600, 114)  # the PLN problem size, where the miscompile was found
+
+
+def miscompile_probe(n: int = PROBE_SHAPE[0], p: int = PROBE_SHAPE[1]) -> dict:
     """Run the known repro and compare with a float64 NumPy sum; used by the preface and the tests."""
     import jax
     import jax.numpy as jnp
@@ -59,7 +62,7 @@ def probe_in_fresh_process(guarded: bool) -> dict:
     flags = [f for f in env.get("XLA_FLAGS", "").split() if f != XLA_FLAG]
     env["XLA_FLAGS"] = " ".join(flags + ([XLA_FLAG] if guarded else []))
     # The probe's own source, not an import: importing jitbook would set the flag we are testing without.
-    code = (f"import json, os\nXLA_FLAG = {XLA_FLAG!r}\n{inspect.getsource(miscompile_probe)}\n"
+    code = (f"import json, os\nXLA_FLAG = {XLA_FLAG!r}\nPROBE_SHAPE = {PROBE_SHAPE!r}\n{inspect.getsource(miscompile_probe)}\n"
             "print(json.dumps(miscompile_probe()))")
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])

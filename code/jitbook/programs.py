@@ -1,7 +1,7 @@
-"""Look inside jaxprs and walk a function down to compiled code.
+"""Look inside programs: jaxprs, their equations, and a function walked down to compiled code.
 
-``explore`` counts what a jaxpr holds (equations by primitive, constants, literals, text sizes) and
-``compare`` puts several variants side by side. ``walk`` takes a function through jit's ahead-of-time
+``stats`` counts what a jaxpr holds (equations by primitive, constants, literals, text sizes) and
+``side_by_side`` puts several variants side by side. ``walk`` takes a function through jit's ahead-of-time
 stages (trace, lower, compile, call), timed by ``timing.stages``, and shows what each stage made.
 """
 
@@ -11,78 +11,10 @@ from collections.abc import Callable, Iterator, Sequence
 
 import jax
 import jax.extend.core
-import jax.numpy as jnp
 import numpy as np
-from jax import lax
 
 from . import timing
 from .display import Markdown, table
-
-# ---------------------------------------------------------------- examples the chapter reads
-
-SEEN: list = []  # what log2_with_side_effects appended; trace-time side effects land here
-
-
-def log2_with_side_effects(x: jax.Array) -> jax.Array:
-    """log2 of x that also prints and appends to a global list: neither shows up in the jaxpr."""
-    SEEN.append(x)
-    print("running the Python body with", x)
-    return jnp.log(x) / jnp.log(2.0)
-
-
-def by_rank(x: jax.Array) -> jax.Array:
-    """Row sums of a matrix, cosine of anything else: a Python branch on a shape, decided while tracing."""
-    if x.ndim == 2:
-        return jnp.sum(x, axis=1)
-    return jnp.cos(x)
-
-
-def step(x: jax.Array) -> jax.Array:
-    """One iteration of a toy update: three primitives."""
-    return jnp.sin(x) * 0.5 + x
-
-
-def step_f32_constant(x: jax.Array) -> jax.Array:
-    """``step`` with its 0.5 as a float32 array constant: strongly typed, so it promotes a float16 ``x``."""
-    return jnp.sin(x) * np.float32(0.5) + x
-
-
-def scaled_by(k: float) -> Callable[[jax.Array], jax.Array]:
-    """A function that captures the Python number ``k``: it enters the jaxpr as a literal, not a constant."""
-
-    def scale(x: jax.Array) -> jax.Array:
-        return x * k
-
-    return scale
-
-
-def python_loop(x: jax.Array, steps: int) -> jax.Array:
-    """``steps`` iterations in a Python loop: tracing unrolls it, one copy of ``step`` per iteration."""
-    for _ in range(steps):
-        x = step(x)
-    return x
-
-
-def fori_loop(x: jax.Array, steps: int) -> jax.Array:
-    """The same iterations in ``lax.fori_loop``: ``step`` is traced once, into the loop's body."""
-    return lax.fori_loop(0, steps, lambda i, x: step(x), x)
-
-
-def with_closure(table: jax.Array) -> Callable[[jax.Array], jax.Array]:
-    """A function that reads ``table`` from its enclosing scope: the array becomes a constant of the jaxpr."""
-
-    def project(x: jax.Array) -> jax.Array:
-        return jnp.tanh(x @ table)
-
-    return project
-
-
-def with_argument(x: jax.Array, table: jax.Array) -> jax.Array:
-    """The same computation with ``table`` passed in: an input of the jaxpr, not a constant."""
-    return jnp.tanh(x @ table)
-
-
-# ---------------------------------------------------------------- the explorer
 
 
 def equations(jaxpr) -> Iterator:
@@ -91,6 +23,14 @@ def equations(jaxpr) -> Iterator:
         yield eqn
         for sub in jax.extend.core.jaxprs_in_params(eqn.params):
             yield from equations(sub)
+
+
+def count_equations(jaxpr) -> int:
+    """Equations in a jaxpr, counting those inside nested jaxprs (loop bodies, branches) too."""
+    jaxpr = getattr(jaxpr, "jaxpr", jaxpr)  # a ClosedJaxpr holds its Jaxpr in .jaxpr
+    if not isinstance(jaxpr, jax.extend.core.Jaxpr):
+        raise TypeError(f"count_equations takes a jaxpr (from jax.make_jaxpr), got {type(jaxpr).__name__}.")
+    return sum(1 for _ in equations(jaxpr))
 
 
 def _atom(v) -> str:
@@ -143,16 +83,16 @@ class JaxprStats:
         return row
 
     def _repr_markdown_(self) -> str:
-        return compare(self).text
+        return side_by_side(self).text
 
 
-def explore(fn: Callable, *args, name: str | None = None, static_argnums: int | Sequence[int] = (),
+def stats(fn: Callable, *args, name: str | None = None, static_argnums: int | Sequence[int] = (),
             lower: bool = True, **kwargs) -> JaxprStats:
     """Trace ``fn(*args, **kwargs)`` with ``jax.make_jaxpr`` and count what its jaxpr holds.
 
     With ``lower=True`` it also lowers ``jax.jit(fn)`` to StableHLO to count that text's lines.
     """
-    timing.check_callable(fn, "explore")
+    timing.check_callable(fn, "stats")
     jaxpr = jax.make_jaxpr(fn, static_argnums=static_argnums)(*args, **kwargs)
     eqns = list(equations(jaxpr))
     literals = sum(isinstance(v, jax.extend.core.Literal) for e in eqns for v in e.invars)
@@ -175,13 +115,13 @@ def explore(fn: Callable, *args, name: str | None = None, static_argnums: int | 
     )
 
 
-def compare(*variants: JaxprStats, primitives: bool = True) -> Markdown:
+def side_by_side(*variants: JaxprStats, primitives: bool = True) -> Markdown:
     """Variants side by side: one column each, a row per size figure and (optionally) per primitive."""
     if not variants or not all(isinstance(v, JaxprStats) for v in variants):
-        raise TypeError("compare takes one or more results of explore(...), e.g. compare(explore(f, x), explore(g, x)).")
+        raise TypeError("side_by_side takes one or more results of stats(...), e.g. side_by_side(stats(f, x), stats(g, x)).")
     names = [v.name for v in variants]
     if len(set(names)) != len(names):
-        raise ValueError(f"variant names must differ to be told apart, got {names}; pass name=... to explore.")
+        raise ValueError(f"variant names must differ to be told apart, got {names}; pass name=... to stats.")
     sizes = [v.sizes() for v in variants]
     keys = [k for k in sizes[0] if k != "variant"] + [k for s in sizes[1:] for k in s if k not in sizes[0]]
     rows = [{"": k, **{s["variant"]: s.get(k, "") for s in sizes}} for k in keys]
@@ -190,8 +130,6 @@ def compare(*variants: JaxprStats, primitives: bool = True) -> Markdown:
         rows += [{"": f"`{p}`", **{v.name: v.primitives.get(p, 0) for v in variants}} for p in prims]
     return table(rows)
 
-
-# ---------------------------------------------------------------- the road to XLA
 
 COSTS = ("flops", "bytes accessed", "transcendentals")
 
@@ -259,29 +197,3 @@ def walk(fn: Callable, *args, static_argnums: int | Sequence[int] = (), excerpt_
         raise ValueError(f"excerpt_lines must be a positive whole number of lines, got {excerpt_lines!r}.")
     stages = timing.stages(fn, *args, static_argnums=static_argnums, **kwargs)
     return Walk(stages, stages.lowered.as_text(), cost_summary(stages.compiled), excerpt_lines)
-
-
-def describe(value) -> str:
-    """Short type of an argument, as jaxprs print it: ``f32[4,3]``; Python scalars by their type."""
-    if hasattr(value, "shape") and hasattr(value, "dtype"):
-        return jax.typeof(value).str_short(short_dtypes=True)
-    return type(value).__name__
-
-
-def call_outcome(fn: Callable, *args) -> dict:
-    """Call ``fn(*args)`` and report what happened: the result's type, or the error's class, first and last line."""
-    timing.check_callable(fn, "call_outcome")
-    called = ", ".join(describe(a) for a in args)
-    try:
-        out = fn(*args)
-    except Exception as err:  # the point is to show the error, read from the exception object
-        lines = str(err).strip().splitlines() or [""]
-        return {"called with": called, "outcome": type(err).__name__, "first line": lines[0],
-                "last line": lines[-1] if len(lines) > 1 else ""}
-    return {"called with": called, "outcome": "returned " + describe(jax.block_until_ready(out)),
-            "first line": "", "last line": ""}
-
-
-__all__ = ["JaxprStats", "Walk", "anatomy", "by_rank", "call_outcome", "compare", "cost_summary", "describe", "equations",
-           "explore", "fori_loop", "log2_with_side_effects", "python_loop", "scaled_by", "step", "step_f32_constant", "walk", "with_argument",
-           "with_closure"]

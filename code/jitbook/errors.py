@@ -1,0 +1,55 @@
+"""Read errors from the exceptions JAX raises, so a page quotes the real message instead of a typed one."""
+
+from collections.abc import Callable
+
+import jax
+
+from .timing import check_callable
+
+
+def raised(fn: Callable, *args, **kwargs) -> BaseException | None:
+    """Call ``fn`` and return the exception it raised (``None`` if it returned): errors shown are read, not typed."""
+    check_callable(fn, "raised")
+    try:
+        jax.block_until_ready(fn(*args, **kwargs))
+    except Exception as err:  # noqa: BLE001 - the point is to hand the error back
+        return err
+    return None
+
+
+def error_of(fn: Callable, *args, **kwargs) -> BaseException:
+    """The exception that ``fn(*args)`` raises; a ``ValueError`` if it raises none, since the page expects one."""
+    err = raised(fn, *args, **kwargs)
+    if err is None:
+        raise ValueError(f"{getattr(fn, '__name__', fn)!r} did not raise for these arguments.")
+    return err
+
+
+def error_line(err: BaseException | None) -> str:
+    """``"TypeError: <first line of the message>"``, the way a page quotes an error."""
+    if err is None:
+        return "no error"
+    if not isinstance(err, BaseException):
+        raise TypeError(f"error_line takes an exception (e.g. from raised()), got {type(err).__name__}.")
+    first = str(err).strip().splitlines()[0] if str(err).strip() else ""
+    return f"{type(err).__name__}: {first}"
+
+
+def short_type(value) -> str:
+    """Short type of an argument, as jaxprs print it: ``f32[4,3]``; Python scalars by their type."""
+    if hasattr(value, "shape") and hasattr(value, "dtype"):
+        return jax.typeof(value).str_short(short_dtypes=True)
+    return type(value).__name__
+
+
+def call_outcome(fn: Callable, *args) -> dict:
+    """Call ``fn(*args)`` and report what happened: the result's type, or the error's class, first and last line."""
+    check_callable(fn, "call_outcome")
+    called = ", ".join(short_type(a) for a in args)
+    err = raised(fn, *args)
+    if err is None:
+        return {"called with": called, "outcome": "returned " + short_type(fn(*args)), "first line": "",
+                "last line": ""}
+    lines = str(err).strip().splitlines() or [""]
+    return {"called with": called, "outcome": type(err).__name__, "first line": lines[0],
+            "last line": lines[-1] if len(lines) > 1 else ""}
