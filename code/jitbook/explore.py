@@ -1,0 +1,347 @@
+"""Explorers: a figure the reader moves by hand, offline, choosing among results JAX computed when the page ran.
+
+Why Plotly, not Bokeh. Both can embed their JavaScript in the page (plotly.js from the ``plotly``
+package, already a dependency; BokehJS with inline resources, not installed). What decides it is the
+second place a reader meets an explorer: the executed ``.ipynb`` opened in JupyterLab, untrusted.
+JupyterLab strips ``<script>`` from untrusted HTML, so an explorer there must come as a MIME type a
+*safe* renderer draws. The ``plotly`` package ships the ``jupyterlab-plotly`` extension, which renders
+``application/vnd.plotly.v1+json`` (registered ``safe: true``, rank 2, ahead of HTML's 50), sliders and
+menus included; Bokeh needs the separate ``jupyter_bokeh`` extension and a trusted notebook. In HTML
+(Quarto's Jupyter engine and nbconvert both pick ``text/html`` and ignore Plotly's MIME type) plotly.js
+4 sets ``window.Plotly`` as a plain script, with no require.js, so the page works whether the CDN
+require.js and jQuery Quarto adds are there or stripped. plotly.js is ~4.8 MB, embedded once per page.
+
+An explorer's HTML has native controls (a range input or a select: keyboard and screen reader work
+for free), a live caption, text panels and a folded table that is its text equivalent; its JavaScript
+only picks the precomputed choice and calls ``Plotly.update``. Nothing recomputes JAX in JavaScript.
+"""
+
+import html
+import json
+import math
+import numbers
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from importlib import resources
+
+METADATA_KEY = "jitbook/explorer"
+PLOTLY_MIME = "application/vnd.plotly.v1+json"
+CONFIG = {"displaylogo": False, "responsive": True, "showLink": False}
+HIGHLIGHT = "#d62728"
+
+# plotly.js and the explorer runtime go into the page once: with the first explorer this kernel shows.
+_page = {"scripts_sent": False}
+
+RUNTIME = """
+window.jitbookExplorer = function (id) {
+  var root = document.getElementById(id);
+  var spec = JSON.parse(document.getElementById(id + "-data").textContent);
+  var control = document.getElementById(id + "-control");
+  var caption = document.getElementById(id + "-caption");
+  var plot = document.getElementById(id + "-plot");
+  function choose(i) {
+    caption.textContent = spec.captions[i];
+    if (control.type === "range") control.setAttribute("aria-valuetext", spec.labels[i]);
+    spec.panels[i].forEach(function (text, k) {
+      document.getElementById(id + "-panel-" + k).textContent = text;
+    });
+    if (plot && window.Plotly) window.Plotly.restyle(plot, spec.updates[i], spec.traces);
+    root.setAttribute("data-choice", String(i));
+  }
+  if (plot && window.Plotly) {
+    window.Plotly.newPlot(plot, spec.figure.data, spec.figure.layout, spec.config).then(function () {
+      choose(Number(control.value));
+    });
+  } else {
+    choose(Number(control.value));
+  }
+  control.addEventListener("input", function () { choose(Number(control.value)); });
+  control.addEventListener("change", function () { choose(Number(control.value)); });
+};
+"""
+
+STYLE = """
+.jitbook-explorer { border: 1px solid #8884; border-radius: 6px; padding: 0.6em 0.8em; margin: 1em 0; }
+.jitbook-explorer label { font-weight: 600; margin-right: 0.5em; }
+.jitbook-explorer input[type=range] { width: min(100%, 28em); vertical-align: middle; }
+.jitbook-explorer output { display: block; margin: 0.4em 0; font-variant-numeric: tabular-nums; }
+.jitbook-explorer pre { white-space: pre-wrap; overflow-wrap: anywhere; font-size: 0.8em; max-height: 24em; overflow: auto; }
+.jitbook-explorer .jitbook-panels { display: flex; flex-wrap: wrap; gap: 0.8em; }
+.jitbook-explorer .jitbook-panels figure { flex: 1 1 20em; min-width: 0; margin: 0; }
+.jitbook-explorer table { font-size: 0.85em; }
+"""
+
+
+def _fmt(value) -> str:
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return f"{value:.3g}"
+    return str(value)
+
+
+def _number(value, what: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value):
+        raise TypeError(f"{what} must be a finite number to plot, got {value!r}; put text in another column.")
+    return float(value)
+
+
+def _check_rows(rows, columns: Sequence[str], who: str) -> list[dict]:
+    if isinstance(rows, Mapping) or not isinstance(rows, Sequence) or not rows:
+        raise ValueError(f"{who} takes a non-empty list of dicts, one per choice, e.g. [{{'n': 10, 'ms': 1.2}}, ...].")
+    rows = list(rows)
+    if not all(isinstance(r, Mapping) for r in rows):
+        raise TypeError(f"{who}: every row must be a dict of column -> value; got {type(rows[0]).__name__}.")
+    keys = list(rows[0])
+    for i, row in enumerate(rows):
+        if list(row) != keys:
+            raise ValueError(f"{who}: row {i} has columns {list(row)}, row 0 has {keys}; give every row the same columns.")
+    missing = [c for c in columns if c not in keys]
+    if missing:
+        raise KeyError(f"{who}: no column {missing[0]!r} in the rows; columns are {keys}.")
+    return [dict(r) for r in rows]
+
+
+def _check_panels(panels, count: int, who: str) -> list[dict[str, str]]:
+    if panels is None:
+        return [{} for _ in range(count)]
+    panels = list(panels)
+    if len(panels) != count:
+        raise ValueError(f"{who}: {len(panels)} panels for {count} choices; give one dict of title -> text per row.")
+    titles = list(panels[0])
+    for i, p in enumerate(panels):
+        if not isinstance(p, Mapping) or list(p) != titles or not all(isinstance(t, str) for t in p.values()):
+            raise TypeError(f"{who}: panel {i} must be a dict with the titles {titles}, each mapped to text (a str).")
+    return [dict(p) for p in panels]
+
+
+@dataclass(frozen=True)
+class Explorer:
+    """One explorer: choices, the text each shows, a Plotly figure and the restyle each choice applies.
+
+    ``updates[i]`` restyles the traces ``traces`` of ``figure`` for choice ``i``; the page's JavaScript and
+    the JupyterLab slider/menu apply the same update, so both show the same precomputed values.
+    """
+
+    title: str
+    label: str
+    control: str  # "slider" or "picker"
+    labels: list[str]
+    captions: list[str]
+    rows: list[dict]
+    panels: list[dict[str, str]]
+    figure: dict
+    traces: list[int]
+    updates: list[dict]
+    start: int = 0
+    ident: str = field(default="", compare=False)
+
+    def spec(self) -> dict:
+        """What a test or a page needs to check the explorer: labels, captions, panels and updates."""
+        return {"title": self.title, "control": self.control, "labels": self.labels, "captions": self.captions,
+                "panels": [list(p.values()) for p in self.panels], "panel_titles": list(self.panels[0]),
+                "traces": self.traces, "updates": self.updates, "start": self.start}
+
+    def plotly_figure(self) -> dict:
+        """The figure with Plotly's own slider or menu: what JupyterLab draws from the Plotly MIME type."""
+        steps = [{"label": label, "method": "restyle", "args": [update, self.traces]}
+                 for label, update in zip(self.labels, self.updates, strict=True)]
+        layout = dict(self.figure["layout"])
+        if self.control == "slider":
+            layout["sliders"] = [{"active": self.start, "steps": steps, "pad": {"t": 50},
+                                  "currentvalue": {"prefix": f"{self.label}: "}}]
+        else:
+            layout["updatemenus"] = [{"active": self.start, "buttons": steps, "direction": "down",
+                                      "x": 0, "xanchor": "left", "y": 1.18, "yanchor": "bottom"}]
+        return {"data": self.figure["data"], "layout": layout, "config": CONFIG}
+
+    def text(self) -> str:
+        """The text equivalent: the table the explorer draws from, one line per choice."""
+        columns = list(self.rows[0])
+        lines = [" | ".join(columns)] + [" | ".join(_fmt(r[c]) for c in columns) for r in self.rows]
+        return f"{self.title}\n" + "\n".join(lines)
+
+    def html(self, include_scripts: bool) -> str:
+        """The explorer as one HTML fragment; ``include_scripts`` embeds plotly.js and the runtime (once a page)."""
+        i, e = self.ident, html.escape
+        if self.control == "slider":
+            control = (f'<input type="range" id="{i}-control" min="0" max="{len(self.labels) - 1}" step="1" '
+                       f'value="{self.start}" aria-valuetext="{e(self.labels[self.start])}">')
+        else:
+            options = "".join(f'<option value="{k}"{" selected" if k == self.start else ""}>{e(label)}</option>'
+                              for k, label in enumerate(self.labels))
+            control = f'<select id="{i}-control">{options}</select>'
+        panels = "".join(f'<figure><figcaption>{e(t)}</figcaption><pre id="{i}-panel-{k}">{e(text)}</pre></figure>'
+                         for k, (t, text) in enumerate(self.panels[self.start].items()))
+        spec = {"captions": self.captions, "labels": self.labels, "panels": [list(p.values()) for p in self.panels],
+                "updates": self.updates, "traces": self.traces, "figure": self.figure, "config": CONFIG}
+        scripts = ""
+        if include_scripts:
+            scripts = f"<style>{STYLE}</style><script>{plotly_js()}</script><script>{RUNTIME}</script>"
+        return (
+            f'{scripts}<div class="jitbook-explorer" id="{i}" data-choice="{self.start}">'
+            f'<p><strong>{e(self.title)}</strong></p>'
+            f'<label for="{i}-control">{e(self.label)}</label>{control}'
+            f'<output id="{i}-caption" for="{i}-control" aria-live="polite">{e(self.captions[self.start])}</output>'
+            f'<div id="{i}-plot" class="jitbook-explorer-plot" role="img" aria-label="{e(self.title)}: '
+            f'the table below gives the same values"></div>'
+            f'<div class="jitbook-panels">{panels}</div>'
+            f"<details><summary>The table this explorer draws from</summary>{self._table_html()}</details>"
+            f'<script type="application/json" id="{i}-data">{_json(spec)}</script>'
+            f'<script>window.jitbookExplorer("{i}");</script></div>'
+        )
+
+    def _table_html(self) -> str:
+        e = html.escape
+        columns = list(self.rows[0])
+        head = "".join(f"<th>{e(c)}</th>" for c in columns)
+        body = "".join("<tr>" + "".join(f"<td>{e(_fmt(r[c]))}</td>" for c in columns) + "</tr>" for r in self.rows)
+        text = "".join(f"<p><strong>{e(label)}</strong></p>" + "".join(
+            f"<p>{e(t)}</p><pre>{e(v)}</pre>" for t, v in p.items()) for label, p in zip(self.labels, self.panels, strict=True)
+            if p)
+        return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>{text}"
+
+    def _repr_mimebundle_(self, include=None, exclude=None) -> tuple[dict, dict]:
+        first = not _page["scripts_sent"]
+        _page["scripts_sent"] = True
+        data = {PLOTLY_MIME: self.plotly_figure(), "text/html": self.html(include_scripts=first), "text/plain": self.text()}
+        return data, {METADATA_KEY: self.spec()}
+
+
+def plotly_js() -> str:
+    """The plotly.js bundled with the installed ``plotly`` package (no CDN)."""
+    return resources.files("plotly").joinpath("package_data", "plotly.min.js").read_text(encoding="utf-8")
+
+
+def _json(value) -> str:
+    # "</" would end the <script> element the JSON sits in.
+    return json.dumps(value, separators=(",", ":")).replace("</", "<\\/")
+
+
+def _restyled(figure: dict, traces: list[int], update: dict) -> dict:
+    """``figure`` with ``update`` applied as ``Plotly.restyle`` would: one value per listed trace, dotted keys nested."""
+    data = json.loads(json.dumps(figure["data"]))
+    for key, values in update.items():
+        for trace, value in zip(traces, values, strict=True):
+            *parents, leaf = key.split(".")
+            node = data[trace]
+            for name in parents:
+                node = node.setdefault(name, {})
+            node[leaf] = value
+    return {"data": data, "layout": figure["layout"]}
+
+
+def _caption(row: dict) -> str:
+    return "; ".join(f"{k}: {_fmt(v)}" for k, v in row.items())
+
+
+def _ident(title: str, labels: Sequence[str]) -> str:
+    import hashlib
+
+    digest = hashlib.sha1(json.dumps([title, list(labels)]).encode()).hexdigest()[:10]
+    return f"jitbook-explore-{digest}"
+
+
+def _layout(title: str, x_title: str, y_title: str, log_x: bool = False, log_y: bool = False) -> dict:
+    return {"title": {"text": title}, "height": 420, "margin": {"t": 90, "l": 70, "r": 20, "b": 60},
+            "xaxis": {"title": {"text": x_title}, "type": "log" if log_x else "-"},
+            "yaxis": {"title": {"text": y_title}, "type": "log" if log_y else "-"},
+            "legend": {"orientation": "h", "y": -0.2}}
+
+
+def _explorer(title, label, control, rows, key, panels, figure, traces, updates, start) -> Explorer:
+    labels = [_fmt(r[key]) for r in rows]
+    if len(set(labels)) != len(labels):
+        raise ValueError(f"the column {key!r} names the choices, so its values must differ; got {labels}.")
+    if not 0 <= start < len(rows):
+        raise ValueError(f"start={start} is not a choice; give an index from 0 to {len(rows) - 1}.")
+    return Explorer(title=title, label=label, control=control, labels=labels, captions=[_caption(r) for r in rows],
+                    rows=rows, panels=panels, figure=_restyled(figure, traces, updates[start]), traces=traces,
+                    updates=updates, start=start, ident=_ident(title, labels))
+
+
+def slider(rows: Sequence[dict], *, x: str, ys: Sequence[str], title: str, panels: Sequence[dict] | None = None,
+           y_title: str = "", log_x: bool = False, log_y: bool = False, start: int = 0) -> Explorer:
+    """A slider along column ``x``: the columns ``ys`` are curves against ``x``, the chosen row is marked on each.
+
+    ``rows`` are the precomputed results, one dict per slider position, in order; ``panels`` optionally
+    gives, per row, text shown beside the figure (a jaxpr, say): ``{"Python loop": text, ...}``.
+    """
+    rows = _check_rows(rows, [x, *ys], "slider()")
+    if not ys:
+        raise ValueError("slider() needs at least one column to plot in ys=[...].")
+    panels = _check_panels(panels, len(rows), "slider()")
+    xs = [r[x] if isinstance(r[x], str) else _number(r[x], f"column {x!r}") for r in rows]
+    curves = [{"type": "scatter", "mode": "lines+markers", "name": y, "x": xs,
+               "y": [_number(r[y], f"column {y!r}") for r in rows]} for y in ys]
+    marks = [{"type": "scatter", "mode": "markers", "name": f"chosen {x}", "showlegend": False, "hoverinfo": "skip",
+              "marker": {"size": 14, "color": HIGHLIGHT, "symbol": "circle-open", "line": {"width": 3}},
+              "x": [xs[0]], "y": [curves[k]["y"][0]]} for k in range(len(ys))]
+    traces = list(range(len(ys), 2 * len(ys)))
+    updates = [{"x": [[xs[i]] for _ in ys], "y": [[c["y"][i]] for c in curves]} for i in range(len(rows))]
+    figure = {"data": curves + marks, "layout": _layout(title, x, y_title or ", ".join(ys), log_x, log_y)}
+    return _explorer(title, x, "slider", rows, x, panels, figure, traces, updates, start)
+
+
+def picker(rows: Sequence[dict], *, key: str, bar: str, title: str, panels: Sequence[dict] | None = None,
+           log_y: bool = False, start: int = 0) -> Explorer:
+    """A menu of the rows named by column ``key``: bars of column ``bar`` per row, the chosen bar marked.
+
+    ``panels`` optionally gives, per row, text shown side by side (a jaxpr, its StableHLO, ...).
+    """
+    rows = _check_rows(rows, [key, bar], "picker()")
+    panels = _check_panels(panels, len(rows), "picker()")
+    names = [_fmt(r[key]) for r in rows]
+    values = [_number(r[bar], f"column {bar!r}") for r in rows]
+    bars = {"type": "bar", "name": bar, "x": names, "y": values, "showlegend": False}
+    colors = [[HIGHLIGHT if k == i else "#7f7f7f" for k in range(len(rows))] for i in range(len(rows))]
+    updates = [{"marker.color": [colors[i]]} for i in range(len(rows))]
+    figure = {"data": [bars], "layout": _layout(title, key, bar, log_y=log_y)}
+    return _explorer(title, key, "picker", rows, key, panels, figure, [0], updates, start)
+
+
+def grid(rows: Sequence[dict], *, across: str, down: str, value: str, title: str, start: int = 0) -> Explorer:
+    """A menu of the cells of a table ``down`` x ``across``, drawn as a heat map of ``value``, the chosen cell marked."""
+    rows = _check_rows(rows, [across, down, value], "grid()")
+    cols = list(dict.fromkeys(_fmt(r[across]) for r in rows))
+    lines = list(dict.fromkeys(_fmt(r[down]) for r in rows))
+    cells = {(_fmt(r[down]), _fmt(r[across])): _number(r[value], f"column {value!r}") for r in rows}
+    if len(cells) != len(rows):
+        raise ValueError(f"grid(): two rows share a ({down}, {across}) cell; give each cell one row.")
+    z = [[cells.get((d, a)) for a in cols] for d in lines]
+    heat = {"type": "heatmap", "x": cols, "y": lines, "z": z, "colorscale": "Blues", "colorbar": {"title": {"text": value}},
+            "text": [[_fmt(v) if v is not None else "" for v in line] for line in z], "texttemplate": "%{text}"}
+    mark = {"type": "scatter", "mode": "markers", "showlegend": False, "hoverinfo": "skip", "x": [cols[0]], "y": [lines[0]],
+            "marker": {"size": 40, "symbol": "square-open", "color": HIGHLIGHT, "line": {"width": 4}}}
+    updates = [{"x": [[_fmt(r[across])]], "y": [[_fmt(r[down])]]} for r in rows]
+    labelled = [{"choice": f"{_fmt(r[down])} / {_fmt(r[across])}", **r} for r in rows]
+    layout = _layout(title, across, down)
+    layout["yaxis"]["autorange"] = "reversed"
+    figure = {"data": [heat, mark], "layout": layout}
+    return _explorer(title, f"{down} / {across}", "picker", labelled, "choice", _check_panels(None, len(rows), "grid()"),
+                     figure, [1], updates, start)
+
+
+def curves(series: Mapping[str, tuple[Sequence[float], Sequence[float]]], rows: Sequence[dict], *, key: str, title: str,
+           x_title: str, y_title: str, log_x: bool = False, log_y: bool = False, start: int = 0) -> Explorer:
+    """Zoomable curves, one per name in ``series`` (name -> (x, y)); a menu brings one forward, ``rows`` tell its numbers.
+
+    ``rows[i][key]`` must name the ``i``-th series, in the same order.
+    """
+    rows = _check_rows(rows, [key], "curves()")
+    if not isinstance(series, Mapping) or list(series) != [_fmt(r[key]) for r in rows]:
+        names = list(series) if isinstance(series, Mapping) else type(series).__name__
+        raise ValueError(f"curves(): series {names} must be a dict named, in order, like rows' {key!r} column "
+                         f"{[_fmt(r[key]) for r in rows]}.")
+    data = []
+    for name, (xs, ys) in series.items():
+        if len(xs) != len(ys) or not len(xs):
+            raise ValueError(f"curves(): series {name!r} needs as many x as y values, at least one; got {len(xs)} and {len(ys)}.")
+        data.append({"type": "scatter", "mode": "lines", "name": name, "x": [_number(float(v), "x") for v in xs],
+                     "y": [_number(float(v), f"series {name!r}") for v in ys]})
+    n = len(data)
+    updates = [{"opacity": [1.0 if k == i else 0.35 for k in range(n)],
+                "line.width": [4 if k == i else 1.5 for k in range(n)]} for i in range(n)]
+    figure = {"data": data, "layout": _layout(title, x_title, y_title, log_x, log_y)}
+    return _explorer(title, key, "picker", rows, key, _check_panels(None, len(rows), "curves()"), figure,
+                     list(range(n)), updates, start)
