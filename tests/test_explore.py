@@ -1,0 +1,114 @@
+"""The explorer helpers: what each choice shows comes from the rows given, bad input gets a clear error."""
+
+import re
+
+import numpy as np
+import plotly.graph_objects as go
+import pytest
+
+from jitbook import explore
+
+ROWS = [{"n": 1, "eager ms": 2.0, "jit ms": 1.0}, {"n": 10, "eager ms": 20.0, "jit ms": 3.0},
+        {"n": 100, "eager ms": 200.0, "jit ms": 9.0}]
+
+
+def test_slider_marks_each_rows_values():
+    ex = explore.slider(ROWS, x="n", ys=["eager ms", "jit ms"], title="t", log_x=True)
+    for i, row in enumerate(ROWS):
+        update = ex.updates[i]
+        assert update["x"] == [[row["n"]], [row["n"]]]
+        assert update["y"] == [[row["eager ms"]], [row["jit ms"]]]
+        assert ex.captions[i] == f"n: {row['n']}; eager ms: {row['eager ms']:.3g}; jit ms: {row['jit ms']:.3g}"
+    assert ex.labels == ["1", "10", "100"]
+
+
+def test_figures_are_valid_plotly():
+    ex = explore.slider(ROWS, x="n", ys=["jit ms"], title="t", start=2)
+    go.Figure(**{k: v for k, v in ex.plotly_figure().items() if k != "config"})
+    assert ex.figure["data"][1]["x"] == [100.0]  # the figure starts at the start row
+    assert ex.plotly_figure()["layout"]["sliders"][0]["active"] == 2
+
+
+def test_picker_colours_the_chosen_bar_and_carries_panels():
+    rows = [{"variant": "a", "flops": 3.0}, {"variant": "b", "flops": 5.0}]
+    ex = explore.picker(rows, key="variant", bar="flops", title="t", panels=[{"jaxpr": "A"}, {"jaxpr": "B"}])
+    assert ex.updates[1]["marker.color"][0] == ["#7f7f7f", explore.HIGHLIGHT]
+    assert ex.spec()["panels"] == [["A"], ["B"]]
+    html = ex.html(include_scripts=False)
+    assert '<pre id="' in html and ">A</pre>" in html
+    assert "<select" in html and "<details>" in html
+
+
+def test_grid_marks_the_cell_of_each_row():
+    rows = [{"strategy": s, "event": e, "compiles": c} for s, e, c in
+            [("jit", "weights", 0), ("jit", "layer", 1), ("eqx", "weights", 0), ("eqx", "layer", 1)]]
+    ex = explore.grid(rows, across="event", down="strategy", value="compiles", title="t")
+    assert ex.updates[3] == {"x": [["layer"]], "y": [["eqx"]]}
+    assert ex.figure["data"][0]["z"] == [[0.0, 1.0], [0.0, 1.0]]
+    assert ex.labels[1] == "jit / layer"
+
+
+def test_curves_bring_one_forward():
+    series = {"eager": (np.arange(3), np.array([3.0, 2.0, 1.0])), "fast": ([0, 1], [2.0, 0.5])}
+    rows = [{"level": "eager", "s": 1.0}, {"level": "fast", "s": 0.1}]
+    ex = explore.curves(series, rows, key="level", title="t", x_title="it", y_title="loss", start=1)
+    assert ex.updates[1] == {"opacity": [0.35, 1.0], "line.width": [1.5, 4]}
+    assert ex.figure["data"][1]["line"]["width"] == 4
+
+
+def test_plotly_js_and_runtime_go_once_per_page(monkeypatch):
+    monkeypatch.setitem(explore._page, "scripts_sent", False)
+    first, _ = explore.slider(ROWS, x="n", ys=["jit ms"], title="a")._repr_mimebundle_()
+    second, meta = explore.slider(ROWS, x="n", ys=["eager ms"], title="b")._repr_mimebundle_()
+    assert first["text/html"].count("window.Plotly=Plotly") + first["text/html"].count("window.Plotly = Plotly") == 1
+    assert "jitbookExplorer = function" in first["text/html"]
+    assert "window.Plotly" not in second["text/html"].replace('window.jitbookExplorer("', "")
+    assert len(second["text/html"]) < 10_000
+    assert explore.PLOTLY_MIME in second and "text/plain" in second
+    assert meta[explore.METADATA_KEY]["labels"] == ["1", "10", "100"]
+
+
+def test_explorer_html_loads_nothing_remote():
+    html = explore.slider(ROWS, x="n", ys=["jit ms"], title="t").html(include_scripts=False)
+    assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", html)
+
+
+def test_json_cannot_close_its_script():
+    ex = explore.picker([{"v": "</script><b>", "f": 1}], key="v", bar="f", title="t")
+    html = ex.html(include_scripts=False)
+    assert html.count("</script>") == 2  # the data block and the call, nothing from the data
+
+
+def test_ids_are_stable_across_runs():
+    a = explore.slider(ROWS, x="n", ys=["jit ms"], title="t")
+    b = explore.slider(ROWS, x="n", ys=["jit ms"], title="t")
+    assert a.ident == b.ident and re.fullmatch(r"jitbook-explore-[0-9a-f]{10}", a.ident)
+
+
+def test_text_equivalent_lists_every_row():
+    text = explore.slider(ROWS, x="n", ys=["jit ms"], title="t").text().splitlines()
+    assert text[1] == "n | eager ms | jit ms" and len(text) == 2 + len(ROWS)
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: explore.slider([], x="n", ys=["a"], title="t"), "non-empty list of dicts"),
+    (lambda: explore.slider({"n": 1}, x="n", ys=["a"], title="t"), "non-empty list of dicts"),
+    (lambda: explore.slider([(1, 2)], x="n", ys=["a"], title="t"), "must be a dict"),
+    (lambda: explore.slider(ROWS, x="size", ys=["jit ms"], title="t"), "no column 'size'"),
+    (lambda: explore.slider(ROWS, x="n", ys=[], title="t"), "at least one column"),
+    (lambda: explore.slider([{"n": 1, "a": 1.0}, {"n": 2}], x="n", ys=["a"], title="t"), "same columns"),
+    (lambda: explore.slider([{"n": 1, "a": "fast"}], x="n", ys=["a"], title="t"), "finite number"),
+    (lambda: explore.slider([{"n": 1, "a": float("nan")}], x="n", ys=["a"], title="t"), "finite number"),
+    (lambda: explore.slider([{"n": 1, "a": 1.0}, {"n": 1, "a": 2.0}], x="n", ys=["a"], title="t"), "must differ"),
+    (lambda: explore.slider(ROWS, x="n", ys=["jit ms"], title="t", start=3), "start=3"),
+    (lambda: explore.picker(ROWS, key="n", bar="jit ms", title="t", panels=[{"a": "x"}]), "1 panels for 3"),
+    (lambda: explore.picker(ROWS[:1], key="n", bar="jit ms", title="t", panels=[{"a": 1}]), "each mapped to text"),
+    (lambda: explore.grid(ROWS + ROWS[:1], across="n", down="n", value="jit ms", title="t"), "share a"),
+    (lambda: explore.curves({"b": ([1], [1])}, [{"k": "a"}], key="k", title="t", x_title="x", y_title="y"),
+     "named, in order"),
+    (lambda: explore.curves({"a": ([1, 2], [1])}, [{"k": "a"}], key="k", title="t", x_title="x", y_title="y"),
+     "as many x as y"),
+])
+def test_bad_input_says_what_to_fix(call, message):
+    with pytest.raises((ValueError, TypeError, KeyError), match=re.escape(message)):
+        call()
