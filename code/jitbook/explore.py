@@ -138,7 +138,7 @@ class Explorer:
 
     def spec(self) -> dict:
         """What a test or a page needs to check the explorer: labels, captions, panels and updates."""
-        return {"title": self.title, "control": self.control, "labels": self.labels, "captions": self.captions,
+        return {"id": self.ident, "title": self.title, "control": self.control, "labels": self.labels, "captions": self.captions,
                 "panels": [list(p.values()) for p in self.panels], "panel_titles": list(self.panels[0]),
                 "traces": self.traces, "updates": self.updates, "start": self.start}
 

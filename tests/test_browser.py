@@ -1,0 +1,189 @@
+"""Every chapter's explorers, moved by hand in headless Chromium, show the values the notebook computed, offline.
+
+Each chapter is executed (small sizes), exported to HTML by nbconvert with no CDN script, opened from
+``file://``; every request that is not ``file:`` or ``data:`` is aborted and recorded, and must not exist.
+Set ``JITBOOK_NOTEBOOKS=dir`` to test notebooks already executed by ``python -m jitbook.book run``.
+"""
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbconvert import HTMLExporter
+
+from jitbook import book, explore
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+        "--disable-sync", "--no-first-run"]
+# nbconvert's lab template with its CDN scripts (require.js, MathJax, mermaid, widgets) left out.
+OFFLINE_TEMPLATE = """{%- extends 'lab/index.html.j2' -%}
+{%- block html_head_js -%}{%- endblock html_head_js -%}
+{%- block html_head_js_mathjax -%}{%- endblock html_head_js_mathjax -%}
+{%- block html_head_js_mermaidjs -%}{%- endblock html_head_js_mermaidjs -%}
+{%- block jupyter_widgets -%}{%- endblock jupyter_widgets -%}
+"""
+
+
+def chapters() -> list[Path]:
+    """The book's chapters: every page in a part, not the preface or the appendices."""
+    appendices = {book.ROOT / p for p in book.book_config()["book"].get("appendices", [])}
+    return [p for p in book.chapter_files() if p.parent.name == "chapters" and p not in appendices]
+
+
+def executed(page: Path) -> nbformat.NotebookNode:
+    done = os.environ.get("JITBOOK_NOTEBOOKS")
+    if done:
+        return nbformat.read(Path(done) / f"{page.stem}.ipynb", as_version=4)
+    return book.execute(page)
+
+
+def explorer_specs(nb: nbformat.NotebookNode) -> list[dict]:
+    """What the notebook's explorers hold: the data the browser must show, read from the outputs' metadata."""
+    return [out["metadata"][explore.METADATA_KEY] for cell in nb.cells if cell.cell_type == "code"
+            for out in cell.get("outputs", []) if explore.METADATA_KEY in out.get("metadata", {})]
+
+
+def export(nb: nbformat.NotebookNode, folder: Path) -> Path:
+    template = folder / "offline.html.j2"
+    template.write_text(OFFLINE_TEMPLATE)
+    exporter = HTMLExporter(template_file=str(template))
+    body, _ = exporter.from_notebook_node(nb)
+    path = folder / "page.html"
+    path.write_text(body, encoding="utf-8")
+    return path
+
+
+@pytest.fixture(scope="module")
+def browser():
+    sync_api = pytest.importorskip("playwright.sync_api", reason="Playwright for Python is not installed")
+    if not Path(CHROMIUM).exists():
+        pytest.skip("no chromium on this machine (Debian's `chromium` package; .ci/run installs it)")
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        yield browser
+        browser.close()
+
+
+def open_offline(browser, path: Path):
+    """Open ``path`` with every non-local request aborted; return the page, the remote URLs asked for, the JS errors."""
+    page = browser.new_page()
+    remote, errors = [], []
+
+    def route(r):
+        if r.request.url.startswith(("file:", "data:")):
+            r.continue_()
+        else:
+            remote.append(r.request.url)
+            r.abort()
+
+    page.route("**/*", route)
+    page.on("pageerror", lambda err: errors.append(str(err)))
+    page.goto(path.as_uri(), wait_until="load")
+    return page, remote, errors
+
+
+def plot_state(page, spec: dict) -> dict:
+    """The plotted value of each restyled property of each restyled trace, read from the live Plotly figure."""
+    return page.evaluate("""([id, traces, keys]) => {
+        const gd = document.getElementById(id + "-plot");
+        const out = {};
+        for (const key of keys) {
+            out[key] = traces.map(t => key.split(".").reduce((node, name) => node == null ? node : node[name], gd.data[t]));
+        }
+        return out;
+    }""", [spec["id"], spec["traces"], list(spec["updates"][0])])
+
+
+def assert_shows(page, spec: dict, i: int) -> None:
+    root = page.locator(f"#{spec['id']}")
+    assert root.get_attribute("data-choice") == str(i), f"{spec['title']}: the control did not move to choice {i}"
+    assert page.locator(f"#{spec['id']}-caption").text_content() == spec["captions"][i]
+    for k, text in enumerate(spec["panels"][i]):
+        assert page.locator(f"#{spec['id']}-panel-{k}").text_content() == text
+    # JSON round trip: the page holds numbers as JSON numbers, the spec as Python floats.
+    assert json.loads(json.dumps(plot_state(page, spec))) == json.loads(json.dumps(spec["updates"][i]))
+
+
+def move(page, spec: dict) -> list[int]:
+    """Move the control by keyboard and by pointer; check each position; return the choices visited."""
+    control = page.locator(f"#{spec['id']}-control")
+    last = len(spec["labels"]) - 1
+    visited = []
+    control.focus()
+    if spec["control"] == "slider":
+        for key, choice in [("End", last), ("Home", 0), ("ArrowRight", min(1, last))]:
+            page.keyboard.press(key)
+            assert_shows(page, spec, choice)
+            visited.append(choice)
+        box = control.bounding_box()
+        page.mouse.click(box["x"] + box["width"] - 2, box["y"] + box["height"] / 2)
+        assert_shows(page, spec, last)
+        visited.append(last)
+    else:
+        page.keyboard.press("End" if last else "Home")  # a closed select moves its choice with the keys
+        assert_shows(page, spec, last)
+        visited.append(last)
+        for choice in range(last + 1):
+            control.select_option(str(choice))  # what a pointer pick does
+            assert_shows(page, spec, choice)
+            visited.append(choice)
+    return visited
+
+
+@pytest.mark.chapter
+@pytest.mark.parametrize("page_path", chapters(), ids=lambda p: p.name)
+def test_explorers_move_and_show_the_computed_values_offline(page_path, browser, tmp_path):
+    nb = executed(page_path)
+    specs = explorer_specs(nb)
+    assert specs, f"{page_path.name} has no explorer: add one with jitbook.explore before its Exercises"
+    page, remote, errors = open_offline(browser, export(nb, tmp_path))
+    assert page.evaluate("typeof window.Plotly") == "object", "plotly.js did not load from the page itself"
+    for spec in specs:
+        page.wait_for_selector(f"#{spec['id']}-plot .main-svg", state="attached")
+        assert_shows(page, spec, spec["start"])
+        visited = move(page, spec)
+        assert set(visited) >= {0, len(spec["labels"]) - 1}
+    assert not errors, f"JavaScript errors on {page_path.name}: {errors}"
+    assert not remote, f"{page_path.name} asked the network for {remote}"
+    page.close()
+
+
+def test_a_remote_request_would_be_caught(browser, tmp_path):
+    """The offline check can fail: a page that asks for a CDN script is recorded as asking."""
+    path = tmp_path / "remote.html"
+    path.write_text('<!DOCTYPE html><html><head><script src="https://cdn.example.invalid/x.js"></script></head></html>')
+    page, remote, _ = open_offline(browser, path)
+    assert remote == ["https://cdn.example.invalid/x.js"]
+    page.close()
+
+
+def test_every_kind_of_explorer_works_on_one_page(browser, tmp_path):
+    """Slider, picker with panels, grid and curves, in one executed notebook: plotly.js embedded once, all move."""
+    from nbclient import NotebookClient
+
+    cells = ["import jitbook\nfrom jitbook import explore",
+             "explore.slider([{'n': n, 'a': n * 1.5, 'b': n ** 0.5} for n in (1, 2, 4, 8)], x='n', ys=['a', 'b'], "
+             "title='slider', log_x=True)",
+             "explore.picker([{'v': 'sin', 'flops': 3}, {'v': 'cos', 'flops': 5}], key='v', bar='flops', title='picker', "
+             "panels=[{'jaxpr': 'sin a', 'hlo': 'stablehlo.sine'}, {'jaxpr': 'cos a', 'hlo': 'stablehlo.cosine'}], start=1)",
+             "explore.grid([{'s': s, 'e': e, 'c': i} for i, (s, e) in enumerate([(s, e) for s in 'xy' for e in 'pq'])], "
+             "across='e', down='s', value='c', title='grid')",
+             "explore.curves({'one': ([0, 1, 2], [3, 2, 1]), 'two': ([0, 1], [2, 1])}, [{'k': 'one'}, {'k': 'two'}], "
+             "key='k', title='curves', x_title='i', y_title='y', log_y=True)"]
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
+    NotebookClient(nb, kernel_name="python3", extra_arguments=book.QUIET_KERNEL, timeout=120).execute()
+    specs = explorer_specs(nb)
+    assert [s["title"] for s in specs] == ["slider", "picker", "grid", "curves"]
+    html = [o["data"]["text/html"] for c in nb.cells for o in c.outputs if "text/html" in o.get("data", {})]
+    assert sum("window.Plotly = Plotly" in h for h in html) == 1
+    page, remote, errors = open_offline(browser, export(nb, tmp_path))
+    for spec in specs:
+        page.wait_for_selector(f"#{spec['id']}-plot .main-svg", state="attached")
+        assert_shows(page, spec, spec["start"])
+        move(page, spec)
+    assert not errors and not remote, (errors, remote)
+    page.close()
