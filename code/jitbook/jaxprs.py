@@ -70,3 +70,44 @@ def with_closure(table: jax.Array) -> Callable[[jax.Array], jax.Array]:
 def with_argument(x: jax.Array, table: jax.Array) -> jax.Array:
     """The same computation with ``table`` passed in: an input of the jaxpr, not a constant."""
     return jnp.tanh(x @ table)
+
+
+# --- explorer
+
+
+def variants(size: int) -> dict[str, tuple[Callable, tuple, tuple[int, ...]]]:
+    """Functions of this chapter with arguments to trace them: name -> (function, arguments, static_argnums)."""
+    x = jnp.linspace(0.0, 1.0, size, dtype=jnp.float32)
+    table = jax.random.normal(jax.random.key(3), (size, size))
+    return {
+        "step, float32": (step, (x,), ()),
+        "step, float16": (step, (x.astype(jnp.float16),), ()),
+        "step_f32_constant, float16": (step_f32_constant, (x.astype(jnp.float16),), ()),
+        "python_loop, 10 steps": (python_loop, (x, 10), (1,)),
+        "fori_loop, 10 steps": (fori_loop, (x, 10), (1,)),
+        "with_closure": (with_closure(table), (x[None, :],), ()),
+        "with_argument": (with_argument, (x[None, :], table), ()),
+    }
+
+
+def clip_lines(text: str, width: int = 160) -> str:
+    """``text`` with each line cut to ``width`` characters, saying how many were cut (a constant can be 1 MB)."""
+    return "\n".join(line if len(line) <= width else f"{line[:width]}... ({len(line) - width:,} more characters)"
+                     for line in text.splitlines())
+
+
+def variant_explorer(size: int) -> tuple[list[dict], list[dict]]:
+    """Each of ``variants(size)`` walked through trace, lower, compile: its sizes, XLA's costs, and the texts.
+
+    Defined for the explorer of chapter "jaxprs and the road to XLA", section "Explore it".
+    """
+    from .programs import COSTS, count_equations, walk
+
+    rows, panels = [], []
+    for name, (fn, args, static) in variants(size).items():
+        road = walk(fn, *args, static_argnums=static, excerpt_lines=14)
+        rows.append({"variant": name, "equations": count_equations(road.stages.jaxpr),
+                     "StableHLO characters": len(road.stablehlo), **{k: road.cost[k] for k in COSTS}})
+        costs = "\n".join(f"{k}: {road.cost[k]:g}" for k in COSTS)
+        panels.append({"jaxpr": road.jaxpr_text, "StableHLO (excerpt)": clip_lines(road.excerpt()), "cost_analysis": costs})
+    return rows, panels

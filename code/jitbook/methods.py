@@ -7,7 +7,7 @@ that training changes, and ``activation``, a name that selects code (configurati
 
 import dataclasses
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 import equinox as eqx
@@ -370,3 +370,38 @@ def evaluate(strategy: Strategy, size: int = 3) -> dict:
     return {"strategy": strategy.name, "right after new weights": after_update,
             "compiles: new layer": per_layer, "compiles: new activation": per_config,
             "jit(grad) w.r.t. layer": grads, "vmap over layers": vmapped, "scan carry": scanned}
+
+
+# --- explorer
+
+EVENTS = ("new weights", "new layer", "new activation")
+
+
+def event_grid(strategies: Sequence[Strategy] = STRATEGIES, size: int = 3) -> list[dict]:
+    """For each strategy and event (new weights, new layer, new activation): compiles, and whether the result is right.
+
+    Each strategy starts from empty caches and a layer already called once. Defined for the explorer of
+    chapter "Jitting methods and classes", section "Explore it".
+    """
+    rng = np.random.default_rng(size)
+    w1, w2, w3, x = (jnp.asarray(rng.normal(size=size), dtype=jnp.float32) for _ in range(4))
+    rows = []
+    for strategy in strategies:
+        if not isinstance(strategy, Strategy):
+            raise TypeError(f"event_grid takes methods.Strategy objects (see methods.STRATEGIES), got {type(strategy).__name__}.")
+        jax.clear_caches()
+        layer = strategy.build(w1, "relu")
+        strategy.call(layer, x, "relu")
+        events = {
+            "new weights": (lambda: strategy.update(layer, w2), "relu", reference_predict(w2, x, "relu")),
+            "new layer": (lambda: strategy.build(w3, "relu"), "relu", reference_predict(w3, x, "relu")),
+            "new activation": (lambda: strategy.build(w1, "tanh"), "tanh", reference_predict(w1, x, "tanh")),
+        }
+        for event in EVENTS:
+            make, activation, expected = events[event]
+            changed = make()
+            with count_compiles() as log:
+                outcome = _outcome(lambda c=changed, a=activation: strategy.call(c, x, a), expected)
+            rows.append({"strategy": strategy.name, "event": event, "compiles": log.count,
+                         "right result": outcome})
+    return rows

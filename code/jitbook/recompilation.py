@@ -8,6 +8,7 @@ import dataclasses
 import functools
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -18,7 +19,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .cache import count_compiles, fresh_jit
+from .cache import capture_jax_logs, count_compiles, fresh_jit, messages_about
 from .display import ratio_words
 from .errors import raised
 
@@ -414,3 +415,55 @@ def which_knob(static: list[dict], loops: list[dict], plain: StreamRun, bucketed
         {"cause": "a new process", "knob": "jax_compilation_cache_dir (and its thresholds)",
          "measured": f"compile {first['compile (s)']:.3f} s -> {second['compile (s)']:.3f} s"},
     ]
+
+
+# --- explorer
+
+def call_sequence(x: jax.Array | None = None) -> list[tuple[str, object, object, dict]]:
+    """Calls of ``power(x, n)`` (``n`` static) in turn: (what changed, x, n, config options set for the call)."""
+    x = jnp.linspace(0.5, 1.5, 8) if x is None else x
+    return [
+        ("first call: f32[8], n=2", x, 2, {}),
+        ("new values, same shape", x + 1.0, 2, {}),
+        ("new shape: f32[9]", jnp.ones(9), 2, {}),
+        ("new dtype: i32[8]", jnp.arange(8), 2, {}),
+        ("a Python float: weak f32[]", 1.5, 2, {}),
+        ("jnp.float32: strong f32[]", jnp.float32(1.5), 2, {}),
+        ("new static value: n=3", x, 3, {}),
+        ("static n=2.0, equal to 2", x, 2.0, {}),
+        ("config: matmul precision", x, 2, {"jax_default_matmul_precision": "highest"}),
+        ("back to the first call", x, 2, {}),
+    ]
+
+
+def _plain_text(text: str) -> str:
+    """JAX's message without build paths (file names kept) and object ids, which change at every run."""
+    return re.sub(r" id=\d+", "", re.sub(r"(?:[\w.\-]*[/\\])+([\w.\-]+\.py)", r"\1", text))
+
+
+def call_story(calls: Sequence[tuple[str, object, object, dict]] | None = None) -> tuple[list[dict], list[dict]]:
+    """One fresh ``jax.jit(power, static_argnums=1)`` called on each of ``calls``: compiled or not, and JAX's reason.
+
+    Defined for the explorer of chapter "Static arguments and compiling again", section "Explore it".
+    """
+    jitted = fresh_jit(power, static_argnums=1)
+    rows, panels = [], []
+    for i, (label, x, n, config) in enumerate(call_sequence() if calls is None else calls):
+        old = {k: jax.config.values[k] for k in config}
+        try:
+            with capture_jax_logs(log_compiles=False) as messages, count_compiles() as log:
+                for k, v in config.items():
+                    jax.config.update(k, v)
+                jitted(x, n)
+        finally:
+            for k, v in old.items():
+                jax.config.update(k, v)
+        aval = jax.typeof(x)
+        compiled = log.count_for("power")
+        rows.append({"call": i + 1, "what changed": label, "jit sees": f"{aval.str_short(short_dtypes=True)}, n={n!r}",
+                     "weak type": bool(aval.weak_type), "compiled": compiled,
+                     "compiles so far": compiled + (rows[-1]["compiles so far"] if rows else 0)})
+        why = _plain_text(messages_about(messages, "power", max_lines=12))
+        panels.append({"JAX's explanation (jax_explain_cache_misses)": why or
+                       ("no message: the call found its program in jit's cache" if not compiled else "no message")})
+    return rows, panels

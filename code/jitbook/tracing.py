@@ -210,3 +210,38 @@ def compiles_when_rejitted(make_fn: Callable, times: int, *args) -> int:
         for _ in range(times):
             jax.block_until_ready(jax.jit(make_fn())(*args))
     return log.count
+
+
+# --- explorer
+
+
+def excerpt(text: str, head: int = 10, tail: int = 3) -> str:
+    """The first ``head`` and last ``tail`` lines of ``text``, with how many lines were left out between."""
+    lines = text.splitlines()
+    if len(lines) <= head + tail + 1:
+        return text
+    return "\n".join([*lines[:head], f"    ... {len(lines) - head - tail} more lines ...", *lines[-tail:]])
+
+
+LOOPS = {"Python loop": python_loop, "fori_loop": fori_version, "scan": scan_version}
+
+
+def loop_explorer(ns: Sequence[int], x: jax.Array) -> tuple[list[dict], list[dict]]:
+    """Per loop length: equations and compile time of each loop (``loop_growth``), and the jaxprs to read.
+
+    Defined for the explorer of chapter "Tracing", section "Explore it".
+    """
+    growth = loop_growth(list(LOOPS.values()), ns, x)
+    rows, panels = [], []
+    for n in ns:
+        row: dict = {"n": n}
+        for label, fn in LOOPS.items():
+            found = next(r for r in growth if r["loop"] == fn.__name__ and r["n"] == n)
+            row[f"{label}: equations"] = found["equations"]
+        for label, fn in LOOPS.items():
+            found = next(r for r in growth if r["loop"] == fn.__name__ and r["n"] == n)
+            row[f"{label}: compile (ms)"] = found["compile (ms)"]
+        rows.append(row)
+        panels.append({f"{label} jaxpr, n = {n}": excerpt(jax.make_jaxpr(fn, static_argnums=1)(x, n).pretty_print(use_color=False))
+                       for label, fn in list(LOOPS.items())[:2]})
+    return rows, panels

@@ -248,3 +248,35 @@ def fit(data: PLNData, n_iter: int, level: str = "scan", lr: float = 1.0) -> Fit
 def fit_levels(data, n_iter: int, levels=tuple(LEVELS), lr: float = 1.0) -> dict[str, FitResult]:
     """Run several levels on the same data: {level: FitResult}."""
     return {level: fit(data, n_iter, level, lr) for level in levels}
+
+
+# --- explorer
+
+
+def level_curves(runs: dict[str, FitResult], ms_per_iter: dict[str, float],
+                 share: float = 0.99) -> tuple[dict[str, tuple[np.ndarray, np.ndarray]], list[dict]]:
+    """Each level's loss per iteration, and the iterations and seconds it took to go ``share`` of the way down.
+
+    "The way down" runs from the highest first loss to the lowest loss any level reached. ``runs`` is
+    ``fit_levels``' result, ``ms_per_iter`` each level's run time per iteration (``bench.benchmark_levels``).
+    Defined for the explorer of chapter "A worked example", section "Explore it".
+    """
+    missing = sorted(set(runs) - set(ms_per_iter))
+    if missing:
+        raise ValueError(f"no time per iteration for the levels {missing}; give ms_per_iter an entry for each level of runs.")
+    if not 0 < share < 1:
+        raise ValueError(f"share is the part of the loss decrease to reach, between 0 and 1 (e.g. 0.99), got {share!r}.")
+    start = max(float(r.losses[0]) for r in runs.values())
+    best = min(float(np.min(r.losses)) for r in runs.values())
+    target = start - share * (start - best)
+    reach = f"iterations to {share:.0%} of the way down"
+    series, rows = {}, []
+    for level, result in runs.items():
+        losses = np.asarray(result.losses, dtype=np.float64)
+        series[level] = (np.arange(1, len(losses) + 1), losses)
+        hit = np.flatnonzero(losses <= target)
+        reached = int(hit[0]) + 1 if hit.size else None
+        rows.append({"level": level, "iterations run": len(losses), "final loss": float(losses[-1]),
+                     "ms / iter": float(ms_per_iter[level]), reach: reached if reached else f"not in {len(losses)}",
+                     "seconds to get there": reached * ms_per_iter[level] / 1e3 if reached else "not reached"})
+    return series, rows
