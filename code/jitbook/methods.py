@@ -392,16 +392,13 @@ def event_grid(strategies: Sequence[Strategy] = STRATEGIES, size: int = 3) -> li
         jax.clear_caches()
         layer = strategy.build(w1, "relu")
         strategy.call(layer, x, "relu")
-        events = {
-            "new weights": (lambda: strategy.update(layer, w2), "relu", reference_predict(w2, x, "relu")),
-            "new layer": (lambda: strategy.build(w3, "relu"), "relu", reference_predict(w3, x, "relu")),
-            "new activation": (lambda: strategy.build(w1, "tanh"), "tanh", reference_predict(w1, x, "tanh")),
-        }
+        changed = {"new weights": (strategy.update(layer, w2), "relu", w2),
+                   "new layer": (strategy.build(w3, "relu"), "relu", w3),
+                   "new activation": (strategy.build(w1, "tanh"), "tanh", w1)}
         for event in EVENTS:
-            make, activation, expected = events[event]
-            changed = make()
+            new, activation, weight = changed[event]
             with count_compiles() as log:
-                outcome = _outcome(lambda c=changed, a=activation: strategy.call(c, x, a), expected)
-            rows.append({"strategy": strategy.name, "event": event, "compiles": log.count,
-                         "right result": outcome})
+                outcome = _outcome(functools.partial(strategy.call, new, x, activation),
+                                   reference_predict(weight, x, activation))
+            rows.append({"strategy": strategy.name, "event": event, "compiles": log.count, "right result": outcome})
     return rows

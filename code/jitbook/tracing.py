@@ -242,6 +242,6 @@ def loop_explorer(ns: Sequence[int], x: jax.Array) -> tuple[list[dict], list[dic
             found = next(r for r in growth if r["loop"] == fn.__name__ and r["n"] == n)
             row[f"{label}: compile (ms)"] = found["compile (ms)"]
         rows.append(row)
-        panels.append({f"{label} jaxpr, n = {n}": excerpt(jax.make_jaxpr(fn, static_argnums=1)(x, n).pretty_print(use_color=False))
-                       for label, fn in list(LOOPS.items())[:2]})
+        jaxprs = {label: jax.make_jaxpr(fn, static_argnums=1)(x, n) for label, fn in list(LOOPS.items())[:2]}
+        panels.append({f"{label} jaxpr, n = {n}": excerpt(j.pretty_print(use_color=False)) for label, j in jaxprs.items()})
     return rows, panels
