@@ -243,5 +243,5 @@ def loop_explorer(ns: Sequence[int], x: jax.Array) -> tuple[list[dict], list[dic
             row[f"{label}: compile (ms)"] = found["compile (ms)"]
         rows.append(row)
         jaxprs = {label: jax.make_jaxpr(fn, static_argnums=1)(x, n) for label, fn in list(LOOPS.items())[:2]}
-        panels.append({f"{label} jaxpr, n = {n}": excerpt(j.pretty_print(use_color=False)) for label, j in jaxprs.items()})
+        panels.append({f"{label} jaxpr": excerpt(j.pretty_print(use_color=False)) for label, j in jaxprs.items()})
     return rows, panels
