@@ -46,6 +46,7 @@ def test_grid_marks_the_cell_of_each_row():
     assert ex.updates[3] == {"x": [["layer"]], "y": [["eqx"]]}
     assert ex.figure["data"][0]["z"] == [[0.0, 1.0], [0.0, 1.0]]
     assert ex.labels[1] == "jit / layer"
+    assert ex.captions[1] == "strategy: jit; event: layer; compiles: 1"
 
 
 def test_curves_bring_one_forward():
@@ -99,11 +100,12 @@ def test_text_equivalent_lists_every_row():
     (lambda: explore.slider([{"n": 1, "a": 1.0}, {"n": 2}], x="n", ys=["a"], title="t"), "same columns"),
     (lambda: explore.slider([{"n": 1, "a": "fast"}], x="n", ys=["a"], title="t"), "finite number"),
     (lambda: explore.slider([{"n": 1, "a": float("nan")}], x="n", ys=["a"], title="t"), "finite number"),
-    (lambda: explore.slider([{"n": 1, "a": 1.0}, {"n": 1, "a": 2.0}], x="n", ys=["a"], title="t"), "must differ"),
+    (lambda: explore.slider([{"n": 1, "a": 1.0}, {"n": 1, "a": 2.0}], x="n", ys=["a"], title="t"), "names must differ"),
     (lambda: explore.slider(ROWS, x="n", ys=["jit ms"], title="t", start=3), "start=3"),
     (lambda: explore.picker(ROWS, key="n", bar="jit ms", title="t", panels=[{"a": "x"}]), "1 panels for 3"),
     (lambda: explore.picker(ROWS[:1], key="n", bar="jit ms", title="t", panels=[{"a": 1}]), "each mapped to text"),
     (lambda: explore.grid(ROWS + ROWS[:1], across="n", down="n", value="jit ms", title="t"), "share a"),
+    (lambda: explore.grid(ROWS, across="n", down="eager ms", value="jit ms", note="ok", title="t"), "no column 'ok'"),
     (lambda: explore.curves({"b": ([1], [1])}, [{"k": "a"}], key="k", title="t", x_title="x", y_title="y"),
      "named, in order"),
     (lambda: explore.curves({"a": ([1, 2], [1])}, [{"k": "a"}], key="k", title="t", x_title="x", y_title="y"),

@@ -173,8 +173,11 @@ class Explorer:
             control = f'<select id="{i}-control">{options}</select>'
         panels = "".join(f'<figure><figcaption>{e(t)}</figcaption><pre id="{i}-panel-{k}">{e(text)}</pre></figure>'
                          for k, (t, text) in enumerate(self.panels[self.start].items()))
+        # The title is already above the controls; Plotly's own title is for JupyterLab, where there are no controls.
+        layout = {**self.figure["layout"], "title": {"text": ""}, "margin": {**self.figure["layout"]["margin"], "t": 30}}
+        figure = {"data": self.figure["data"], "layout": layout}
         spec = {"captions": self.captions, "labels": self.labels, "panels": [list(p.values()) for p in self.panels],
-                "updates": self.updates, "traces": self.traces, "figure": self.figure, "config": CONFIG}
+                "updates": self.updates, "traces": self.traces, "figure": figure, "config": CONFIG}
         scripts = ""
         if include_scripts:
             scripts = f"<style>{STYLE}</style><script>{plotly_js()}</script><script>{RUNTIME}</script>"
@@ -231,6 +234,10 @@ def _restyled(figure: dict, traces: list[int], update: dict) -> dict:
     return {"data": data, "layout": figure["layout"]}
 
 
+def _short(value: float) -> float:
+    return float(f"{value:.6g}")
+
+
 def _caption(row: dict) -> str:
     return "; ".join(f"{k}: {_fmt(v)}" for k, v in row.items())
 
@@ -244,15 +251,16 @@ def _ident(title: str, labels: Sequence[str]) -> str:
 
 def _layout(title: str, x_title: str, y_title: str, log_x: bool = False, log_y: bool = False) -> dict:
     return {"title": {"text": title}, "height": 420, "margin": {"t": 90, "l": 70, "r": 20, "b": 60},
-            "xaxis": {"title": {"text": x_title}, "type": "log" if log_x else "-"},
-            "yaxis": {"title": {"text": y_title}, "type": "log" if log_y else "-"},
+            "xaxis": {"title": {"text": x_title}, "type": "log" if log_x else "-", "automargin": True},
+            "yaxis": {"title": {"text": y_title}, "type": "log" if log_y else "-", "automargin": True},
             "legend": {"orientation": "h", "y": -0.2}}
 
 
 def _explorer(title, label, control, rows, key, panels, figure, traces, updates, start) -> Explorer:
-    labels = [_fmt(r[key]) for r in rows]
+    """``key`` is the column naming the choices, or the list of their names."""
+    labels = key if isinstance(key, list) else [_fmt(r[key]) for r in rows]
     if len(set(labels)) != len(labels):
-        raise ValueError(f"the column {key!r} names the choices, so its values must differ; got {labels}.")
+        raise ValueError(f"the choices' names must differ, so each names one row; got {labels}.")
     if not 0 <= start < len(rows):
         raise ValueError(f"start={start} is not a choice; give an index from 0 to {len(rows) - 1}.")
     return Explorer(title=title, label=label, control=control, labels=labels, captions=[_caption(r) for r in rows],
@@ -284,8 +292,8 @@ def slider(rows: Sequence[dict], *, x: str, ys: Sequence[str], title: str, panel
 
 
 def picker(rows: Sequence[dict], *, key: str, bar: str, title: str, panels: Sequence[dict] | None = None,
-           log_y: bool = False, start: int = 0) -> Explorer:
-    """A menu of the rows named by column ``key``: bars of column ``bar`` per row, the chosen bar marked.
+           log_x: bool = False, start: int = 0) -> Explorer:
+    """A menu of the rows named by column ``key``: a bar of column ``bar`` per row, the chosen bar marked.
 
     ``panels`` optionally gives, per row, text shown side by side (a jaxpr, its StableHLO, ...).
     """
@@ -293,32 +301,42 @@ def picker(rows: Sequence[dict], *, key: str, bar: str, title: str, panels: Sequ
     panels = _check_panels(panels, len(rows), "picker()")
     names = [_fmt(r[key]) for r in rows]
     values = [_number(r[bar], f"column {bar!r}") for r in rows]
-    bars = {"type": "bar", "name": bar, "x": names, "y": values, "showlegend": False}
+    bars = {"type": "bar", "orientation": "h", "name": bar, "y": names, "x": values, "showlegend": False}
     colors = [[HIGHLIGHT if k == i else "#7f7f7f" for k in range(len(rows))] for i in range(len(rows))]
     updates = [{"marker.color": [colors[i]]} for i in range(len(rows))]
-    figure = {"data": [bars], "layout": _layout(title, key, bar, log_y=log_y)}
+    layout = _layout(title, bar, "", log_x=log_x)
+    layout["yaxis"]["autorange"] = "reversed"  # the first row on top, as in the menu
+    layout["height"] = 160 + 32 * len(rows)
+    figure = {"data": [bars], "layout": layout}
     return _explorer(title, key, "picker", rows, key, panels, figure, [0], updates, start)
 
 
-def grid(rows: Sequence[dict], *, across: str, down: str, value: str, title: str, start: int = 0) -> Explorer:
-    """A menu of the cells of a table ``down`` x ``across``, drawn as a heat map of ``value``, the chosen cell marked."""
-    rows = _check_rows(rows, [across, down, value], "grid()")
+def grid(rows: Sequence[dict], *, across: str, down: str, value: str, title: str, note: str | None = None,
+         start: int = 0) -> Explorer:
+    """A menu of the cells of a table ``down`` x ``across``, drawn as a heat map of ``value``, the chosen cell marked.
+
+    ``note`` names a column written in each cell after its value (an outcome, say).
+    """
+    rows = _check_rows(rows, [across, down, value] + ([note] if note else []), "grid()")
     cols = list(dict.fromkeys(_fmt(r[across]) for r in rows))
     lines = list(dict.fromkeys(_fmt(r[down]) for r in rows))
     cells = {(_fmt(r[down]), _fmt(r[across])): _number(r[value], f"column {value!r}") for r in rows}
     if len(cells) != len(rows):
         raise ValueError(f"grid(): two rows share a ({down}, {across}) cell; give each cell one row.")
     z = [[cells.get((d, a)) for a in cols] for d in lines]
-    heat = {"type": "heatmap", "x": cols, "y": lines, "z": z, "colorscale": "Blues", "colorbar": {"title": {"text": value}},
-            "text": [[_fmt(v) if v is not None else "" for v in line] for line in z], "texttemplate": "%{text}"}
+    notes = {(_fmt(r[down]), _fmt(r[across])): f"{_fmt(r[value])}: {_fmt(r[note])}" if note else _fmt(r[value]) for r in rows}
+    heat = {"type": "heatmap", "x": cols, "y": lines, "z": z, "colorscale": [[0, "#f7fbff"], [1, "#4292c6"]],
+            "colorbar": {"title": {"text": value}}, "text": [[notes.get((d, a), "") for a in cols] for d in lines],
+            "texttemplate": "%{text}", "hoverinfo": "text"}
     mark = {"type": "scatter", "mode": "markers", "showlegend": False, "hoverinfo": "skip", "x": [cols[0]], "y": [lines[0]],
             "marker": {"size": 40, "symbol": "square-open", "color": HIGHLIGHT, "line": {"width": 4}}}
     updates = [{"x": [[_fmt(r[across])]], "y": [[_fmt(r[down])]]} for r in rows]
-    labelled = [{"choice": f"{_fmt(r[down])} / {_fmt(r[across])}", **r} for r in rows]
+    labels = [f"{_fmt(r[down])} / {_fmt(r[across])}" for r in rows]
     layout = _layout(title, across, down)
     layout["yaxis"]["autorange"] = "reversed"
+    layout["height"] = 200 + 40 * len(lines)
     figure = {"data": [heat, mark], "layout": layout}
-    return _explorer(title, f"{down} / {across}", "picker", labelled, "choice", _check_panels(None, len(rows), "grid()"),
+    return _explorer(title, f"{down} / {across}", "picker", rows, labels, _check_panels(None, len(rows), "grid()"),
                      figure, [1], updates, start)
 
 
@@ -337,8 +355,9 @@ def curves(series: Mapping[str, tuple[Sequence[float], Sequence[float]]], rows: 
     for name, (xs, ys) in series.items():
         if len(xs) != len(ys) or not len(xs):
             raise ValueError(f"curves(): series {name!r} needs as many x as y values, at least one; got {len(xs)} and {len(ys)}.")
-        data.append({"type": "scatter", "mode": "lines", "name": name, "x": [_number(float(v), "x") for v in xs],
-                     "y": [_number(float(v), f"series {name!r}") for v in ys]})
+        # Six significant digits are more than a curve shows, and keep a 1,000-point curve to ~10 kB.
+        data.append({"type": "scatter", "mode": "lines", "name": name, "x": [_short(_number(v, "x")) for v in xs],
+                     "y": [_short(_number(v, f"series {name!r}")) for v in ys]})
     n = len(data)
     updates = [{"opacity": [1.0 if k == i else 0.35 for k in range(n)],
                 "line.width": [4 if k == i else 1.5 for k in range(n)]} for i in range(n)]
