@@ -114,3 +114,85 @@ def test_text_equivalent_lists_every_row():
 def test_bad_input_says_what_to_fix(call, message):
     with pytest.raises((ValueError, TypeError, KeyError), match=re.escape(message)):
         call()
+
+
+# --- the data each chapter's explorer draws from, measured by the package
+
+
+def test_size_sweep_rows_and_break_even():
+    from jitbook import why_compile
+
+    rows = why_compile.size_sweep([4, 32], columns=8, repeats=1)
+    assert [r["rows"] for r in rows] == [4, 32] and rows[1]["elements"] == 256
+    for r in rows:
+        assert r["compile (ms)"] > 0 and r["op by op (ms)"] > 0 and r["compiled (ms)"] > 0
+        calls = why_compile.break_even_calls(r["compile (ms)"], r["op by op (ms)"], r["compiled (ms)"])
+        assert r["calls to pay off"] == ("never" if calls == float("inf") else -(-calls // 1))
+    with pytest.raises(ValueError, match="positive array heights"):
+        why_compile.size_sweep([0])
+
+
+def test_loop_explorer_python_loop_grows_structured_loops_do_not():
+    import jax.numpy as jnp
+
+    from jitbook import tracing
+
+    rows, panels = tracing.loop_explorer([1, 4], jnp.ones(3))
+    assert [r["Python loop: equations"] for r in rows] == [2, 8]  # sin and add per iteration
+    assert rows[0]["fori_loop: equations"] == rows[1]["fori_loop: equations"]
+    assert rows[0]["scan: equations"] == rows[1]["scan: equations"]
+    assert panels[1]["Python loop jaxpr"].count("sin") == 4 and panels[1]["fori_loop jaxpr"].count("sin") == 1
+
+
+def test_variant_explorer_closure_constant_is_in_the_stablehlo():
+    from jitbook import jaxprs
+
+    rows, panels = jaxprs.variant_explorer(16)
+    by = {r["variant"]: r for r in rows}
+    assert by["with_closure"]["equations"] == by["with_argument"]["equations"]
+    assert by["with_closure"]["StableHLO characters"] > by["with_argument"]["StableHLO characters"] + 16 * 16 * 8
+    assert by["python_loop, 10 steps"]["equations"] > by["fori_loop, 10 steps"]["equations"]
+    assert all(len(line) <= 200 for p in panels for line in p["StableHLO (excerpt)"].splitlines())
+
+
+def test_call_story_compiles_for_each_new_key_part_and_explains():
+    from jitbook import recompilation
+
+    rows, panels = recompilation.call_story()
+    compiled = {r["what changed"]: r["compiled"] for r in rows}
+    assert compiled["first call: f32[8], n=2"] == 1
+    assert compiled["new values, same shape"] == 0 and compiled["back to the first call"] == 0
+    assert compiled["new shape: f32[9]"] == compiled["new dtype: i32[8]"] == compiled["new static value: n=3"] == 1
+    assert compiled["a Python float: weak f32[]"] == compiled["jnp.float32: strong f32[]"] == 1
+    assert compiled["config: matmul precision"] == 1
+    why = [next(iter(p.values())) for p in panels]
+    assert "f32[9] and before f32[8]" in why[2] and "jax_default_matmul_precision" in why[8]
+    assert not any(re.search(r"id=\d|\s/[\w.-]+/", w) for w in why), "build paths or object ids in JAX's messages"
+    assert rows[-1]["compiles so far"] == sum(compiled.values())
+
+
+def test_event_grid_matches_the_strategies_behaviour():
+    from jitbook import methods
+
+    rows = methods.event_grid(methods.STRATEGIES[:1] + methods.STRATEGIES[5:6])
+    cell = {(r["strategy"][:2], r["event"]): r for r in rows}
+    assert cell[("1.", "new weights")]["right result"] == "no: stale" and cell[("1.", "new weights")]["compiles"] == 0
+    assert cell[("4.", "new weights")]["right result"] == "yes" and cell[("4.", "new layer")]["compiles"] == 0
+    assert cell[("4.", "new activation")]["compiles"] >= 1
+    with pytest.raises(TypeError, match="Strategy"):
+        methods.event_grid(["jit"])
+
+
+def test_level_curves_reach_and_bad_input():
+    from jitbook.pln.levels import FitResult, level_curves
+
+    fast = FitResult(np.array([100.0, 10.0, 2.0, 1.0]), None, None, None)
+    slow = FitResult(np.array([100.0, 50.0]), None, None, None)
+    series, rows = level_curves({"fast": fast, "slow": slow}, {"fast": 2.0, "slow": 1.0}, share=0.9)
+    assert list(series) == ["fast", "slow"] and list(series["fast"][0]) == [1, 2, 3, 4]
+    assert rows[0]["iterations to 90% of the way down"] == 2 and rows[0]["seconds to get there"] == 2 * 2.0 / 1e3
+    assert rows[1]["iterations to 90% of the way down"] == "not in 2"
+    with pytest.raises(ValueError, match="no time per iteration"):
+        level_curves({"fast": fast}, {})
+    with pytest.raises(ValueError, match="between 0 and 1"):
+        level_curves({"fast": fast}, {"fast": 1.0}, share=1.5)
