@@ -15,14 +15,16 @@ import jax.numpy as jnp
 from jax import lax
 
 from . import timing
-from .cache import count_compiles
 from .programs import count_equations
 
 # --- What a tracer is --------------------------------------------------------------------------------
 
 
 def aval_row(x) -> dict:
-    """The abstract value jit keeps of ``x``: its type, shape, dtype and weak type, as one table row."""
+    """The abstract value jit keeps of ``x``: its type, shape, dtype and weak type, as one table row.
+
+    Taught in "Tracing", "A tracer, seen from inside".
+    """
     aval = jax.typeof(x)
     return {"type": type(x).__name__, "abstract value": str(aval), "shape": aval.shape,
             "dtype": str(aval.dtype), "weak_type": aval.weak_type}
@@ -41,14 +43,20 @@ def seen_by_jit(*args) -> list[dict]:
 
 
 def double_and_show(x: jax.Array) -> jax.Array:
-    """Doubles ``x``, printing it twice: once with Python's print, once with ``jax.debug.print``."""
+    """Doubles ``x``, printing it twice: once with Python's print, once with ``jax.debug.print``.
+
+    Taught in "Tracing", "A tracer, seen from inside".
+    """
     print("print sees:", x)
     jax.debug.print("jax.debug.print sees: {}", x)
     return 2 * x
 
 
 class BodyCounter:
-    """Wraps ``fn`` and counts how many times its Python body runs (under jit: once per trace)."""
+    """Wraps ``fn`` and counts how many times its Python body runs (under jit: once per trace).
+
+    Taught in "Tracing", "The body runs once per new signature".
+    """
 
     def __init__(self, fn: Callable) -> None:
         if not callable(fn):
@@ -81,13 +89,19 @@ SCALE = 2.0  # a global that ``scaled`` reads
 
 
 def remember(x: jax.Array) -> jax.Array:
-    """Appends its argument to the global ``history`` (a side effect) and returns ``x + 1``."""
+    """Appends its argument to the global ``history`` (a side effect) and returns ``x + 1``.
+
+    Taught in "Tracing", "Side effects happen while tracing" (sec-tracing-side-effects).
+    """
     history.append(x)
     return x + 1
 
 
 def scaled(x: jax.Array) -> jax.Array:
-    """Multiplies by the global ``SCALE``: under jit, by the value ``SCALE`` had when it was traced."""
+    """Multiplies by the global ``SCALE``: under jit, by the value ``SCALE`` had when it was traced.
+
+    Taught in "Tracing", "Reading a global that changes".
+    """
     return SCALE * x
 
 
@@ -95,14 +109,20 @@ def scaled(x: jax.Array) -> jax.Array:
 
 
 def pad_to_even(x: jax.Array) -> jax.Array:
-    """Appends a zero when ``x`` has an odd length: a branch on a shape, which jit knows while tracing."""
+    """Appends a zero when ``x`` has an odd length: a branch on a shape, which jit knows while tracing.
+
+    Taught in "Tracing", "Branching on a shape works".
+    """
     if x.shape[0] % 2 == 1:
         x = jnp.concatenate([x, jnp.zeros(1, x.dtype)])
     return x
 
 
 def sin_or_cos(x: jax.Array, t) -> jax.Array:
-    """``sin(x)`` when ``t > 0``, else ``cos(x)``: a Python branch on a value, which a tracer does not have."""
+    """``sin(x)`` when ``t > 0``, else ``cos(x)``: a Python branch on a value, which a tracer does not have.
+
+    Taught in "Tracing", "Branching on a value fails".
+    """
     if t > 0:
         return jnp.sin(x)
     return jnp.cos(x)
@@ -112,12 +132,18 @@ sin_or_cos_static = jax.jit(sin_or_cos, static_argnums=1)  # way out 1: t is a P
 
 
 def sin_or_cos_where(x: jax.Array, t, pos: Callable = jnp.sin, neg: Callable = jnp.cos) -> jax.Array:
-    """Way out 2: compute both branches and select elementwise."""
+    """Way out 2: compute both branches and select elementwise.
+
+    Taught in "Tracing", "Three ways out".
+    """
     return jnp.where(t > 0, pos(x), neg(x))
 
 
 def sin_or_cos_cond(x: jax.Array, t, pos: Callable = jnp.sin, neg: Callable = jnp.cos) -> jax.Array:
-    """Way out 3: ``lax.cond`` puts both branches in the program and runs the one the predicate picks."""
+    """Way out 3: ``lax.cond`` puts both branches in the program and runs the one the predicate picks.
+
+    Taught in "Tracing", "Three ways out".
+    """
     return lax.cond(t > 0, pos, neg, x)
 
 
@@ -132,7 +158,10 @@ def announce(name: str, fn: Callable) -> Callable:
 
 
 def branches_run(version: Callable, x: jax.Array, t) -> list[str]:
-    """Which branches of ``sin_or_cos_where`` or ``sin_or_cos_cond`` ran in one jitted call."""
+    """Which branches of ``sin_or_cos_where`` or ``sin_or_cos_cond`` ran in one jitted call.
+
+    Taught in "Tracing", "Three ways out".
+    """
     loud = functools.partial(version, pos=announce("sin", jnp.sin), neg=announce("cos", jnp.cos))
     return printed_lines(jax.jit(loud), [(x, t)])
 
@@ -146,25 +175,37 @@ def step(x: jax.Array) -> jax.Array:
 
 
 def python_loop(x: jax.Array, n: int) -> jax.Array:
-    """``step`` applied ``n`` times by a Python loop: tracing records every iteration."""
+    """``step`` applied ``n`` times by a Python loop: tracing records every iteration.
+
+    Taught in "Tracing", "Python loops unroll" (sec-tracing-loops).
+    """
     for _ in range(n):
         x = step(x)
     return x
 
 
 def fori_version(x: jax.Array, n) -> jax.Array:
-    """``step`` applied ``n`` times by ``lax.fori_loop``: one loop in the program, and ``n`` may be traced."""
+    """``step`` applied ``n`` times by ``lax.fori_loop``: one loop in the program, and ``n`` may be traced.
+
+    Taught in "Tracing", "Python loops unroll" (sec-tracing-loops).
+    """
     return lax.fori_loop(0, n, lambda i, c: step(c), x)
 
 
 def scan_version(x: jax.Array, n: int) -> jax.Array:
-    """``step`` applied ``n`` times by ``lax.scan``: one loop in the program; ``n`` must be a Python int."""
+    """``step`` applied ``n`` times by ``lax.scan``: one loop in the program; ``n`` must be a Python int.
+
+    Taught in "Tracing", "Python loops unroll" (sec-tracing-loops).
+    """
     final, _ = lax.scan(lambda c, _: (step(c), None), x, length=n)
     return final
 
 
 def loop_growth(fns: Sequence[Callable], ns: Sequence[int], x: jax.Array) -> list[dict]:
-    """For each loop function and loop length: equations traced and milliseconds to trace, lower and compile."""
+    """For each loop function and loop length: equations traced and milliseconds to trace, lower and compile.
+
+    Taught in "Tracing", "Python loops unroll" (sec-tracing-loops).
+    """
     if not ns or not all(isinstance(n, int) and n >= 0 for n in ns):
         raise ValueError(f"ns must be a non-empty list of loop lengths (ints >= 0), got {ns!r}.")
     rows = []
@@ -180,7 +221,10 @@ def loop_growth(fns: Sequence[Callable], ns: Sequence[int], x: jax.Array) -> lis
 
 
 def make_scaler(scale) -> Callable:
-    """A function that multiplies by ``scale``, captured from this call: a closure."""
+    """A function that multiplies by ``scale``, captured from this call: a closure.
+
+    Taught in "Tracing", "Closures" (sec-tracing-closures).
+    """
 
     def scale_by(x):
         return scale * x
@@ -189,7 +233,10 @@ def make_scaler(scale) -> Callable:
 
 
 def make_config_scaler(config: dict) -> Callable:
-    """A closure that reads ``config["scale"]``: under jit, at trace time only."""
+    """A closure that reads ``config["scale"]``: under jit, at trace time only.
+
+    Taught in "Tracing", "Captured values go stale" (sec-tracing-closures).
+    """
 
     def scale_by_config(x):
         return config["scale"] * x
@@ -200,13 +247,3 @@ def make_config_scaler(config: dict) -> Callable:
 def scale_by_argument(x: jax.Array, scale) -> jax.Array:
     """The cure for stale closures: the value is an argument, read at every call."""
     return scale * x
-
-
-def compiles_when_rejitted(make_fn: Callable, times: int, *args) -> int:
-    """XLA compiles when ``jax.jit(make_fn())(*args)`` runs ``times`` times: one wrapper per iteration."""
-    if not isinstance(times, int) or times < 1:
-        raise ValueError(f"times must be an int >= 1, got {times!r}.")
-    with count_compiles() as log:
-        for _ in range(times):
-            jax.block_until_ready(jax.jit(make_fn())(*args))
-    return log.count

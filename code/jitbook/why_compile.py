@@ -11,6 +11,8 @@ def standardize_softplus(x: jax.Array) -> jax.Array:
 
     Op by op, every line is its own kernel that reads and writes the whole array; compiled, XLA fuses
     them into a few passes over memory.
+
+    Taught in "Why compile?", "Two ways to run the same function".
     """
     y = jnp.log1p(jnp.exp(-jnp.abs(x))) + jnp.maximum(x, 0.0)  # softplus, stable for large |x|
     mean = jnp.mean(y, axis=1, keepdims=True)
@@ -31,7 +33,10 @@ def heavy_matmul(n: int) -> jax.Array:
 
 
 def break_even_calls(compile_s: float, eager_s: float, jit_s: float) -> float:
-    """After how many calls compiling pays off: compile time over the time saved per call (inf if none)."""
+    """After how many calls compiling pays off: compile time over the time saved per call (inf if none).
+
+    Taught in "Why compile?", "Op by op against compiled, measured".
+    """
     for name, value in (("compile_s", compile_s), ("eager_s", eager_s), ("jit_s", jit_s)):
         if not isinstance(value, (int, float)) or value < 0 or math.isnan(value):
             raise ValueError(f"{name} must be a non-negative number of seconds, got {value!r}.")
