@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 import jax
 import jax.extend.core
 import jax.numpy as jnp
+import numpy as np
 from jax import lax
 
 from . import timing
@@ -247,3 +248,99 @@ def make_config_scaler(config: dict) -> Callable:
 def scale_by_argument(x: jax.Array, scale) -> jax.Array:
     """The cure for stale closures: the value is an argument, read at every call."""
     return scale * x
+
+
+# --- Loops you can differentiate ----------------------------------------------------------------------
+
+
+def masked_scan(x: jax.Array, n, max_n: int) -> jax.Array:
+    """``step`` applied ``n`` times, ``n`` traced, by a ``scan`` of ``max_n`` steps that stops changing after ``n``.
+
+    A ``fori_loop`` with a traced trip count becomes a ``while_loop``, which reverse-mode AD refuses; a scan
+    with a static bound and a mask has one compiled program for every ``n <= max_n`` and a gradient.
+    Taught in "Tracing", "Python loops unroll" (sec-tracing-loops).
+    """
+    if not isinstance(max_n, int) or max_n < 0:
+        raise ValueError(f"max_n must be a Python int >= 0 (the static bound of the scan), got {max_n!r}.")
+
+    def body(carry, i):
+        return jnp.where(i < n, step(carry), carry), None
+
+    final, _ = lax.scan(body, x, jnp.arange(max_n))
+    return final
+
+
+def loop_primitive(fn: Callable, *args, static_argnums: int | Sequence[int] = ()) -> str:
+    """The loop primitive (``scan`` or ``while``) that ``fn(*args)`` traces to, or ``"no loop"``."""
+    names = [e.primitive.name for e in jax.make_jaxpr(fn, static_argnums=static_argnums)(*args).eqns]
+    return next((name for name in names if name in ("scan", "while")), "no loop")
+
+
+# --- Branches under vmap, and gradients through jnp.where -----------------------------------------------
+
+
+def branches_run_batched(version: Callable, x: jax.Array, ts: jax.Array) -> list[str]:
+    """Which branches ran when ``version`` is vmapped over a batch of ``t`` (a batched predicate).
+
+    Taught in "Tracing", "Under vmap, both branches run" (sec-tracing-cond-vmap).
+    """
+    loud = functools.partial(version, pos=announce("sin", jnp.sin), neg=announce("cos", jnp.cos))
+    return sorted(set(printed_lines(jax.jit(jax.vmap(loud, in_axes=(None, 0))), [(x, ts)])))
+
+
+def sqrt_or_zero(x: jax.Array) -> jax.Array:
+    """``sqrt(x)`` where ``x > 0``, else 0: right values, but a NaN gradient at 0 (the sqrt branch is still
+    differentiated there, and 0 times its infinite slope is NaN).
+
+    Taught in "Tracing", "Under vmap, both branches run" (sec-tracing-cond-vmap).
+    """
+    return jnp.where(x > 0, jnp.sqrt(x), 0.0)
+
+
+def sqrt_or_zero_safe(x: jax.Array) -> jax.Array:
+    """The double-``where`` fix: feed the branch not taken a safe input, so its slope is finite.
+
+    Taught in "Tracing", "Under vmap, both branches run" (sec-tracing-cond-vmap).
+    """
+    safe = jnp.where(x > 0, x, 1.0)
+    return jnp.where(x > 0, jnp.sqrt(safe), 0.0)
+
+
+# --- Shapes that depend on values ----------------------------------------------------------------------
+
+
+def positives(x: jax.Array) -> jax.Array:
+    """The entries of ``x`` above 0: how many there are depends on the values, so jit cannot trace it.
+
+    Taught in "Tracing", "Shapes that depend on values".
+    """
+    return x[x > 0]
+
+
+def positives_padded(x: jax.Array, size: int) -> jax.Array:
+    """The indices of the entries above 0, padded with -1 to a fixed ``size``: a shape jit knows while tracing.
+
+    Taught in "Tracing", "Shapes that depend on values".
+    """
+    (where,) = jnp.nonzero(x > 0, size=size, fill_value=-1)
+    return where
+
+
+# --- Side effects done properly ------------------------------------------------------------------------
+
+
+def logged_square(x: jax.Array, log: list) -> jax.Array:
+    """``x * x`` that appends each value of ``x`` to ``log`` at run time, through ``jax.debug.callback``.
+
+    Taught in "Tracing", "Side effects done properly" (sec-tracing-side-effects).
+    """
+    jax.debug.callback(lambda v: log.append(float(v)), x)
+    return x * x
+
+
+def numpy_sine(x: jax.Array) -> jax.Array:
+    """``sin`` computed by NumPy on the host, inside a jitted program, with ``jax.pure_callback``.
+
+    Taught in "Tracing", "Side effects done properly" (sec-tracing-side-effects).
+    """
+    return jax.pure_callback(lambda v: np.sin(v).astype(v.dtype), jax.ShapeDtypeStruct(x.shape, x.dtype), x)
