@@ -7,6 +7,7 @@ stages (trace, lower, compile, call), timed by ``timing.stages``, and shows what
 
 import collections
 import dataclasses
+import re
 from collections.abc import Callable, Iterator, Sequence
 
 import jax
@@ -210,3 +211,26 @@ def walk(fn: Callable, *args, static_argnums: int | Sequence[int] = (), excerpt_
         raise ValueError(f"excerpt_lines must be a positive whole number of lines, got {excerpt_lines!r}.")
     stages = timing.stages(fn, *args, static_argnums=static_argnums, **kwargs)
     return Walk(stages, stages.lowered.as_text(), cost_summary(stages.compiled), excerpt_lines)
+
+
+_INSTRUCTION = re.compile(r"^\s*(ROOT )?%?([\w.-]+) = (\S+) (\w[\w-]*)\(")
+
+
+def compiled_instructions(compiled) -> list[dict]:
+    """The instructions of the optimized HLO's entry computation (``compiled.as_text()``), one row each:
+    name, result type and opcode. A ``fusion`` is one loop over memory that XLA made of several operations.
+
+    Taught in "jaxprs", "What XLA did" (sec-jaxprs-xla).
+    """
+    if not hasattr(compiled, "as_text"):
+        raise TypeError(f"compiled_instructions takes a compiled function (jax.jit(f).lower(x).compile()), "
+                        f"got {type(compiled).__name__}.")
+    text = compiled.as_text()
+    entry = text[text.index("\nENTRY"):]
+    entry = entry[: entry.index("\n}")]
+    rows = []
+    for line in entry.splitlines()[1:]:
+        if (m := _INSTRUCTION.match(line)) is not None:
+            rows.append({"instruction": m.group(2), "type": re.sub(r"\{[\d,]*\}", "", m.group(3)),
+                         "opcode": m.group(4)})
+    return rows
