@@ -1,5 +1,9 @@
 """The claims of the chapter "jaxprs and the road to XLA", its package code, and its exercises' wrong answers."""
 
+import os
+import subprocess
+import sys
+
 import jax
 import jax.extend.core
 import jax.numpy as jnp
@@ -7,7 +11,7 @@ import numpy as np
 import pytest
 from jax import lax
 
-from jitbook import count_compiles, errors, jaxprs, programs, tracing
+from jitbook import count_compiles, errors, jaxprs, programs, tracing, why_compile
 from jitbook.exercises import check
 
 
@@ -300,3 +304,58 @@ def test_reference_answers_pass():
 
     assert check("jaxprs.precompile", precompile).passed
     assert check("jaxprs.keep-dtype", lambda x: x * 0.5).passed
+
+
+# ---------------------------------------------------------------- what XLA did, nested jit, eval_shape, no_tracing
+
+
+def test_optimized_hlo_fuses_the_equations_into_fewer_loops():
+    x = jnp.ones((400, 100))
+    compiled = jax.jit(why_compile.standardize_softplus).lower(x).compile()
+    rows = programs.compiled_instructions(compiled)
+    fusions = [r for r in rows if r["opcode"] == "fusion"]
+    equations = programs.stats(why_compile.standardize_softplus, x, lower=False).equations
+    assert 1 <= len(fusions) < equations
+    big = [r for r in fusions if r["type"] == "f32[400,100]"]
+    assert 1 <= len(big) < equations  # fewer full-size arrays written than op by op, but not none
+    assert all("{" not in r["type"] for r in rows)
+
+
+def test_reduce_window_in_the_sum_comes_from_the_guard_flag():
+    script = ("import jax, jax.numpy as jnp\n"
+              "x = jnp.ones((400, 100))\n"
+              "f = lambda v: jnp.sum(v, axis=1)\n"
+              "print('reduce-window' in jax.jit(f).lower(x).compile().as_text())\n")
+    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    default = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, check=True)
+    assert default.stdout.strip() == "False"
+    guarded = jax.jit(lambda v: jnp.sum(v, axis=1)).lower(jnp.ones((400, 100))).compile().as_text()
+    assert "reduce-window" in guarded
+
+
+def test_a_nested_jit_is_one_equation():
+    j = jax.make_jaxpr(jaxprs.outer)(jnp.ones(3))
+    assert [e.primitive.name for e in j.eqns] == ["jit", "add"]
+    assert j.eqns[0].params["name"] == "inner"
+    assert programs.stats(jaxprs.outer, jnp.ones(3), lower=False).all_equations == 4
+
+
+def test_eval_shape_compiles_nothing():
+    huge = jax.ShapeDtypeStruct((100_000, 10_000), jnp.float32)
+    with count_compiles() as log:
+        out = jax.eval_shape(why_compile.standardize_softplus, huge)
+    assert (out.shape, out.dtype, log.count) == ((100_000, 10_000), jnp.float32, 0)
+
+
+def test_no_tracing_lets_cached_calls_run_and_refuses_a_new_trace():
+    def guarded(x):
+        return x * 2.0
+
+    jitted = jax.jit(guarded)
+    a, shorter = jnp.ones(4), jnp.ones(3)
+    jitted(a)
+    with jax.no_tracing(True):
+        assert errors.raised(jitted, a) is None
+        err = errors.raised(jitted, shorter)
+    assert isinstance(err, RuntimeError) and "no_tracing" in str(err)
+    assert "/" not in errors.error_line(err)

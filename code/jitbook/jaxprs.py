@@ -69,3 +69,17 @@ def with_closure(table: jax.Array) -> Callable[[jax.Array], jax.Array]:
 def with_argument(x: jax.Array, table: jax.Array) -> jax.Array:
     """The same computation with ``table`` passed in: an input of the jaxpr, not a constant."""
     return jnp.tanh(x @ table)
+
+
+@jax.jit
+def inner(x: jax.Array) -> jax.Array:
+    """A jitted function that ``outer`` calls: inside another trace it becomes one equation."""
+    return jnp.sin(x) * 2.0
+
+
+def outer(x: jax.Array) -> jax.Array:
+    """Calls the jitted ``inner``: its jaxpr holds ``inner`` as one ``jit`` equation with a jaxpr inside.
+
+    Taught in "jaxprs", "A jitted function inside another".
+    """
+    return inner(x) + 1.0
