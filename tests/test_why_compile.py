@@ -120,3 +120,11 @@ def test_break_even_wrong_answers():
     assert not no_ceil.passed
     no_inf = check("why-compile.break-even", lambda c, e, j: math.ceil(c / (e - j)) if e > j else 0)
     assert "never pays: return math.inf" in no_inf.message
+
+
+def test_jit_can_change_a_result_by_more_than_rounding():
+    x = jnp.float32(why_compile.HUGE)
+    assert float(why_compile.divide_by_huge(x)) == 1.0
+    assert float(jax.jit(why_compile.divide_by_huge)(x)) != pytest.approx(1.0)  # a rewrite, not rounding
+    compiled = jax.jit(why_compile.divide_by_huge).lower(x).compile()
+    assert [r["instruction"] for r in programs.compiled_instructions(compiled)][-1].endswith("multiply")

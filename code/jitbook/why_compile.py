@@ -81,3 +81,14 @@ def wrapper_per_call(fn: Callable, x: jax.Array, repeats: int = 200) -> tuple[ti
     rebuilt = timing.time_call(lambda v: jax.jit(fn)(v), x, repeats=repeats)
     rebuilt.name = "a new jax.jit at every call"
     return reused, rebuilt
+
+
+HUGE = 3e38  # near the largest float32 (3.4e38): its reciprocal is below float32's normal range
+
+
+def divide_by_huge(x: jax.Array) -> jax.Array:
+    """``x / 3e38``: exact op by op for ``x = 3e38``, but compiled, XLA may rewrite it and lose the answer.
+
+    Taught in "Why compile?", "Two ways to run the same function".
+    """
+    return x / HUGE
