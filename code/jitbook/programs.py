@@ -51,7 +51,7 @@ def anatomy(jaxpr) -> Markdown:
     Taught in "jaxprs", "Reading a jaxpr".
     """
     if not hasattr(jaxpr, "eqns"):
-        raise TypeError(f"anatomy takes a jaxpr (jax.make_jaxpr(f)(x)), got {type(jaxpr).__name__}.")
+        raise TypeError(f"anatomy takes a jaxpr (make_jaxpr(f)(x)), got {type(jaxpr).__name__}.")
 
     def row(part, type_, primitive="", reads=""):
         return {"part": part, "primitive": primitive, "reads": reads, "type": type_}
@@ -217,7 +217,7 @@ def walk(fn: Callable, *args, static_argnums: int | Sequence[int] = (), excerpt_
     """
     timing.check_callable(fn, "walk")
     if not isinstance(excerpt_lines, int) or excerpt_lines < 1:
-        raise ValueError(f"excerpt_lines must be a positive number of lines, got {excerpt_lines!r}.")
+        raise ValueError(f"excerpt_lines must be a number of lines >= 1, got {excerpt_lines!r}.")
     stages = timing.stages(fn, *args, static_argnums=static_argnums, **kwargs)
     return Walk(stages, stages.lowered.as_text(), cost_summary(stages.compiled), excerpt_lines)
 

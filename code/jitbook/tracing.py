@@ -278,7 +278,7 @@ def masked_scan(x: jax.Array, n, max_n: int) -> jax.Array:
     and a gradient. Taught in "Tracing", "Python loops unroll" (sec-tracing-loops).
     """
     if not isinstance(max_n, int) or max_n < 0:
-        raise ValueError(f"max_n must be a Python int >= 0 (the scan's static bound), got {max_n!r}.")
+        raise ValueError(f"max_n must be a Python int >= 0 (the static bound), got {max_n!r}.")
 
     def body(carry, i):
         return jnp.where(i < n, step(carry), carry), None
