@@ -211,6 +211,7 @@ def test_a_second_process_loads_the_program_from_the_disk_cache_when_the_thresho
     zero = recompilation.persistent_cache_runs(2, min_compile_seconds=0.0)
     assert (zero[0]["disk cache hits"], zero[1]["disk cache hits"]) == (0, 1)
     assert zero[1]["compile events"] == 1  # loading from disk is reported through the compile event too
+    assert (zero[1]["traces"], zero[1]["lowerings"]) == (1, 1)  # the disk cache saves the XLA compile only
     never = recompilation.persistent_cache_runs(2, min_compile_seconds=1e6)  # nothing is quick enough to skip
     assert never[1]["disk cache hits"] == 0 and never[0]["files in cache dir"] == 0
 
@@ -341,3 +342,46 @@ def test_static_coeffs_wrong_answers():
     stale = check("recompilation.static-coeffs", _AllEqual)
     assert "a stale program was reused" in stale.message
     assert check("recompilation.static-coeffs", lambda c: tuple(float(v) for v in c)).passed
+
+
+# --- the cache key: structure, calling convention, placement; which diagnostic sees which cache -------------
+
+def test_pytree_structure_is_part_of_the_key_but_dict_insertion_order_is_not():
+    rows = cache.probe(recompilation.total, recompilation.structure_cases())
+    assert [r["compiled"] for r in rows] == [1, 0, 1, 1, 1]
+    assert rows[1]["jit sees"] == rows[0]["jit sees"] == "{a: f32[3], b: f32[3]}"
+
+
+def test_positional_and_keyword_passing_are_two_keys():
+    assert [r["compiled"] for r in recompilation.calling_rows()] == [1, 1, 1, 0]
+
+
+def test_a_committed_array_compiles_again_without_tracing_and_is_not_explained():
+    rows = {r["call"]: r for r in recompilation.cache_misses()}
+    committed = rows["device_put(ones(3))"]
+    assert (committed["traced"], committed["lowered"], committed["compiled"]) == (0, 1, 1)
+    assert committed["explained"] == 0 and committed["logged compiles"] == 1
+    new_shape = rows["ones(4)"]
+    assert (new_shape["traced"], new_shape["compiled"], new_shape["explained"]) == (1, 1, 1)
+    assert rows["ones(3) again"]["compiled"] == 0
+
+
+def test_weak_types_yield_within_a_kind_and_promote_across_kinds():
+    assert (jnp.ones(3, jnp.float16) + 1.0).dtype == jnp.float16
+    assert (jnp.ones(3, jnp.int32) * 2.0).dtype == jnp.float32
+
+
+def test_the_persistent_cache_directory_is_fixed_at_its_first_use():
+    moved = recompilation.moved_cache_dir()
+    assert moved["files in the first directory"] > 0 and moved["files in the second directory"] == 0
+
+
+def test_the_persistent_cache_key_hashes_versions_flags_options_and_devices():
+    import inspect
+
+    from jax._src import cache_key  # private: the test fails if JAX changes what the key holds
+
+    source = inspect.getsource(cache_key.get)
+    for part in ('"computation"', '"jax_lib version"', '"backend version"', '"XLA flags"', '"compile_options"',
+                 '"accelerator_config"'):
+        assert part in source

@@ -6,6 +6,7 @@ import dataclasses
 import functools
 import logging
 import re
+import textwrap
 from collections.abc import Callable, Iterator, Sequence
 
 import jax
@@ -92,13 +93,14 @@ class _Records(logging.Handler):
 
 
 @contextlib.contextmanager
-def capture_jax_logs(explain_cache_misses: bool = True, log_compiles: bool = True) -> Iterator[list[str]]:
-    """Capture the messages of ``jax_explain_cache_misses`` and ``jax.log_compiles()`` as a list of strings.
+def capture_jax_logs(explain_cache_misses: bool = True,
+                     log_compiles: bool = True) -> Iterator[list[str]]:
+    """Capture the messages of ``jax_explain_cache_misses`` and ``jax.log_compiles()`` as strings.
 
-    JAX writes them through the ``jax`` logger at WARNING level; we listen there instead of scraping stderr,
-    so a chapter can show the real text.
+    JAX writes them through the ``jax`` logger at WARNING level; we listen there instead of
+    scraping stderr, so a chapter can show the real text.
 
-    Taught in chapter "Static arguments and compiling again", section "Diagnosing a recompile".
+    Taught in recompilation.qmd, "Diagnosing a recompile".
     """
     handler = _Records()
     logger = logging.getLogger("jax")
@@ -160,14 +162,15 @@ def without_paths(message: str) -> str:
 def messages_about(messages: Sequence[str], name: str, max_lines: int = 8) -> str:
     """The captured JAX log messages that concern function ``name``, without the noise of helper programs.
 
-    File paths are cut to the file name and memory addresses masked (``without_paths``).
+    File paths are cut to the file name, memory addresses masked (``without_paths``), lines wrapped at 100.
     """
     keep = []
     for m in messages:
         if (f"for {name} defined" in m or f"jit({name})" in m or f"    {name} id=" in m
                 or f"tracing {name} for jit" in m):
             keep.append("\n".join(m.splitlines()[:max_lines]))
-    return without_paths("\n".join(keep))
+    lines = without_paths("\n".join(keep)).splitlines()
+    return "\n".join(textwrap.fill(line, 100, subsequent_indent="    ", break_on_hyphens=False) for line in lines)
 
 
 def explain_miss(fn: Callable, warm: tuple, then: tuple, config: dict | None = None, **jit_kwargs) -> str:

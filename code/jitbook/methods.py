@@ -24,7 +24,7 @@ ACTIVATIONS: dict[str, Callable] = {"relu": jax.nn.relu, "tanh": jnp.tanh}
 def activate(name: str, z: jax.Array) -> jax.Array:
     """Apply the activation called ``name``; a Python lookup, so ``name`` must be known when tracing.
 
-    Taught in chapter "Jitting methods and classes", in its opening section.
+    Taught in methods.qmd, at its start.
     """
     if name not in ACTIVATIONS:
         raise ValueError(f"unknown activation {name!r}; use one of {sorted(ACTIVATIONS)}.")
@@ -35,7 +35,7 @@ def activate(name: str, z: jax.Array) -> jax.Array:
 class DecoratedLayer:
     """A plain class with ``@jax.jit`` on its method: ``self`` becomes an argument jit cannot read.
 
-    Taught in chapter "Jitting methods and classes", section "The problem: `@jax.jit` on a method".
+    Taught in methods.qmd, "The problem: `@jax.jit` on a method".
     """
 
     def __init__(self, weight, activation: str) -> None:
@@ -51,7 +51,7 @@ class DecoratedLayer:
 class Layer:
     """A plain, mutable Python class, as most Python code writes one.
 
-    Taught in chapter "Jitting methods and classes", section "Strategy 1: jit the bound method".
+    Taught in methods.qmd, "Strategy 1: jit the bound method".
     """
 
     def __init__(self, weight, activation: str) -> None:
@@ -66,7 +66,7 @@ class Layer:
 class StaticLayer(Layer):
     """``self`` static, with the default ``__hash__``: the hash is the object's identity.
 
-    Taught in chapter "Jitting methods and classes", section "Strategy 2: `self` as a static argument".
+    Taught in methods.qmd, "Strategy 2: `self` as a static argument".
     """
 
     @functools.partial(jax.jit, static_argnums=0)
@@ -77,7 +77,7 @@ class StaticLayer(Layer):
 class HashedLayer(StaticLayer):
     """``self`` static, hashed and compared by the values ``predict`` reads, so equal layers share a compile.
 
-    Taught in chapter "Jitting methods and classes", section "Strategy 2: `self` as a static argument".
+    Taught in methods.qmd, "Strategy 2: `self` as a static argument".
     """
 
     def __hash__(self) -> int:
@@ -93,7 +93,7 @@ class HashedLayer(StaticLayer):
 class PytreeLayer:
     """Arrays are the pytree's children (traced); the configuration is its static metadata (hashed).
 
-    Taught in chapter "Jitting methods and classes", section "Strategy 3: the class as a pytree".
+    Taught in methods.qmd, "Strategy 3: the class as a pytree".
     """
 
     def __init__(self, weight, activation: str) -> None:
@@ -122,7 +122,7 @@ class PytreeLayer:
 class DataclassLayer:
     """The same pytree from a frozen dataclass: fields marked ``static`` become metadata.
 
-    Taught in chapter "Jitting methods and classes", section "Strategy 3: the class as a pytree".
+    Taught in methods.qmd, "Strategy 3: the class as a pytree".
     """
 
     weight: jax.Array
@@ -142,7 +142,7 @@ class DataclassLayer:
 class ArrayMetadataLayer:
     """Bug: an array (``offset``) is put in the static metadata, where jit hashes and compares it.
 
-    Taught in chapter "Jitting methods and classes", section "Pitfall: an array in the static metadata".
+    Taught in methods.qmd, "Pitfall: an array in the static metadata".
     """
 
     def __init__(self, weight, offset, activation: str) -> None:
@@ -167,7 +167,7 @@ class ArrayMetadataLayer:
 class DroppingLayer:
     """Bug: ``tree_unflatten`` rebuilds through ``__init__`` and forgets the trained ``bias``.
 
-    Taught in chapter "Jitting methods and classes", section "Pitfall: an unflatten that drops a field".
+    Taught in methods.qmd, "Pitfall: an unflatten that drops a field".
     """
 
     def __init__(self, weight, activation: str) -> None:
@@ -192,7 +192,7 @@ class DroppingLayer:
 class MutatingLayer(PytreeLayer):
     """Bug: a jitted method assigns to ``self``, which inside jit is a copy rebuilt from tracers.
 
-    Taught in chapter "Jitting methods and classes", section "Pitfall: a method that assigns to `self`".
+    Taught in methods.qmd, "Pitfall: a method that assigns to `self`".
     """
 
     @jax.jit
@@ -204,7 +204,7 @@ class MutatingLayer(PytreeLayer):
 class EqxLayer(eqx.Module):
     """An Equinox module is a frozen dataclass and a pytree; ``static=True`` marks configuration.
 
-    Taught in chapter "Jitting methods and classes", section "Strategy 4: Equinox modules".
+    Taught in methods.qmd, "Strategy 4: Equinox modules".
     """
 
     weight: jax.Array
@@ -218,7 +218,7 @@ class EqxLayer(eqx.Module):
 class SignedEqx(eqx.Module):
     """The French notebook's module: an array, a static string, and a method jitted in the class body.
 
-    Taught in chapter "Jitting methods and classes", section "Methods are pytrees too".
+    Taught in methods.qmd, "Methods are pytrees too".
     """
 
     values: jax.Array
@@ -235,7 +235,7 @@ class SignedEqx(eqx.Module):
 class MappedEqx(eqx.Module):
     """A module whose static field is a function: jit compares it by identity, like any callable.
 
-    Taught in chapter "Jitting methods and classes", section "Static functions are compared by identity".
+    Taught in methods.qmd, "Static functions are compared by identity".
     """
 
     values: jax.Array
@@ -249,7 +249,7 @@ class MappedEqx(eqx.Module):
 def signed_loss(model: SignedEqx, scale) -> jax.Array:
     """A loss that takes the model as an argument: differentiable in ``scale``, traced in the model's arrays.
 
-    Taught in chapter "Jitting methods and classes", section "`jit(grad(loss))` and static fields".
+    Taught in methods.qmd, "`jit(grad(loss))` and static fields".
     """
     return jnp.sum(scale * model.apply())
 
@@ -258,7 +258,7 @@ def signed_loss(model: SignedEqx, scale) -> jax.Array:
 class LayerParams(NamedTuple):
     """The layer's arrays only; a NamedTuple is a pytree with no registration.
 
-    Taught in chapter "Jitting methods and classes", section "Strategy 5: functions over a state pytree".
+    Taught in methods.qmd, "Strategy 5: functions over a state pytree".
     """
 
     weight: jax.Array
@@ -268,14 +268,14 @@ class LayerParams(NamedTuple):
 def layer_predict(params: LayerParams, x, *, activation: str):
     """The method as a function: state in, configuration as a static argument.
 
-    Taught in chapter "Jitting methods and classes", section "Strategy 5: functions over a state pytree".
+    Taught in methods.qmd, "Strategy 5: functions over a state pytree".
     """
     return activate(activation, params.weight * x)
 
 
 @jax.jit
 def layer_sgd_step(params: LayerParams, grad, learning_rate) -> LayerParams:
-    """Taught in chapter "Jitting methods and classes", section "Strategy 5: functions over a state pytree"."""
+    """Taught in methods.qmd, "Strategy 5: functions over a state pytree"."""
     return params._replace(weight=params.weight - learning_rate * grad)
 
 
@@ -283,7 +283,7 @@ def layer_sgd_step(params: LayerParams, grad, learning_rate) -> LayerParams:
 def make_loss(layer) -> Callable:
     """A loss factory: the returned function closes over ``layer``, a new function each call.
 
-    Taught in chapter "Jitting methods and classes", section "Closures against arguments".
+    Taught in methods.qmd, "Closures against arguments".
     """
 
     def loss(x):
@@ -295,7 +295,7 @@ def make_loss(layer) -> Callable:
 def layer_loss(layer, x) -> jax.Array:
     """The same loss with the layer as an argument, so one jitted function serves every layer.
 
-    Taught in chapter "Jitting methods and classes", section "Closures against arguments".
+    Taught in methods.qmd, "Closures against arguments".
     """
     return jnp.sum(layer.predict(x))
 
@@ -393,7 +393,7 @@ def evaluate(strategy: Strategy, size: int = 3) -> dict:
 
     Clears JAX's caches first, so the compile counts do not depend on what ran before.
 
-    Taught in chapter "Jitting methods and classes", section "Which strategy for my class?".
+    Taught in methods.qmd, "Which strategy for my class?".
     """
     if not isinstance(strategy, Strategy):
         raise TypeError(f"evaluate takes a methods.Strategy (see methods.STRATEGIES), got {type(strategy).__name__}.")

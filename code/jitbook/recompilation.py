@@ -12,7 +12,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -24,9 +24,9 @@ from .errors import raised
 # --- static arguments ------------------------------------------------------------------------------------
 
 def power(x: jax.Array, n) -> jax.Array:
-    """``x ** n`` with ``n`` meant to be static: a Python int exponent traces to ``integer_pow``, a float to ``pow``.
+    """``x ** n`` with ``n`` meant to be static: an int exponent traces to ``integer_pow``, a float to ``pow``.
 
-    Taught in chapter "Static arguments and compiling again", section "Static arguments".
+    Taught in recompilation.qmd, "Static arguments".
     """
     return x**n
 
@@ -85,7 +85,7 @@ def argument_cases() -> list[tuple[str, object]]:
 class ScaleBy:
     """A callable object equal to (and hashing like) any other ``ScaleBy`` with the same factor.
 
-    Taught in chapter "Static arguments and compiling again", section "The function: by hash and equality".
+    Taught in recompilation.qmd, "The function: by hash and equality".
     """
 
     factor: float
@@ -158,24 +158,32 @@ def calling_rows() -> list[dict]:
     return rows
 
 
-def placement_rows() -> list[dict]:
-    """One jitted ``add_one`` on an uncommitted array, then on the same values committed with ``device_put``.
+def miss_cases() -> list[tuple[str, tuple]]:
+    """Calls of one jitted ``add_one``, in turn: the same array, a new shape, the array committed to a device."""
+    x = jnp.ones(3)
+    return [("ones(3)", (x,)), ("ones(3) again", (x,)), ("ones(4)", (jnp.ones(4),)),
+            ("device_put(ones(3))", (jax.device_put(x, jax.devices()[0]),))]
 
-    Reports which caches missed (traces, lowerings, XLA compiles) and how many lines
-    ``jax_explain_cache_misses`` wrote about it.
+
+def cache_misses(fn: Callable = None, cases: Sequence[tuple[str, tuple]] | None = None) -> list[dict]:
+    """Which of jit's three caches each call missed (trace, lower, compile), and what each diagnostic saw.
+
+    ``explained``: lines ``jax_explain_cache_misses`` wrote (tracing-cache misses only);
+    ``logged compiles``: "Finished XLA compilation" lines of ``jax.log_compiles()``.
     """
     from .cache import capture_jax_logs
 
-    x = jnp.ones(3)
-    jitted = fresh_jit(add_one)
+    fn = add_one if fn is None else fn
+    jitted = fresh_jit(fn)
     rows = []
-    for label, arg in (("jnp.ones(3) (uncommitted)", x), ("jnp.ones(3) again", x),
-                       ("jax.device_put(x, jax.devices()[0])", jax.device_put(x, jax.devices()[0]))):
-        with count_compiles() as log, capture_jax_logs(log_compiles=False) as explained:
-            jitted(arg)
-        rows.append({"argument": label, "committed": arg.committed, "traced": log.traces.count("add_one"),
-                     "lowered": log.lowerings.count("add_one"), "compiled": log.count_for("add_one"),
-                     "explanations": sum("add_one" in m for m in explained)})
+    for label, args in (miss_cases() if cases is None else cases):
+        with count_compiles() as log, capture_jax_logs() as messages:
+            jitted(*args)
+        name = fn.__name__
+        rows.append({"call": label, "traced": log.traces.count(name), "lowered": log.lowerings.count(name),
+                     "compiled": log.count_for(name),
+                     "explained": sum("CACHE MISS" in m and f"for {name} defined" in m for m in messages),
+                     "logged compiles": sum(f"XLA compilation of jit({name})" in m for m in messages)})
     return rows
 
 
@@ -242,9 +250,9 @@ def plus_one(i):
 
 
 def jit_in_a_loop(how: str, steps: int = 10) -> dict:
-    """Apply ``plus_one`` ``steps`` times through ``jax.jit(...)`` built inside the loop, three ways.
+    """Apply ``plus_one`` ``steps`` times through ``jax.jit(...)`` built in the loop, three ways.
 
-    Taught in chapter "Static arguments and compiling again", section "jit built inside a loop".
+    Taught in recompilation.qmd, "jit built inside a loop".
     """
     makers = {"jax.jit(partial(plus_one))": lambda: jax.jit(functools.partial(plus_one)),
               "jax.jit(lambda i: plus_one(i))": lambda: jax.jit(lambda i: plus_one(i)),
@@ -258,15 +266,16 @@ def jit_in_a_loop(how: str, steps: int = 10) -> dict:
         for _ in range(steps):
             i = makers[how]()(i)
         seconds = time.perf_counter() - start
-    return {"loop body": how, "steps": steps, "result": int(i), "compiles": log.count, "loop (ms)": 1e3 * seconds}
+    return {"loop body": how, "steps": steps, "result": int(i), "compiles": log.count,
+            "loop (ms)": 1e3 * seconds}
 
 
 # --- buckets ---------------------------------------------------------------------------------------------
 
 def soft_mean(x: jax.Array, mask: jax.Array) -> jax.Array:
-    """Mean of softplus(x) over the entries where ``mask`` is true: padding is ignored, so results do not move.
+    """Mean of softplus(x) where ``mask`` is true: padding is ignored, so results do not move.
 
-    Taught in chapter "Static arguments and compiling again", section "Variable sizes: padding to buckets".
+    Taught in recompilation.qmd, "Variable sizes: padding to buckets".
     """
     y = jnp.logaddexp(x, 0.0)
     return jnp.sum(jnp.where(mask, y, 0.0)) / jnp.sum(mask)
@@ -275,7 +284,7 @@ def soft_mean(x: jax.Array, mask: jax.Array) -> jax.Array:
 def next_bucket(n: int, smallest: int = 16) -> int:
     """The padded length for ``n``: the next power of two, at least ``smallest``.
 
-    Taught in chapter "Static arguments and compiling again", section "Variable sizes: padding to buckets".
+    Taught in recompilation.qmd, "Variable sizes: padding to buckets".
     """
     if not isinstance(n, (int, np.integer)) or n < 1:
         raise ValueError(f"n must be a positive int (a sequence length), got {n!r}.")
@@ -327,11 +336,12 @@ def run_stream(lengths: Sequence[int], bucketed: bool, seed: int = 1) -> StreamR
 # --- control flow without recompiling --------------------------------------------------------------------
 
 def shrink(x, mode):
-    """Three ways to shrink values, chosen by ``mode`` (0, 1 or 2) with ``lax.switch``: one program for all.
+    """Three ways to shrink values, chosen by ``mode`` (0, 1 or 2) with ``lax.switch``: one program.
 
-    Taught in chapter "Static arguments and compiling again", section "Control flow without recompiling".
+    Taught in recompilation.qmd, "Control flow without recompiling".
     """
-    return jax.lax.switch(mode, [lambda v: jnp.clip(v, -1.0, 1.0), jnp.tanh, lambda v: v / (1.0 + jnp.abs(v))], x)
+    branches = [lambda v: jnp.clip(v, -1.0, 1.0), jnp.tanh, lambda v: v / (1.0 + jnp.abs(v))]
+    return jax.lax.switch(mode, branches, x)
 
 
 def shrink_static(x, mode: int):
@@ -344,9 +354,9 @@ def shrink_static(x, mode: int):
 
 
 def sqrt_newton(a, tol):
-    """Square root by Newton's method until the step is below ``tol``: ``lax.while_loop`` with a traced stop.
+    """Square root by Newton's method until the step is below ``tol``: a traced stop, ``lax.while_loop``.
 
-    Taught in chapter "Static arguments and compiling again", section "Control flow without recompiling".
+    Taught in recompilation.qmd, "Control flow without recompiling".
     """
     def not_done(state):
         x, step = state
@@ -395,7 +405,7 @@ def control_flow_rows() -> list[dict]:
 def deep(x, steps: int):
     """A program that takes XLA a noticeable time to compile: ``steps`` unrolled matmul-tanh layers.
 
-    Taught in chapter "Static arguments and compiling again", section "A cache that outlives the process".
+    Taught in recompilation.qmd, "A cache that outlives the process".
     """
     for i in range(steps):
         x = jnp.tanh(x @ x.T * 0.01 + i)
@@ -415,7 +425,8 @@ ready = time.perf_counter()
 with jitbook.count_compiles() as log:
     jax.block_until_ready(jax.jit(recompilation.deep, static_argnums=1)(x, steps))
 done = time.perf_counter()
-print(json.dumps({"compile events": log.count_for("deep"), "compile (s)": log.compile_seconds,
+print(json.dumps({"traces": log.traces.count("deep"), "lowerings": log.lowerings.count("deep"),
+                  "compile events": log.count_for("deep"), "compile (s)": log.compile_seconds,
                   "disk cache hits": log.persistent_cache_hits, "first call (s)": done - ready,
                   "process start to result (s)": done - start, "files in cache dir": len(os.listdir(cache_dir))}))
 """
@@ -446,3 +457,31 @@ def persistent_cache_runs(steps: int, min_compile_seconds: float | None = None) 
             row.update(cold_start(cache_dir, threshold, steps))
             rows.append(row)
     return rows
+
+
+_LATE_CHILD = """
+import json, os, sys
+import jitbook, jax, jax.numpy as jnp
+first, second = sys.argv[1], sys.argv[2]
+jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+jax.config.update("jax_compilation_cache_dir", first)
+jax.jit(lambda x: x * 2.0)(jnp.ones(2))
+jax.config.update("jax_compilation_cache_dir", second)
+jax.jit(lambda x: jnp.tanh(x) @ x)(jnp.ones((4, 4)))
+print(json.dumps({"files in the first directory": len(os.listdir(first)),
+                  "files in the second directory": len(os.listdir(second))}))
+"""
+
+
+def moved_cache_dir() -> dict:
+    """A new process sets a cache directory, compiles, then points the cache elsewhere and compiles again.
+
+    JAX reads the directory once, at the first compile that uses the cache: the later setting is ignored.
+    """
+    with tempfile.TemporaryDirectory(prefix="jitbook-a-") as first, \
+            tempfile.TemporaryDirectory(prefix="jitbook-b-") as second:
+        out = subprocess.run([sys.executable, "-c", _LATE_CHILD, first, second], capture_output=True, text=True,
+                             env=dict(os.environ))
+        if out.returncode != 0:
+            raise RuntimeError(f"the child process failed:\n{out.stderr[-2000:]}")
+        return json.loads(out.stdout.strip().splitlines()[-1])
