@@ -94,7 +94,7 @@ def _table_argument(answer):
     weights = [jnp.asarray(rng.normal(size=(64, 64)), jnp.float32) for _ in range(2)]
     x = jnp.ones(64)
     try:
-        jaxpr = jax.make_jaxpr(answer)(weights[0], x)
+        jaxpr = answer.trace(weights[0], x).jaxpr  # the jitted body's own jaxpr, with its constants
     except Exception as err:  # wrong signature or untraceable body
         raise Wrong(f"apply_weights(weights, x) could not be traced: {type(err).__name__}: "
                     f"{str(err).strip().splitlines()[0]}") from None
