@@ -44,7 +44,10 @@ def total(x: jax.Array) -> jax.Array:
 
 
 def memory_row(fn: Callable, *args, donate_argnums: int | Sequence[int] = (), label: str = "") -> dict:
-    """Compile ``jax.jit(fn, donate_argnums=...)`` for ``args`` and read XLA's memory figures (bytes)."""
+    """Compile ``jax.jit(fn, donate_argnums=...)`` for ``args`` and read XLA's memory figures (bytes).
+
+    Defined in chapter "Keeping, reusing and shipping compiled programs", section "Buffer donation".
+    """
     timing.check_callable(fn, "memory_row")
     compiled = fresh_jit(fn, donate_argnums=donate_argnums).trace(*args).lower().compile()
     m = compiled.memory_analysis()
@@ -80,6 +83,7 @@ def donation_warnings(fn: Callable, *args, donate_argnums: int | Sequence[int] =
     """The warnings JAX gives when a fresh ``jax.jit(fn)`` is called ``calls`` times with ``args`` donated.
 
     Each call gets its own copies of ``args``: a donated array cannot be passed twice.
+    Defined in chapter "Keeping, reusing and shipping compiled programs", section "When donation cannot be used".
     """
     timing.check_callable(fn, "donation_warnings")
     if isinstance(calls, bool) or not isinstance(calls, int) or calls < 1:
@@ -144,7 +148,10 @@ def predict(w: jax.Array, x: jax.Array) -> jax.Array:
 
 
 def batch_spec(features: int, name: str = "b", constraints: Sequence[str] = ()) -> jax.ShapeDtypeStruct:
-    """The abstract input of ``predict`` for any batch size: shape ``(name, features)``, float32."""
+    """The abstract input of ``predict`` for any batch size: shape ``(name, features)``, float32.
+
+    Defined in chapter "Keeping, reusing and shipping compiled programs", section "Saving and shipping a program".
+    """
     (batch,) = export.symbolic_shape(name, constraints=tuple(constraints))
     return jax.ShapeDtypeStruct((batch, features), jnp.float32)
 
@@ -171,6 +178,7 @@ def call_in_fresh_process(serialized: bytes, *args, time_limit: float = 120.0) -
 
     The child never sees the function's source: only the bytes and the arguments, through files in a
     temporary directory that is removed afterwards.
+    Defined in chapter "Keeping, reusing and shipping compiled programs", section "Saving and shipping a program".
     """
     if not isinstance(serialized, (bytes, bytearray)):
         raise TypeError(f"call_in_fresh_process takes the bytes of exported.serialize(), got {type(serialized).__name__}.")
