@@ -166,9 +166,10 @@ from jax import export
 with open(sys.argv[1], "rb") as f:
     exported = export.deserialize(bytearray(f.read()))
 args = np.load(sys.argv[2])
-outputs = exported.call(*[args[f"arg{i}"] for i in range(len(args.files))])
+with jitbook.count_compiles() as log:
+    outputs = exported.call(*[args[f"arg{i}"] for i in range(len(args.files))])
 print(json.dumps({"function": exported.fun_name, "inputs": [str(a) for a in exported.in_avals],
-                  "outputs": np.asarray(outputs).tolist(), "jax": jax.__version__,
+                  "outputs": np.asarray(outputs).tolist(), "jax": jax.__version__, "compiles": log.count,
                   "seconds": time.perf_counter() - start}))
 """
 
