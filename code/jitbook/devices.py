@@ -193,6 +193,11 @@ def matmul_rows(mesh: Mesh, shape: tuple[int, int, int] = (8, 8, 8)) -> list[dic
     return [matmul_row(mesh, *case, shape=shape) for case in matmul_cases(mesh.axis_names[0])]
 
 
+def predict(x: jax.Array, w: jax.Array) -> jax.Array:
+    """A layer applied to a batch: rows of ``x`` are examples, ``w`` is shared by all of them."""
+    return jnp.tanh(x @ w)
+
+
 def psum_matmul(mesh: Mesh):
     """``a @ b`` with the contraction split over the mesh, written per device: local product, then ``psum``.
 
