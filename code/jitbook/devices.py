@@ -247,13 +247,26 @@ def place_rows(data: PLNData, mesh: Mesh | None):
     return data, params, jax.device_put(Omega, replicated)
 
 
+def start_optimizer(params, lr: float = 1.0, mesh: Mesh | None = None):
+    """The optimizer's state for ``params``, its scalars replicated over ``mesh`` as ``pln_step`` returns them.
+
+    Left where ``init`` makes it, the step counter sits on one device while the step returns it replicated:
+    the second iteration would be a new cache key and compile again.
+    """
+    state = make_optimizer(lr).init(params)
+    if mesh is None:
+        return state
+    replicated = NamedSharding(mesh, P())
+    return jax.tree.map(lambda a: a if isinstance(a.sharding, NamedSharding) else jax.device_put(a, replicated), state)
+
+
 def pln_losses(data: PLNData, n_iter: int, mesh: Mesh | None = None, lr: float = 1.0) -> np.ndarray:
     """The PLN fit's losses (minus the ELBO before each step), on one device or data-parallel over ``mesh``.
 
     Defined in chapter "jit across devices and processes", section "The PLN fit, data-parallel".
     """
     data, params, Omega = place_rows(data, mesh)
-    opt_state = make_optimizer(lr).init(params)
+    opt_state = start_optimizer(params, lr, mesh)
     losses = []
     for _ in range(n_iter):
         params, opt_state, Omega, loss = pln_step(params, opt_state, Omega, data, lr=lr)
@@ -264,8 +277,7 @@ def pln_losses(data: PLNData, n_iter: int, mesh: Mesh | None = None, lr: float =
 def pln_step_compiled(data: PLNData, mesh: Mesh | None, lr: float = 1.0):
     """The compiled ``pln_step`` for the placement ``place_rows(data, mesh)`` makes (to read its collectives)."""
     data, params, Omega = place_rows(data, mesh)
-    opt_state = make_optimizer(lr).init(params)
-    return pln_step.lower(params, opt_state, Omega, data, lr=lr).compile()
+    return pln_step.lower(params, start_optimizer(params, lr, mesh), Omega, data, lr=lr).compile()
 
 
 # --- more than one process --------------------------------------------------------------------------------

@@ -64,11 +64,13 @@ def _one_sharding(answer):
             placed = call_answer(answer, v)
             if not isinstance(placed, jax.Array):
                 raise Wrong(f"to_one_sharding returned a {type(placed).__name__}, not a jax.Array.")
-            expect(len(placed.sharding.device_set) == n, "keeps the data on every device",
-                   f"it returned an array on {len(placed.sharding.device_set)} device(s) out of {n}: "
-                   f"keep the data spread over the mesh.")
+            if len(placed.sharding.device_set) != n:
+                raise Wrong(f"it returned an array on {len(placed.sharding.device_set)} device(s) out of {n}: "
+                            f"keep the data spread over the mesh.")
             got, want = float(step(placed)), float(np.sum(np.asarray(v, np.float64) ** 2))
-            expect(abs(got - want) <= 1e-4 * want, "keeps the values", f"the values changed: {got:.6g} != {want:.6g}.")
+            if abs(got - want) > 1e-4 * want:
+                raise Wrong(f"the values changed: the sum of squares is {got:.6g}, it was {want:.6g}.")
+    expect(True, f"keeps the values, on all {n} devices", "")
     compiles = log.count_for("sum_of_squares")
     expect(compiles == 1, "one compile for rows, columns and replicated inputs",
            f"the jitted step compiled {compiles} times for 4 inputs: they still reach it with different shardings.")
