@@ -8,37 +8,50 @@ from collections.abc import Callable
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax import lax
 
 SEEN: list = []  # what log2_with_side_effects appended; trace-time side effects land here
 
 
 def log2_with_side_effects(x: jax.Array) -> jax.Array:
-    """log2 of x that also prints and appends to a global list: neither shows up in the jaxpr."""
+    """log2 of x that also prints and appends to a global list: neither shows up in the jaxpr.
+
+    Taught in "jaxprs", "What a jaxpr leaves out".
+    """
     SEEN.append(x)
     print("running the Python body with", x)
     return jnp.log(x) / jnp.log(2.0)
 
 
 def by_rank(x: jax.Array) -> jax.Array:
-    """Row sums of a matrix, cosine of anything else: a Python branch on a shape, decided while tracing."""
+    """Row sums of a matrix, cosine of anything else: a Python branch on a shape, decided while
+    tracing.
+
+    Taught in "jaxprs", "What a jaxpr leaves out".
+    """
     if x.ndim == 2:
         return jnp.sum(x, axis=1)
     return jnp.cos(x)
 
 
-def step(x: jax.Array) -> jax.Array:
-    """One iteration of a toy update: three primitives."""
+def update(x: jax.Array) -> jax.Array:
+    """One iteration of a toy update: three primitives.
+
+    Taught in "jaxprs", "Reading a jaxpr".
+    """
     return jnp.sin(x) * 0.5 + x
 
 
-def step_f32_constant(x: jax.Array) -> jax.Array:
-    """``step`` with its 0.5 as a float32 array constant: strongly typed, so it promotes a float16 ``x``."""
+def update_f32_constant(x: jax.Array) -> jax.Array:
+    """``update`` with its 0.5 as a float32 array constant: strongly typed, so it promotes a float16
+    ``x``.
+    """
     return jnp.sin(x) * np.float32(0.5) + x
 
 
 def scaled_by(k: float) -> Callable[[jax.Array], jax.Array]:
-    """A function that captures the Python number ``k``: it enters the jaxpr as a literal, not a constant."""
+    """A function that captures the Python number ``k``: it enters the jaxpr as a literal, not a
+    constant.
+    """
 
     def scale(x: jax.Array) -> jax.Array:
         return x * k
@@ -46,20 +59,12 @@ def scaled_by(k: float) -> Callable[[jax.Array], jax.Array]:
     return scale
 
 
-def python_loop(x: jax.Array, steps: int) -> jax.Array:
-    """``steps`` iterations in a Python loop: tracing unrolls it, one copy of ``step`` per iteration."""
-    for _ in range(steps):
-        x = step(x)
-    return x
-
-
-def fori_loop(x: jax.Array, steps: int) -> jax.Array:
-    """The same iterations in ``lax.fori_loop``: ``step`` is traced once, into the loop's body."""
-    return lax.fori_loop(0, steps, lambda i, x: step(x), x)
-
-
 def with_closure(table: jax.Array) -> Callable[[jax.Array], jax.Array]:
-    """A function that reads ``table`` from its enclosing scope: the array becomes a constant of the jaxpr."""
+    """A function that reads ``table`` from its enclosing scope: the array becomes a constant of the
+    jaxpr.
+
+    Taught in "jaxprs", "Constants and literals".
+    """
 
     def project(x: jax.Array) -> jax.Array:
         return jnp.tanh(x @ table)
@@ -72,6 +77,21 @@ def with_argument(x: jax.Array, table: jax.Array) -> jax.Array:
     return jnp.tanh(x @ table)
 
 
+@jax.jit
+def inner(x: jax.Array) -> jax.Array:
+    """A jitted function that ``outer`` calls: inside another trace it becomes one equation."""
+    return jnp.sin(x) * 2.0
+
+
+def outer(x: jax.Array) -> jax.Array:
+    """Calls the jitted ``inner``: its jaxpr holds ``inner`` as one ``jit`` equation with a jaxpr
+    inside.
+
+    Taught in "jaxprs", "A jitted function inside another".
+    """
+    return inner(x) + 1.0
+
+
 # --- explorer
 
 
@@ -80,11 +100,11 @@ def variants(size: int) -> dict[str, tuple[Callable, tuple, tuple[int, ...]]]:
     x = jnp.linspace(0.0, 1.0, size, dtype=jnp.float32)
     table = jax.random.normal(jax.random.key(3), (size, size))
     return {
-        "step, float32": (step, (x,), ()),
-        "step, float16": (step, (x.astype(jnp.float16),), ()),
-        "step_f32_constant, float16": (step_f32_constant, (x.astype(jnp.float16),), ()),
-        "python_loop, 10 steps": (python_loop, (x, 10), (1,)),
-        "fori_loop, 10 steps": (fori_loop, (x, 10), (1,)),
+        "update, float32": (update, (x,), ()),
+        "update, float16": (update, (x.astype(jnp.float16),), ()),
+        "update_f32_constant, float16": (update_f32_constant, (x.astype(jnp.float16),), ()),
+        "scaled_by(3.0)": (scaled_by(3.0), (x,), ()),
+        "outer (calls a jitted inner)": (outer, (x,), ()),
         "with_closure": (with_closure(table), (x[None, :],), ()),
         "with_argument": (with_argument, (x[None, :], table), ()),
     }
