@@ -119,7 +119,7 @@ def clip_lines(text: str, width: int = 160) -> str:
 def variant_explorer(size: int) -> tuple[list[dict], list[dict]]:
     """Each of ``variants(size)`` walked through trace, lower, compile: its sizes, XLA's costs, and the texts.
 
-    Defined for the explorer of chapter "jaxprs and the road to XLA", section "Explore it".
+    Taught in "jaxprs", "Explore it" (sec-jaxprs-explore).
     """
     from .programs import COSTS, count_equations, walk
 

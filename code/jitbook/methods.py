@@ -437,8 +437,8 @@ EVENTS = ("new weights", "new layer", "new activation")
 def event_grid(strategies: Sequence[Strategy] = STRATEGIES, size: int = 3) -> list[dict]:
     """For each strategy and event (new weights, new layer, new activation): compiles, and whether the result is right.
 
-    Each strategy starts from empty caches and a layer already called once. Defined for the explorer of
-    chapter "Jitting methods and classes", section "Explore it".
+    Each strategy starts from empty caches and a layer already called once.
+    Taught in "Jitting methods and classes", "Explore it" (sec-methods-explore).
     """
     rng = np.random.default_rng(size)
     w1, w2, w3, x = (jnp.asarray(rng.normal(size=size), dtype=jnp.float32) for _ in range(4))

@@ -515,7 +515,7 @@ def _plain_text(text: str) -> str:
 def call_story(calls: Sequence[tuple[str, object, object, dict]] | None = None) -> tuple[list[dict], list[dict]]:
     """One fresh ``jax.jit(power, static_argnums=1)`` called on each of ``calls``: compiled or not, and JAX's reason.
 
-    Defined for the explorer of chapter "Static arguments and compiling again", section "Explore it".
+    Taught in "Static arguments and compiling again", "Explore it" (sec-recompilation-explore).
     """
     jitted = fresh_jit(power, static_argnums=1)
     rows, panels = [], []

@@ -383,7 +383,7 @@ LOOPS = {"Python loop": python_loop, "fori_loop": fori_version, "scan": scan_ver
 def loop_explorer(ns: Sequence[int], x: jax.Array) -> tuple[list[dict], list[dict]]:
     """Per loop length: equations and compile time of each loop (``loop_growth``), and the jaxprs to read.
 
-    Defined for the explorer of chapter "Tracing", section "Explore it".
+    Taught in "Tracing", "Explore it" (sec-tracing-explore).
     """
     growth = loop_growth(list(LOOPS.values()), ns, x)
     rows, panels = [], []

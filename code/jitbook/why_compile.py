@@ -104,7 +104,7 @@ def divide_by_huge(x: jax.Array) -> jax.Array:
 def size_sweep(rows: Sequence[int], columns: int = 256, repeats: int = 5) -> list[dict]:
     """``standardize_softplus`` on ``rows`` x ``columns`` arrays: op by op, compiled, compile time, break-even calls.
 
-    Defined for the explorer of chapter "Why compile?", section "Explore it".
+    Taught in "Why compile?", "Explore it" (sec-why-compile-explore).
     """
     if isinstance(rows, (str, bytes)) or not isinstance(rows, Sequence) or not rows or not all(
             isinstance(r, int) and not isinstance(r, bool) and r > 0 for r in rows):

@@ -259,7 +259,7 @@ def level_curves(runs: dict[str, FitResult], ms_per_iter: dict[str, float],
 
     "The way down" runs from the highest first loss to the lowest loss any level reached. ``runs`` is
     ``fit_levels``' result, ``ms_per_iter`` each level's run time per iteration (``bench.benchmark_levels``).
-    Defined for the explorer of chapter "A worked example", section "Explore it".
+    Taught in "A worked example", "Explore it" (sec-pln-explore).
     """
     missing = sorted(set(runs) - set(ms_per_iter))
     if missing:
