@@ -34,6 +34,9 @@ def test_picker_colours_the_chosen_bar_and_carries_panels():
     ex = explore.picker(rows, key="variant", bar="flops", title="t", panels=[{"jaxpr": "A"}, {"jaxpr": "B"}])
     assert ex.updates[1]["marker.color"][0] == ["#7f7f7f", explore.HIGHLIGHT]
     assert ex.spec()["panels"] == [["A"], ["B"]]
+    buttons = ex.plotly_figure()["layout"]["updatemenus"][0]["buttons"]  # JupyterLab: Plotly's menu shows the panels
+    assert [b["args"][1]["annotations"][0]["text"] for b in buttons] == ["<b>jaxpr</b><br>A", "<b>jaxpr</b><br>B"]
+    assert buttons[1]["args"][1]["title"]["text"].endswith("<sub>variant: b; flops: 5</sub>")
     html = ex.html(include_scripts=False)
     assert '<pre id="' in html and ">A</pre>" in html
     assert "<select" in html and "<details>" in html

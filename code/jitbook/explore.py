@@ -143,10 +143,17 @@ class Explorer:
                 "traces": self.traces, "updates": self.updates, "start": self.start}
 
     def plotly_figure(self) -> dict:
-        """The figure with Plotly's own slider or menu: what JupyterLab draws from the Plotly MIME type."""
-        steps = [{"label": label, "method": "restyle", "args": [update, self.traces]}
-                 for label, update in zip(self.labels, self.updates, strict=True)]
-        layout = dict(self.figure["layout"])
+        """The figure with Plotly's own slider or menu: what JupyterLab draws from the Plotly MIME type.
+
+        There are no HTML controls there, so each step also writes the caption under the title and the
+        panels' text in an annotation below the plot.
+        """
+        lines = max(sum(len(text.splitlines()) + 1 for text in p.values()) for p in self.panels)
+        steps = [{"label": label, "method": "update", "args": [update, self._words(i), self.traces]}
+                 for i, (label, update) in enumerate(zip(self.labels, self.updates, strict=True))]
+        layout = {**self.figure["layout"], **self._words(self.start)}
+        layout["margin"] = {**layout["margin"], "b": layout["margin"]["b"] + 40 + 13 * lines}
+        layout["height"] = layout["height"] + 40 + 13 * lines
         if self.control == "slider":
             layout["sliders"] = [{"active": self.start, "steps": steps, "pad": {"t": 50},
                                   "currentvalue": {"prefix": f"{self.label}: "}}]
@@ -154,6 +161,14 @@ class Explorer:
             layout["updatemenus"] = [{"active": self.start, "buttons": steps, "direction": "down",
                                       "x": 0, "xanchor": "left", "y": 1.18, "yanchor": "bottom"}]
         return {"data": self.figure["data"], "layout": layout, "config": CONFIG}
+
+    def _words(self, i: int) -> dict:
+        """Layout of choice ``i`` for Plotly alone: its caption as the subtitle, its panels as one annotation."""
+        text = "<br>".join(f"<b>{_plotly_text(t)}</b><br>{_plotly_text(v)}" for t, v in self.panels[i].items())
+        notes = [{"text": text, "xref": "paper", "yref": "paper", "x": 0, "y": 0, "yshift": -60, "xanchor": "left",
+                  "yanchor": "top", "align": "left", "showarrow": False, "font": {"family": "monospace", "size": 11}}]
+        return {"title": {"text": f"{_plotly_text(self.title)}<br><sub>{_plotly_text(self.captions[i])}</sub>"},
+                "annotations": notes if self.panels[i] else []}
 
     def text(self) -> str:
         """The text equivalent: the table the explorer draws from, one line per choice."""
@@ -232,6 +247,12 @@ def _restyled(figure: dict, traces: list[int], update: dict) -> dict:
                 node = node.setdefault(name, {})
             node[leaf] = value
     return {"data": data, "layout": figure["layout"]}
+
+
+def _plotly_text(text: str) -> str:
+    """Plain text for Plotly's small HTML subset: escaped, line breaks as <br>, indentation kept."""
+    lines = html.escape(text, quote=False).splitlines() or [""]
+    return "<br>".join(line.replace(" ", "&nbsp;") if line.startswith(" ") else line for line in lines)
 
 
 def _short(value: float) -> float:
