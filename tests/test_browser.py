@@ -187,3 +187,59 @@ def test_every_kind_of_explorer_works_on_one_page(browser, tmp_path):
         move(page, spec)
     assert not errors and not remote, (errors, remote)
     page.close()
+
+
+def test_jupyterlab_draws_an_untrusted_explorer_with_plotlys_own_menu(browser, tmp_path):
+    """In JupyterLab, an executed notebook nobody trusted: the Plotly MIME type renders, and its menu moves the choice."""
+    import socket
+    import subprocess
+    import sys
+    import time
+
+    from nbclient import NotebookClient
+
+    cell = ("import jitbook\nfrom jitbook import explore\nexplore.picker([{'v': 'sin', 'flops': 3}, {'v': 'cos', 'flops': 5}], "
+            "key='v', bar='flops', title='picker', panels=[{'jaxpr': 'sin a'}, {'jaxpr': 'cos a'}])")
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(cell)])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    NotebookClient(nb, kernel_name="python3", extra_arguments=book.QUIET_KERNEL, timeout=120).execute()
+    nbformat.write(nb, tmp_path / "explorer.ipynb")  # written, not signed: JupyterLab treats it as untrusted
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = subprocess.Popen([sys.executable, "-m", "jupyter", "lab", "--allow-root", "--no-browser", f"--port={port}",
+                               "--ServerApp.token=explore", f"--ServerApp.root_dir={tmp_path}", "--LabApp.news_url=",
+                               "--ServerApp.ip=127.0.0.1"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        page = browser.new_page()
+        local = f"http://127.0.0.1:{port}"
+        remote = []
+
+        def route(r):
+            if r.request.url.startswith((local, "data:", "blob:")):
+                r.continue_()
+            else:
+                remote.append(r.request.url)
+                r.abort()
+
+        page.route("**/*", route)
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                page.goto(f"{local}/lab/tree/explorer.ipynb?token=explore")
+                break
+            except Exception:  # noqa: BLE001 - the server is still starting
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(1)
+        plot = page.locator(".jp-RenderedPlotly")
+        page.wait_for_selector(".jp-RenderedPlotly .main-svg", timeout=90_000)
+        assert page.locator(".jp-RenderedPlotly .annotation-text").first.text_content() == "jaxprsin a"
+        plot.locator(".updatemenu-header-group").first.click()
+        plot.locator(".updatemenu-item-text", has_text="cos").first.click()
+        page.wait_for_function("document.querySelector('.jp-RenderedPlotly .annotation-text').textContent === 'jaxprcos a'")
+        assert not remote, f"JupyterLab asked the network for {remote}"
+        page.close()
+    finally:
+        server.terminate()
+        server.wait(timeout=30)

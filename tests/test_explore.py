@@ -90,8 +90,9 @@ def test_ids_are_stable_across_runs():
 
 
 def test_text_equivalent_lists_every_row():
-    text = explore.slider(ROWS, x="n", ys=["jit ms"], title="t").text().splitlines()
-    assert text[1] == "n | eager ms | jit ms" and len(text) == 2 + len(ROWS)
+    text = explore.slider(ROWS, x="n", ys=["jit ms"], title="t").text()
+    blocks = text.split("\n\n")
+    assert blocks[0] == "t" and blocks[2] == "n: 10\neager ms: 20\njit ms: 3" and len(blocks) == 1 + len(ROWS)
 
 
 @pytest.mark.parametrize("call, message", [

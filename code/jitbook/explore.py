@@ -26,7 +26,7 @@ from importlib import resources
 
 METADATA_KEY = "jitbook/explorer"
 PLOTLY_MIME = "application/vnd.plotly.v1+json"
-CONFIG = {"displaylogo": False, "responsive": True, "showLink": False}
+CONFIG = {"displaylogo": False, "responsive": True, "showLink": False, "showSendToCloud": False, "showEditInChartStudio": False}
 HIGHLIGHT = "#d62728"
 
 # plotly.js and the explorer runtime go into the page once: with the first explorer this kernel shows.
@@ -171,10 +171,9 @@ class Explorer:
                 "annotations": notes if self.panels[i] else []}
 
     def text(self) -> str:
-        """The text equivalent: the table the explorer draws from, one line per choice."""
-        columns = list(self.rows[0])
-        lines = [" | ".join(columns)] + [" | ".join(_fmt(r[c]) for c in columns) for r in self.rows]
-        return f"{self.title}\n" + "\n".join(lines)
+        """The text equivalent: every row the explorer draws from, one ``column: value`` line each (short lines)."""
+        blocks = ["\n".join(f"{k}: {_fmt(v)}" for k, v in row.items()) for row in self.rows]
+        return f"{self.title}\n\n" + "\n\n".join(blocks)
 
     def html(self, include_scripts: bool) -> str:
         """The explorer as one HTML fragment; ``include_scripts`` embeds plotly.js and the runtime (once a page)."""
