@@ -102,6 +102,15 @@ def collective_lines(compiled, width: int = 110) -> list[str]:
     return [line if len(line) <= width else line[:width] + " ..." for line in lines]
 
 
+def reduced_shapes(compiled) -> list[tuple[int, ...]]:
+    """The shapes of the arrays that the first all-reduce of ``compiled`` sums across devices."""
+    lines = [line for line in compiled.as_text().splitlines() if re.search(r"\ball-reduce(?:-start)?\(", line)]
+    if not lines:
+        raise ValueError("the compiled program has no all-reduce; compile it for inputs split over several devices.")
+    result_type = lines[0].split("=", 1)[1].split(" all-reduce")[0]
+    return [tuple(int(d) for d in dims.split(",") if d) for dims in re.findall(r"\w+\[([\d,]*)\]", result_type)]
+
+
 def words(counts: Counter) -> str:
     """``Counter({'all-reduce': 2})`` -> ``'2 all-reduce'``; ``'none'`` when empty."""
     return ", ".join(f"{n} {op}" for op, n in counts.items()) or "none"

@@ -33,19 +33,19 @@ def _batch_axis(answer):
     expect(isinstance(answer, P), "is a PartitionSpec",
            f"batch_spec is a {type(answer).__name__}; make it a jax.sharding.PartitionSpec, e.g. P('data', None).")
     n = mesh.devices.size
-    x = np.random.default_rng(0).normal(size=(4 * n, 6)).astype(np.float32)
-    w = np.random.default_rng(1).normal(size=(6, 3)).astype(np.float32)
+    x = np.random.default_rng(0).normal(size=(4 * n, 2 * n)).astype(np.float32)
+    w = np.random.default_rng(1).normal(size=(2 * n, 3)).astype(np.float32)
     try:
         xs = jax.device_put(x, NamedSharding(mesh, answer))
     except Exception as err:
         raise Wrong(f"jax.device_put refused batch_spec {answer}: {str(err).splitlines()[0]}") from None
     compiled = _compiled(devices.predict, xs, w)
-    out_shard = compiled.output_shardings.shard_shape((4 * n, 3))
-    expect(out_shard[0] < 4 * n, f"the output is split over the batch ({out_shard} per device)",
-           f"each device computes the whole output {out_shard}: the batch axis is not on the mesh.")
     found = devices.collectives(compiled)
     expect(not found, "the compiled program has no collectives",
            f"the compiled program runs {devices.words(found)}: splitting the features makes devices exchange data.")
+    out_shard = compiled.output_shardings.shard_shape((4 * n, 3))
+    expect(out_shard[0] < 4 * n, f"the output is split over the batch ({out_shard} per device)",
+           f"each device computes the whole output {out_shard}: the batch axis is not on the mesh.")
     expect(np.allclose(np.asarray(compiled(xs, w)), np.tanh(x @ w), atol=1e-5), "same result as on one device",
            "the sharded result differs from tanh(x @ w).")
 
