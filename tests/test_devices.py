@@ -96,8 +96,7 @@ FACTS = textwrap.dedent('''
         "stats right": verdict("devices.column-stats", lambda v: (jnp.mean(v, 0), jnp.cov(v.T))),
         "stats ddof0": verdict("devices.column-stats", lambda v: (jnp.mean(v, 0), jnp.cov(v.T, bias=True))),
         "stats gathered": verdict("devices.column-stats", lambda v: (
-            jnp.mean(jax.lax.with_sharding_constraint(v, NamedSharding(mesh, P())), 0),
-            jnp.cov(jax.lax.with_sharding_constraint(v, NamedSharding(mesh, P(None, axis))).T))),
+            jnp.mean(v, 0), jnp.cov(jax.lax.with_sharding_constraint(v, NamedSharding(mesh, P())).T))),
     }
     print("FACTS " + json.dumps(facts))
 ''')
@@ -263,3 +262,13 @@ def test_the_exercises_say_they_need_several_devices():
 
     report = check("devices.batch-axis", None)
     assert not report.passed and "need several" in report.message
+
+
+def test_picture_draws_with_rich_or_says_it_is_missing():
+    import importlib.util
+
+    text = devices.picture(jax.numpy.ones((4, 4)))
+    if importlib.util.find_spec("rich") is None:
+        assert text == "(no picture: `visualize_sharding` requires `rich` to be installed.)"
+    else:
+        assert "CPU 0" in text and "\x1b[" not in text  # plain text, no ANSI colour codes
