@@ -116,6 +116,15 @@ def test_jax_num_cpu_devices_set_first_gives_that_many_devices(facts):
     assert facts["device count"] == 4
 
 
+def test_the_xla_flag_gives_simulated_devices_too():
+    import os
+
+    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=3")
+    out = subprocess.run([sys.executable, "-c", "import jitbook, jax; print(jax.device_count())"],
+                         env=env, capture_output=True, text=True, timeout=120)
+    assert out.stdout.strip() == "3", out.stderr[-2000:]
+
+
 def test_a_new_device_count_is_refused_once_the_backend_runs(facts):
     assert facts["late jax error"].startswith("RuntimeError: jax_num_cpu_devices config should be updated before")
     assert "Restart the kernel and call use_cpu_devices(8)" in facts["late our error"]
