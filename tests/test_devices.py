@@ -44,6 +44,8 @@ FACTS = textwrap.dedent('''
     d = double(x)
     facts["out_shardings"] = [str(d.sharding.spec), bool(np.array_equal(np.asarray(d), 2 * x))]
     facts["key rows"] = devices.sharding_key_rows(mesh)
+    facts["abstract"] = [[dict(jax.typeof(v).sharding.mesh.shape), str(jax.typeof(v).sharding.spec)] for v in
+                         (jnp.asarray(x), xr, jax.device_put(x, NamedSharding(mesh, P(None, "data"))))]
     facts["explain auto"] = devices.explain_new_sharding(mesh)
     facts["explain explicit"] = devices.explain_new_sharding(explicit)
     facts["matmul"] = devices.matmul_rows(mesh)
@@ -167,6 +169,10 @@ def test_a_new_sharding_compiles_new_values_do_not_and_auto_mode_does_not_retrac
     rows = facts["key rows"]
     assert [r["compiled"] for r in rows] == [1, 1, 0, 1, 0]
     assert [r["traced"] for r in rows] == [1, 1, 0, 0, 0]
+
+
+def test_on_an_auto_mesh_the_traced_type_records_the_mesh_not_the_split(facts):
+    assert facts["abstract"] == [[{}, "P(None, None)"], [{"data": 4}, "P(None, None)"], [{"data": 4}, "P(None, None)"]]
 
 
 def test_cache_miss_explanations_name_the_sharding_only_in_explicit_mode(facts):
