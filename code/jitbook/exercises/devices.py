@@ -56,24 +56,24 @@ def _one_sharding(answer):
     mesh = _mesh()
     n, axis = mesh.devices.size, mesh.axis_names[0]
     x = np.random.default_rng(2).normal(size=(2 * n, 2 * n)).astype(np.float32)
-    inputs = [jax.device_put(v, NamedSharding(mesh, spec))
-              for v, spec in ((x, P(axis, None)), (x, P(None, axis)), (2 * x, P(None, axis)), (3 * x, P()))]
+    loaders = {"rows": P(axis, None), "columns": P(None, axis), "columns, new values": P(None, axis), "replicated": P()}
+    values = {"rows": x, "columns": x, "columns, new values": 2 * x, "replicated": 3 * x}
     step = fresh_jit(devices.sum_of_squares)
     with count_compiles() as log:
-        for v in inputs:
-            placed = call_answer(answer, v)
+        for name, spec in loaders.items():
+            placed = call_answer(answer, jax.device_put(values[name], NamedSharding(mesh, spec)))
             if not isinstance(placed, jax.Array):
                 raise Wrong(f"to_one_sharding returned a {type(placed).__name__}, not a jax.Array.")
             if len(placed.sharding.device_set) != n:
-                raise Wrong(f"it returned an array on {len(placed.sharding.device_set)} device(s) out of {n}: "
-                            f"keep the data spread over the mesh.")
-            got, want = float(step(placed)), float(np.sum(np.asarray(v, np.float64) ** 2))
+                raise Wrong(f"for the {name} input it returned an array on {len(placed.sharding.device_set)} "
+                            f"device(s) out of {n}: keep the data spread over the mesh.")
+            got, want = float(step(placed)), float(np.sum(values[name].astype(np.float64) ** 2))
             if abs(got - want) > 1e-4 * want:
-                raise Wrong(f"the values changed: the sum of squares is {got:.6g}, it was {want:.6g}.")
-    expect(True, f"keeps the values, on all {n} devices", "")
+                raise Wrong(f"for the {name} input the values changed: sum of squares {got:.6g}, not {want:.6g}.")
     compiles = log.count_for("sum_of_squares")
-    expect(compiles == 1, "one compile for rows, columns and replicated inputs",
-           f"the jitted step compiled {compiles} times for 4 inputs: they still reach it with different shardings.")
+    expect(compiles == 1, f"same values, on all {n} devices, and one compile for rows, columns and replicated inputs",
+           f"the jitted step compiled {compiles} times for {len(loaders)} inputs: they still reach it with "
+           f"different shardings.")
 
 
 @exercise("devices.psum", answer="sharded_dot", topic="shard_map and psum", difficulty=2,
