@@ -8,7 +8,6 @@ import dataclasses
 import functools
 import json
 import os
-import re
 import subprocess
 import sys
 import tempfile
@@ -507,11 +506,6 @@ def call_sequence(x: jax.Array | None = None) -> list[tuple[str, object, object,
     ]
 
 
-def _plain_text(text: str) -> str:
-    """JAX's message without build paths (file names kept) and object ids, which change at every run."""
-    return re.sub(r" id=\d+", "", re.sub(r"(?:[\w.\-]*[/\\])+([\w.\-]+\.py)", r"\1", text))
-
-
 def call_story(calls: Sequence[tuple[str, object, object, dict]] | None = None) -> tuple[list[dict], list[dict]]:
     """One fresh ``jax.jit(power, static_argnums=1)`` called on each of ``calls``: compiled or not, and JAX's reason.
 
@@ -534,7 +528,7 @@ def call_story(calls: Sequence[tuple[str, object, object, dict]] | None = None) 
         rows.append({"call": i + 1, "what changed": label, "jit sees": f"{aval.str_short(short_dtypes=True)}, n={n!r}",
                      "weak type": bool(aval.weak_type), "compiled": compiled,
                      "compiles so far": compiled + (rows[-1]["compiles so far"] if rows else 0)})
-        why = _plain_text(messages_about(messages, "power", max_lines=12))
+        why = messages_about(messages, "power", max_lines=12)
         panels.append({"JAX's explanation (jax_explain_cache_misses)": why or
                        ("no message: the call found its program in jit's cache" if not compiled else "no message")})
     return rows, panels
