@@ -580,3 +580,13 @@ def test_cache_size_counts_dispatch_entries_not_compiles():
     f = jax.jit(add_half)
     assert count_each(lambda: f(1.0), lambda: f(jnp.array(1.0)), name="add_half") == [1, 0]
     assert f._cache_size() == 2
+
+
+def test_closure_to_argument_counts_the_answers_function_not_eager_helpers():
+    grad_wrt_layer = jax.jit(jax.grad(methods.layer_loss))
+
+    def weight_grad(layer, x):
+        flipped = jnp.flip(layer.weight)  # an eager op: it compiles once on its own, not the student's fault
+        return grad_wrt_layer(layer, x).weight + 0.0 * jnp.flip(flipped)
+
+    assert check("methods.closure-to-argument", weight_grad).passed
