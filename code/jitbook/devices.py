@@ -181,7 +181,7 @@ def matmul_row(mesh: Mesh, a_spec: P, b_spec: P, out_spec: P | None = None,
                             jax.ShapeDtypeStruct((k, n), jnp.float32)).compile()
     out = compiled.output_shardings
     return {"a": str(a_spec), "b": str(b_spec), "out asked": "compiler's choice" if out_spec is None else str(out_spec),
-            "collectives": words(collectives(compiled)),
+            "collectives": words(collectives(compiled)), "collective ops": sum(collectives(compiled).values()),
             "a per device": str(a_sharding.shard_shape((m, k))), "b per device": str(b_sharding.shard_shape((k, n))),
             "out per device": str(out.shard_shape((m, n)))}
 
