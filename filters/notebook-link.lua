@@ -6,6 +6,39 @@ local function small()
   return value == "1" or value == "true"
 end
 
+-- Solutions are folded on the page; keep them and their nbgrader markers out of the site's search index
+-- (Quarto 1.6+ skips elements with this class) and drop the marker lines from the code shown.
+local BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
+
+local function without_markers(text)
+  local kept = {}
+  for line in (text .. "\n"):gmatch("(.-)\n") do
+    local bare = line:match("^%s*(.-)%s*$")
+    if bare ~= BEGIN and bare ~= END then
+      table.insert(kept, line)
+    end
+  end
+  return table.concat(kept, "\n")
+end
+
+function Div(div)
+  if not div.classes:includes("cell") then
+    return nil
+  end
+  local solution = false
+  div = div:walk({CodeBlock = function(block)
+    if block.text:find(BEGIN, 1, true) then
+      solution = true
+      block.text = without_markers(block.text)
+      return block
+    end
+  end})
+  if solution then
+    div.classes:insert("quarto-exclude-from-search-index")
+    return div
+  end
+end
+
 function Pandoc(doc)
   local input = quarto.doc.input_file or ""
   if not quarto.doc.is_format("html") then

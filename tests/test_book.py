@@ -48,6 +48,14 @@ def test_the_site_loads_no_web_fonts_or_math_scripts():
         "theme.scss must set `$web-font-path: false;` or Bootswatch themes load Google Fonts")
 
 
+def test_inline_code_has_no_fixed_light_background():
+    """The same theme.scss sits over the light and the dark theme: an opaque light colour fails in dark mode."""
+    match = re.search(r"^\$code-bg:\s*([^;]+);", (ROOT / "theme.scss").read_text(), re.M)
+    assert match, "theme.scss must set $code-bg, or the dark theme keeps the light page's inline-code background"
+    assert re.fullmatch(r"rgba\(.*,\s*0?\.\d+\)|transparent", match.group(1).strip()), (
+        f"$code-bg: {match.group(1)} is opaque; use a translucent tint that reads on both pages")
+
+
 def test_every_listed_page_exists_and_index_comes_first():
     listed = pages()
     assert listed[0].name == "index.qmd"
@@ -114,13 +122,13 @@ def test_harness_cli_writes_the_notebook(tmp_path, monkeypatch):
 @pytest.mark.skipif(shutil.which("pandoc") is None, reason="pandoc is not on PATH (Debian: apt-get install pandoc)")
 def test_notebook_link_filter_links_each_chapter_to_its_notebook(tmp_path):
     """Run the Lua filter under plain pandoc, with the one Quarto function it uses stood in for."""
-    def run(input_file: str, small: str = "0") -> str:
+    def run(input_file: str, small: str = "0", text: str = "# Title {#sec-x}\n\nBody.\n") -> str:
         shim = tmp_path / "shim.lua"
         shim.write_text(f'quarto = {{doc = {{input_file = "{input_file}", '
                         'is_format = function(f) return f == "html" end}}\n'
                         + (ROOT / "filters" / "notebook-link.lua").read_text())
         return subprocess.run(["pandoc", "-f", "markdown", "-t", "html", "--lua-filter", str(shim)],
-                              input="# Title {#sec-x}\n\nBody.\n", capture_output=True, text=True, check=True,
+                              input=text, capture_output=True, text=True, check=True,
                               env={**os.environ, "JITBOOK_SMALL": small}).stdout
 
     chapter = run("/book/chapters/tracing.qmd")
@@ -129,6 +137,11 @@ def test_notebook_link_filter_links_each_chapter_to_its_notebook(tmp_path):
     assert "notebooks" not in run("/book/index.qmd")
     assert "problem-size" not in chapter and "small problem sizes" in run("/book/chapters/tracing.qmd", small="1")
     assert "small problem sizes" in run("/book/index.qmd", small="1")
+    solution = run("/book/chapters/tracing.qmd", text=(
+        "# T\n\n::: {.cell}\n```python\ndef f(x):\n    ### BEGIN SOLUTION\n    return x\n    ### END SOLUTION\n```\n:::\n"
+        "\n::: {.cell}\n```python\nprint(1)\n```\n:::\n"))
+    assert solution.count("quarto-exclude-from-search-index") == 1 and "SOLUTION" not in solution
+    assert "return</span> x" in solution and "print</span>(" in solution
 
 
 def test_every_page_imports_jitbook_before_jax():

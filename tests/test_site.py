@@ -237,3 +237,57 @@ def test_quarto_builds_an_offline_site_with_every_download(tmp_path):
     for html in out.rglob("*.html"):
         assert book.remote_loads(html.read_text()) == [], f"{html.relative_to(out)} loads remote resources"
     assert "BEGIN SOLUTION" not in (out / "search.json").read_text()
+
+
+# ---- typography: what Markdown would change or drop ---------------------------------------------------------
+
+def _outside_code(markdown: str) -> str:
+    """Markdown without its code blocks and code spans: the text that smart typography and HTML parsing see."""
+    markdown = re.sub(r"^(`{3,}).*?^\1", "", markdown, flags=re.M | re.S)
+    return re.sub(r"(`+).+?\1", "", markdown, flags=re.S)
+
+
+def _markdown_texts(nb) -> list[tuple[int, str]]:
+    texts = [(i, c.source) for i, c in enumerate(nb.cells) if c.cell_type == "markdown"]
+    return texts + [(i, o["data"]["text/markdown"]) for i, c in enumerate(nb.cells) if c.cell_type == "code"
+                    for o in c.get("outputs", []) if "text/markdown" in o.get("data", {})]
+
+
+@pytest.mark.chapter
+@pytest.mark.parametrize("page", chapters(), ids=lambda p: p.name)
+def test_flags_and_tags_are_written_where_markdown_keeps_them(page, executed):
+    """`--flag` outside code becomes an en dash (a wrong flag when copied); `<Error>` outside code vanishes as a tag."""
+    nb = executed(page)
+    dashes = [(i, m) for i, text in _markdown_texts(nb) for m in re.findall(r"(?<![-\w])--[a-z][\w-]*", _outside_code(text))]
+    assert not dashes, f"{page.name}: flags outside code spans, which Quarto sets with an en dash: {dashes}"
+    tags = [(i, m) for i, text in _markdown_texts(nb) for m in re.findall(r"(?<!\\)<[A-Z][A-Za-z]*>", _outside_code(text))]
+    assert not tags, f"{page.name}: <Words> outside code, which HTML drops as unknown tags (escape them): {tags}"
+
+
+@pytest.mark.parametrize("page", chapters(), ids=lambda p: p.name)
+def test_captions_keep_their_words(page):
+    for cell in book.to_notebook(page).cells:
+        options = cell.metadata.get("jitbook", {}).get("options", {}) if cell.cell_type == "code" else {}
+        for key in ("tbl-cap", "fig-cap"):
+            caption = _outside_code(str(options.get(key, "")))
+            assert not re.search(r"(?<!\\)<[A-Za-z][\w-]*>", caption), (
+                f"{page.name}, line {cell.metadata['jitbook']['qmd_line']}: {key} {caption!r} holds a <tag> "
+                f"that HTML drops; write it as `<Error>` or \\<Error\\>")
+
+
+@pytest.mark.parametrize("page", chapters(), ids=lambda p: p.name)
+def test_exercise_titles_carry_their_stars_one_level_under_exercises(page):
+    section, problems = None, []
+    prose = book.to_notebook(page).cells
+    for cell in prose:
+        if cell.cell_type != "markdown":
+            continue
+        for line in _outside_code(cell.source).splitlines():
+            heading = re.match(r"^(#+)\s+(.*)", line)
+            if heading and len(heading.group(1)) == 2:
+                section = heading.group(2)
+            stars = re.search(r"[★☆]{3}", line)
+            if stars and not (heading and len(heading.group(1)) == 3 and (section or "").startswith("Exercises")):
+                problems.append(line.strip()[:80])
+    assert not problems, (f"{page.name}: difficulty stars belong in the exercise's title, `### Title ★★☆`, "
+                          f"under `## Exercises`; found: {problems}")
