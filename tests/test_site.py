@@ -31,6 +31,7 @@ KNOWN_WIDE = {
 KNOWN_CAPTIONS = {"methods.qmd": "the strategies table's tbl-cap writes 'no: <Error>' outside a code span"}
 KNOWN_STARS = {"pln.qmd": "difficulty written in the exercise prose ('Difficulty ★☆☆.'), not in the title"}
 KNOWN_TAGS = {"methods.qmd": "'<Error>' in prose and in the strategies table's caption"}
+KNOWN_EQUATIONS = {"pln.qmd": "the ELBO is one display line; it fits split in an aligned environment"}
 KNOWN_LEAKS = {
     "recompilation.qmd": "cache-miss logs name this checkout's files and object ids (cache.capture_jax_logs)",
     "methods.qmd": "JAX errors quote `<function ... at 0x...>` (errors.error_line should drop the address)",
@@ -294,3 +295,20 @@ def test_exercise_titles_carry_their_stars_one_level_under_exercises(page):
                 problems.append(line.strip()[:80])
     assert not problems, (f"{page.name}: difficulty stars belong in the exercise's title, `### Title ★★☆`, "
                           f"under `## Exercises`; found: {problems}")
+
+
+MATH_LINE = 50  # printed symbols of one display-math line that fit the column at display size
+
+
+def _printed(tex: str) -> int:
+    """Roughly how many symbols a TeX row prints: commands, braces, scripts markers and spaces take none."""
+    return len(re.sub(r"\\[a-zA-Z]+|[{}_^&!,;]|\s", "", tex))
+
+
+@pytest.mark.parametrize("page", known(KNOWN_EQUATIONS), ids=lambda p: p.name)
+def test_display_equations_are_broken_into_lines_that_fit(page):
+    text = re.sub(r"^```.*?^```", "", page.read_text(), flags=re.M | re.S)
+    for equation in re.findall(r"\$\$(.*?)\$\$", text, re.S):
+        wide = [r.strip()[:50] for r in re.split(r"\\\\", equation) if _printed(r) > MATH_LINE]
+        assert not wide, (f"{page.name}: display-equation lines printing over {MATH_LINE} symbols overflow the "
+                          f"column; split them with \\\\ in an aligned environment: {wide}")
