@@ -58,4 +58,4 @@ classroom: setup
 	@echo "Student and instructor notebooks are in _build/classroom/ (see the 'For teachers' page)."
 
 clean:
-	rm -rf _build _book .quarto chapters/*.quarto_ipynb*
+	rm -rf _build _book .quarto *.quarto_ipynb* chapters/*.quarto_ipynb*

@@ -140,6 +140,9 @@ def test_notebook_cross_references_read_as_words(page, executed):
     nb = executed(page)
     raw = [(i, m.group(0)) for i, c in enumerate(nb.cells) if c.cell_type == "markdown" for m in book.REF.finditer(c.source)]
     assert not raw, f"{page.name}: raw Quarto cross-references in the downloaded notebook: {raw}"
+    labels = [(i, line) for i, c in enumerate(nb.cells) if c.cell_type == "markdown"
+              for line in c.source.splitlines() if re.match(r"#+ .*\{[#.][\w-]+\}\s*$", line)]
+    assert not labels, f"{page.name}: Quarto heading attributes left in the notebook: {labels}"
     inline = [i for i, c in enumerate(nb.cells) if c.cell_type == "markdown" and book.INLINE.search(c.source)]
     assert not inline, f"{page.name}: inline `{{python}}` expressions left unevaluated in cells {inline}"
 
@@ -168,7 +171,10 @@ def test_cross_references_become_the_titles_they_point_to():
     assert titles["sec-miscompile"].startswith("Why `import jitbook` comes first")
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell(
         "See @sec-miscompile and [-@tbl-versions], or @sec-nowhere-known.")])
-    text = book.reader_notebook(nb, titles).cells[0].source
+    nb.cells.append(nbformat.v4.new_markdown_cell("# Preface {.unnumbered}\n\n## Loops {#sec-loops}\nText {#not-a-heading}"))
+    reader = book.reader_notebook(nb, titles)
+    assert reader.cells[-1].source == "# Preface\n\n## Loops\nText {#not-a-heading}"
+    text = reader.cells[0].source
     assert "@" not in text and "section “Why `import jitbook` comes first" in text
     assert "table “Software and device that executed this page”" in text and "section “nowhere known”" in text
 
@@ -208,12 +214,13 @@ def test_site_step_gives_every_chapter_its_notebook_and_strips_the_cdn(tmp_path,
     monkeypatch.setattr(book, "BUILD", tmp_path / "_build")
     site = _fake_render(root, tmp_path)
     with_code = [q for q in book.chapter_pages(root) if book.has_code(q)]
+    nbformat.write(book.to_notebook(root / "index.qmd"), root / "index.quarto_ipynb")
     for qmd in with_code:  # what `keep-ipynb` leaves: a stale copy and the fresh one
         nbformat.write(book.to_notebook(qmd), qmd.with_suffix(".quarto_ipynb"))
         nbformat.write(book.to_notebook(qmd), qmd.parent / f"{qmd.stem}.quarto_ipynb_1")
     written = book.build_site(site, root)
     assert sorted(p.name for p in written) == sorted(f"{q.stem}.ipynb" for q in book.chapter_pages(root))
-    assert not list((root / "chapters").glob("*.quarto_ipynb*")), "kept notebooks are cleaned up"
+    assert not list(root.rglob("*.quarto_ipynb*")), "kept notebooks are cleaned up"
     for page in site.rglob("*.html"):
         assert book.remote_loads(page.read_text()) == [], page.name
     assert sorted(p.name for p in (tmp_path / "_build").iterdir()) == sorted(p.name for p in written)

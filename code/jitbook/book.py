@@ -213,6 +213,7 @@ def run(qmd: Path, out_dir: Path | None = None) -> Path:
 
 REF = re.compile(r"\[?-?@((sec|fig|tbl|lst|exr)-[\w-]*\w)\]?")
 HEADING_LABEL = re.compile(r"^#+\s+(.+?)\s*\{#((?:sec|exr)-[\w-]+)[^}]*\}\s*$", re.M)
+HEADING_ATTRIBUTES = re.compile(r"^(#+ .*?)\s*\{[#.][^}]*\}[ \t]*$", re.M)  # `{#sec-x}`, `{.unnumbered}`
 KINDS = {"sec": "section", "exr": "exercise", "tbl": "table", "fig": "figure", "lst": "listing"}
 SMALL_NOTE = ("*This notebook ran at the small problem sizes (`JITBOOK_SMALL=1`), so its numbers are not the "
               "full-size ones the book describes.*")
@@ -263,6 +264,7 @@ def reader_notebook(nb: nbformat.NotebookNode, titles: dict[str, str] | None = N
     for cell in nb.cells:
         if cell.cell_type == "markdown":
             source = _inline_values(cell) if cell.metadata.get("user_expressions") else cell.source
+            source = HEADING_ATTRIBUTES.sub(r"\1", source)
             cell.source = REF.sub(lambda m: words_for(m.group(1), titles), source)
             cell.metadata.pop("user_expressions", None)
     if size.is_small() and not any(SMALL_NOTE in c.source for c in nb.cells):
@@ -356,6 +358,9 @@ def build_site(site: Path, root: Path = ROOT) -> list[Path]:
         BUILD.mkdir(parents=True, exist_ok=True)
         nbformat.write(nb, BUILD / path.name)
         written.append(path)
+    for page in chapter_files(root):  # pages without a download (the preface) leave theirs too
+        for stale in page.parent.glob(f"{page.stem}.quarto_ipynb*"):
+            stale.unlink()
     if missing:
         names = ", ".join(str(q.relative_to(root)) for q in missing)
         raise FileNotFoundError(
