@@ -27,13 +27,14 @@ KNOWN_WIDE = {
     "recompilation.qmd": "JAX's cache-miss log lines and an error printed whole",
     "methods.qmd": "JAX errors printed whole; a list of stale-method results",
     "pln.qmd": "errors and a summary sentence printed whole",
+    "artifacts.qmd": "export's shape errors printed whole",
+    "devices.qmd": "JAX's device and sharding errors printed whole",
 }
 KNOWN_CAPTIONS = {"methods.qmd": "the strategies table's tbl-cap writes 'no: <Error>' outside a code span"}
 KNOWN_STARS = {"pln.qmd": "difficulty written in the exercise prose ('Difficulty ★☆☆.'), not in the title"}
 KNOWN_TAGS = {"methods.qmd": "'<Error>' in prose and in the strategies table's caption"}
 KNOWN_EQUATIONS = {"pln.qmd": "the ELBO is one display line; it fits split in an aligned environment"}
 KNOWN_LEAKS = {
-    "recompilation.qmd": "cache-miss logs name this checkout's files and object ids (cache.capture_jax_logs)",
     "methods.qmd": "JAX errors quote `<function ... at 0x...>` (errors.error_line should drop the address)",
 }
 BUILD_PATHS = [str(ROOT), "site-packages", "/.venv/", "/tmp/", str(Path.home()) + "/"]
