@@ -7,7 +7,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup book notebooks test preview bench classroom clean
+.PHONY: setup book notebooks test preview serve lab bench classroom clean
 
 setup: $(STAMP)
 
@@ -22,16 +22,30 @@ $(STAMP): requirements.lock pyproject.toml
 notebooks: setup
 	$(PY) -m jitbook.book run --all
 
-book: notebooks
+# One execution per build: with Quarto, `quarto render` executes each chapter once and its post-render step
+# (filters/post-render.py) writes the downloads; without Quarto, the harness executes them.
+book: setup
 	@if command -v quarto >/dev/null 2>&1; then \
-		QUARTO_PYTHON=$(PY) quarto render && $(PY) -m jitbook.book copy-notebooks _book && \
-		echo "The book is in _book/: open _book/index.html"; \
+		QUARTO_PYTHON=$(PY) quarto render && \
+		echo "The book is in _book/. Read it with 'make serve' (http://127.0.0.1:8000/); opening the files directly breaks search and scripts."; \
 	else \
-		echo ""; \
-		echo "Quarto is not installed, so the site was not rendered."; \
-		echo "Get it with 'conda env create -f environment.yml' (conda-forge's quarto) or 'pip install quarto-cli' (needs internet), then run 'make book' again."; \
-		echo "The executed chapters are in _build/notebooks/: open them with '$(PY) -m jupyter lab _build/notebooks' or any Jupyter."; \
+		$(PY) -m jitbook.book run --all && \
+		echo "" && \
+		echo "Quarto is not installed, so the site was not rendered." && \
+		echo "Get it with 'conda env create -f environment.yml' (conda-forge's quarto) or 'pip install quarto-cli' (needs internet), then run 'make book' again and read it with 'make serve'." && \
+		echo "The executed chapters are in _build/notebooks/: open them with 'make lab'."; \
 	fi
+
+# Quarto sites are read over HTTP: the standard library serves _book/ on this machine only.
+serve:
+	@test -f _book/index.html || { echo "No site in _book/: run 'make book' first (it needs Quarto)."; exit 1; }
+	@echo "Serving the book at http://127.0.0.1:8000/ (Ctrl-C stops it)"
+	$(PY) -m http.server 8000 --bind 127.0.0.1 --directory _book
+
+# JupyterLab (installed from requirements.lock) on the executed chapters.
+lab: setup
+	@test -n "$$(ls _build/notebooks/*.ipynb 2>/dev/null)" || $(MAKE) notebooks
+	$(PY) -m jupyter lab _build/notebooks
 
 test: setup
 	$(PY) -m pytest
@@ -44,4 +58,4 @@ classroom: setup
 	@echo "Student and instructor notebooks are in _build/classroom/ (see the 'For teachers' page)."
 
 clean:
-	rm -rf _build _book .quarto
+	rm -rf _build _book .quarto *.quarto_ipynb* chapters/*.quarto_ipynb*

@@ -1,19 +1,70 @@
--- Add "Download this chapter as a Jupyter notebook" to the top of every chapter page.
--- The notebooks are written by `python -m jitbook.book run --all` and copied next to the pages by `make book`.
+-- Under every chapter's title: a link to the chapter's executed notebook, written beside the page by the
+-- post-render step (`python -m jitbook.book site`), and, when the page ran at the small problem sizes
+-- (JITBOOK_SMALL=1), a note saying so: its numbers are not the full-size ones.
+local function small()
+  local value = string.lower(os.getenv("JITBOOK_SMALL") or "0")
+  return value == "1" or value == "true"
+end
+
+-- Solutions are folded on the page; keep them and their nbgrader markers out of the site's search index
+-- (Quarto 1.6+ skips elements with this class) and drop the marker lines from the code shown.
+local BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
+
+local function without_markers(text)
+  local kept = {}
+  for line in (text .. "\n"):gmatch("(.-)\n") do
+    local bare = line:match("^%s*(.-)%s*$")
+    if bare ~= BEGIN and bare ~= END then
+      table.insert(kept, line)
+    end
+  end
+  return table.concat(kept, "\n")
+end
+
+function Div(div)
+  if not div.classes:includes("cell") then
+    return nil
+  end
+  local solution = false
+  div = div:walk({CodeBlock = function(block)
+    if block.text:find(BEGIN, 1, true) then
+      solution = true
+      block.text = without_markers(block.text)
+      return block
+    end
+  end})
+  if solution then
+    div.classes:insert("quarto-exclude-from-search-index")
+    return div
+  end
+end
+
 function Pandoc(doc)
   local input = quarto.doc.input_file or ""
-  if not input:match("[/\\]chapters[/\\][^/\\]+%.qmd$") or not quarto.doc.is_format("html") then
+  if not quarto.doc.is_format("html") then
     return doc
   end
-  local stem = pandoc.path.split_extension(pandoc.path.filename(input))
-  local link = pandoc.Link({pandoc.Str("Download this chapter as a Jupyter notebook")},
-                           "../notebooks/" .. stem .. ".ipynb", "",
-                           pandoc.Attr("", {}, {download = stem .. ".ipynb"}))
-  -- After the chapter's level-1 heading, which Quarto takes as the page title.
+  local is_chapter = input:match("[/\\]chapters[/\\][^/\\]+%.qmd$") ~= nil
+  local blocks = {}
+  if is_chapter then
+    local stem = pandoc.path.split_extension(pandoc.path.filename(input))
+    local link = pandoc.Link({pandoc.Str("Download this chapter as a Jupyter notebook")},
+                             "../notebooks/" .. stem .. ".ipynb", "",
+                             pandoc.Attr("", {}, {download = stem .. ".ipynb"}))
+    table.insert(blocks, pandoc.Div({pandoc.Para({link})}, pandoc.Attr("", {"notebook-link"})))
+  end
+  if small() then
+    local note = pandoc.Para(pandoc.Inlines(
+      "This page ran at the small problem sizes (JITBOOK_SMALL=1): its numbers are not the full-size ones."))
+    table.insert(blocks, pandoc.Div({note}, pandoc.Attr("", {"callout-note", "problem-size"})))
+  end
+  -- After the page's level-1 heading, which Quarto takes as the page title.
   local at = 1
   if doc.blocks[1] and doc.blocks[1].t == "Header" and doc.blocks[1].level == 1 then
     at = 2
   end
-  doc.blocks:insert(at, pandoc.Div({pandoc.Para({link})}, pandoc.Attr("", {"notebook-link"})))
+  for i = #blocks, 1, -1 do
+    doc.blocks:insert(at, blocks[i])
+  end
   return doc
 end

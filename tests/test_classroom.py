@@ -274,11 +274,22 @@ def test_a_notebook_over_its_time_limit_stops_between_cells(tmp_path):
     assert Path(nb.cells[0].outputs[0]["text"].strip()).name.startswith("jitbook-grade-")  # a temporary folder
 
 
-def test_small_flag_gives_the_kernels_small_sizes(tmp_path, monkeypatch):
-    monkeypatch.delenv("JITBOOK_SMALL", raising=False)
-    assert classroom.main(["grade", str(tmp_path), "--out", str(tmp_path / "g.csv"), "--small"]) == 0
-    assert classroom.os.environ["JITBOOK_SMALL"] == "1"
-    assert (tmp_path / "g.csv").read_text().splitlines() == [",".join(classroom.FIELDS)]
+@pytest.mark.parametrize("flags, expected", [([], "1"), (["--full-size"], "0")])
+def test_grading_runs_small_sizes_unless_asked_for_full_ones(tmp_path, monkeypatch, flags, expected):
+    monkeypatch.setenv("JITBOOK_SMALL", "0" if expected == "1" else "1")  # the grader's own setting must not leak in
+    seen = {}
+    monkeypatch.setattr(classroom, "grade_notebook", lambda path, name, **kw: seen.setdefault("env", kw["env"]) and [])
+    nbformat.write(nbformat.v4.new_notebook(), tmp_path / "why-compile.ipynb")
+    assert classroom.main(["grade", str(tmp_path), "--out", str(tmp_path / "g.csv"), *flags]) == 0
+    assert seen["env"] == {"JITBOOK_SMALL": expected}
+
+
+def test_the_kernel_gets_the_grading_environment(tmp_path):
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("import os\nprint(os.environ['JITBOOK_SMALL'])")])
+    assert classroom.execute_submission(nb, cell_timeout=30, time_limit=60, env={"JITBOOK_SMALL": "1"}) == (None, "")
+    assert nb.cells[0].outputs[0]["text"] == "1\n"
+    classroom.execute_submission(nb, cell_timeout=30, time_limit=60, env={"JITBOOK_SMALL": "0"})
+    assert nb.cells[0].outputs[0]["text"] == "0\n"
 
 
 def test_an_erroring_check_cell_is_reported_as_not_checked(tmp_path):

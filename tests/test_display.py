@@ -43,3 +43,23 @@ def test_pick_follows_the_switch(monkeypatch):
     monkeypatch.setenv("JITBOOK_SMALL", "yes please")
     with pytest.raises(ValueError, match="JITBOOK_SMALL must be 1"):
         jitbook.is_small()
+
+
+def test_fit_wraps_long_lines_at_spaces_with_a_hanging_indent():
+    text = "short\n  hint: " + "word " * 30
+    lines = display.fit(text, width=40).splitlines()
+    assert lines[0] == "short" and all(len(line) <= 40 for line in lines)
+    assert lines[1].startswith("  hint: word") and all(line.startswith("      word") for line in lines[2:])
+    assert " ".join(" ".join(lines[1:]).split()) == " ".join(text.splitlines()[1].split()), "no word is lost"
+    assert display.fit("x" * 50, width=40) == "x" * 50, "a long word is kept whole rather than cut"
+
+
+def test_table_escapes_tags_outside_code_so_markdown_keeps_the_words():
+    md = jitbook.table([{"result": "no: <Error>", "code": "`<lambda>`"}], caption="'no: <Error>' raised").text
+    assert r"| no: \<Error\> | `<lambda>` |" in md and md.endswith(r": 'no: \<Error\>' raised")
+
+
+def test_the_xla_flags_row_is_a_code_span_so_its_dashes_stay_two(monkeypatch):
+    monkeypatch.setenv("XLA_FLAGS", "--xla_cpu_experimental_ynn_fusion_type=")
+    rows = {r["component"]: r["version"] for r in display.version_rows()}
+    assert rows["XLA_FLAGS"] == "`--xla_cpu_experimental_ynn_fusion_type=`"

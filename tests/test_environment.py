@@ -37,3 +37,18 @@ def test_every_runtime_dependency_is_locked():
     for dep in project["dependencies"]:
         name = re.split(r"[<>=!\[ ]", dep)[0].lower()
         assert name in pins, f"{name} is a dependency but not pinned in requirements.lock"
+
+
+def test_jupyterlab_is_locked_and_make_lab_opens_the_executed_chapters():
+    assert "jupyterlab" in locked(), "make lab needs JupyterLab from requirements.lock"
+    makefile = (ROOT / "Makefile").read_text()
+    lab = re.search(r"^lab:.*?(?=^\S)", makefile, re.M | re.S)
+    assert lab and "-m jupyter lab _build/notebooks" in lab.group(0)
+
+
+def test_make_serve_serves_the_site_on_loopback_with_the_standard_library():
+    makefile = (ROOT / "Makefile").read_text()
+    serve = re.search(r"^serve:.*?(?=^\S)", makefile, re.M | re.S)
+    assert serve and re.search(r"-m http\.server \d+ --bind 127\.0\.0\.1 --directory _book", serve.group(0))
+    book = re.search(r"^book:.*?(?=^\S)", makefile, re.M | re.S).group(0)
+    assert "make serve" in book and "index.html" not in book, "make book must point to make serve, never file://"

@@ -5,12 +5,18 @@ downloadable notebooks and the classroom notebooks all come from one code path.
 
     python -m jitbook.book run chapters/why-compile.qmd     # one chapter
     python -m jitbook.book run --all                        # every chapter listed in _quarto.yml
+    python -m jitbook.book site                             # Quarto's post-render step (see _quarto.yml)
+
+One execution per build: without Quarto, the harness executes the chapters; with Quarto, ``quarto render``
+executes each chapter once (``keep-ipynb`` keeps the executed notebook) and ``site`` turns those notebooks
+into the downloads and strips the page of anything that would load from the network.
 """
 
 import argparse
+import ast
 import json
+import os
 import re
-import shutil
 import sys
 import time
 from pathlib import Path
@@ -20,8 +26,11 @@ import yaml
 from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
 
+from . import size
+
 ROOT = Path(__file__).resolve().parents[2]
 BUILD = ROOT / "_build" / "notebooks"
+SITE = ROOT / "_book"
 CHUNK_START = re.compile(r"^```+\s*\{python[^}]*\}\s*$")
 INLINE = re.compile(r"`\{python\}\s+([^`]+)`")
 _INLINE_MARK = "__jitbook_inline__"
@@ -191,8 +200,8 @@ def execute(qmd: Path, timeout: int = 3600) -> nbformat.NotebookNode:
 
 
 def run(qmd: Path, out_dir: Path | None = None) -> Path:
-    """Execute a chapter and write the executed notebook to ``out_dir`` (``_build/notebooks``); return its path."""
-    nb = execute(qmd)
+    """Execute a chapter and write its reader's notebook to ``out_dir`` (``_build/notebooks``); return its path."""
+    nb = reader_notebook(execute(qmd))
     out_dir = out_dir or BUILD
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / (Path(qmd).stem + ".ipynb")
@@ -200,12 +209,164 @@ def run(qmd: Path, out_dir: Path | None = None) -> Path:
     return path
 
 
-def copy_notebooks(site_dir: Path) -> None:
-    """Copy the executed notebooks into the rendered site, beside the chapter pages that link to them."""
-    target = site_dir / "notebooks"
-    target.mkdir(parents=True, exist_ok=True)
-    for nb in sorted(BUILD.glob("*.ipynb")):
-        shutil.copy2(nb, target / nb.name)
+# ---- what a reader downloads: cross-references as words, the problem size said -----------------------------
+
+REF = re.compile(r"\[?-?@((sec|fig|tbl|lst|exr)-[\w-]*\w)\]?")
+HEADING_LABEL = re.compile(r"^#+\s+(.+?)\s*\{#((?:sec|exr)-[\w-]+)[^}]*\}\s*$", re.M)
+HEADING_ATTRIBUTES = re.compile(r"^(#+ .*?)\s*\{[#.][^}]*\}[ \t]*$", re.M)  # `{#sec-x}`, `{.unnumbered}`
+KINDS = {"sec": "section", "exr": "exercise", "tbl": "table", "fig": "figure", "lst": "listing"}
+SMALL_NOTE = ("*This notebook ran at the small problem sizes (`JITBOOK_SMALL=1`), so its numbers are not the "
+              "full-size ones the book describes.*")
+
+
+def label_titles(root: Path = ROOT) -> dict[str, str]:
+    """Every cross-reference label of the book with its words: a heading's title or a table's caption."""
+    titles = {}
+    for qmd in chapter_files(root):
+        if not qmd.exists():
+            continue
+        titles.update({label: title.strip() for title, label in HEADING_LABEL.findall(qmd.read_text())})
+        for cell in to_notebook(qmd).cells:
+            options = cell.metadata.get("jitbook", {}).get("options", {}) if cell.cell_type == "code" else {}
+            label = str(options.get("label", ""))
+            caption = options.get(f"{label.split('-')[0]}-cap")
+            if label and caption:
+                titles[label] = str(caption)
+    return titles
+
+
+def words_for(label: str, titles: dict[str, str]) -> str:
+    """``@sec-tracing-loops`` as a Jupyter reader reads it: ``section “Python loops unroll”``."""
+    kind = KINDS[label.split("-")[0]]
+    title = titles.get(label, label.split("-", 1)[1].replace("-", " "))
+    return f"{kind} “{title.rstrip('.')}”"
+
+
+def _inline_values(cell) -> str:
+    """Quarto keeps inline ``{python}`` results in a Markdown cell's ``user_expressions``: put them in the text."""
+    results = iter(cell.metadata.get("user_expressions", []))
+
+    def value(match):
+        result = next(results, {}).get("result", {})
+        text = result.get("data", {}).get("text/plain", match.group(0))
+        try:
+            text = ast.literal_eval(text) if text[:1] in "'\"" else text
+        except (ValueError, SyntaxError):
+            pass
+        return _escape_markdown(str(text))
+
+    return INLINE.sub(value, cell.source)
+
+
+def reader_notebook(nb: nbformat.NotebookNode, titles: dict[str, str] | None = None) -> nbformat.NotebookNode:
+    """The executed notebook as a Jupyter reader gets it: inline values filled, cross-references in words."""
+    titles = label_titles() if titles is None else titles
+    for cell in nb.cells:
+        if cell.cell_type == "markdown":
+            source = _inline_values(cell) if cell.metadata.get("user_expressions") else cell.source
+            source = HEADING_ATTRIBUTES.sub(r"\1", source)
+            cell.source = REF.sub(lambda m: words_for(m.group(1), titles), source)
+            cell.metadata.pop("user_expressions", None)
+    if size.is_small() and not any(SMALL_NOTE in c.source for c in nb.cells):
+        nb.cells.insert(1 if nb.cells and nb.cells[0].cell_type == "markdown" else 0,
+                        nbformat.v4.new_markdown_cell(SMALL_NOTE))
+    return nb
+
+
+# ---- the site: offline, with a download for every chapter -------------------------------------------------
+
+# Quarto 1.7 adds require.js and jQuery from a CDN to a page whose notebook has any of these outputs
+# (src/core/jupyter/widgets.ts); the site step removes those tags, so the book's HTML outputs must not need them.
+CDN_TRIGGERS = ("text/html", "application/javascript", "application/vnd.jupyter.widget-view+json")
+REMOTE_TAG = re.compile(r"""<script\b[^>]*\bsrc=["']?(?:https?:)?//[^>]*>\s*</script>\s*"""
+                        r"""|<link\b[^>]*\bhref=["']?(?:https?:)?//[^>]*>\s*""", re.I)
+JQUERY_SHIM = re.compile(r"""<script type="application/javascript">define\('jquery'.*?</script>\s*""", re.S)
+REMOTE_LOAD = re.compile(r"""<(?:script|img|iframe|audio|video|source|embed)\b[^>]*\bsrc=["']?((?:https?:)?//[^"'\s>]+)"""
+                         r"""|<link\b[^>]*\bhref=["']?((?:https?:)?//[^"'\s>]+)""", re.I)
+NEEDS_REQUIRE = re.compile(r"\brequire(?:js)?\s*[(.\[]|\bdefine\s*\(|\bjQuery\b|\$\s*\(")
+
+
+def cdn_triggers(nb: nbformat.NotebookNode) -> list[tuple[int, str]]:
+    """The (cell index, MIME type) of each output that makes Quarto add its CDN scripts to the page."""
+    return [(i, mime) for i, cell in enumerate(nb.cells) if cell.cell_type == "code"
+            for out in cell.get("outputs", []) for mime in out.get("data", {}) if mime in CDN_TRIGGERS]
+
+
+def remote_loads(html: str) -> list[str]:
+    """The URLs a page (or an HTML output) would load from the network: scripts, styles, images, frames."""
+    return [a or b for a, b in REMOTE_LOAD.findall(html)]
+
+
+def needs_require_or_jquery(html: str) -> bool:
+    """Whether an HTML output's scripts use require.js or jQuery, which the offline site does not ship."""
+    scripts = re.findall(r"<script\b[^>]*>(.*?)</script>", html, re.S | re.I)
+    return any(NEEDS_REQUIRE.search(s) for s in scripts)
+
+
+def offline_html(html: str) -> str:
+    """A built page without its remote ``<script src>`` and ``<link href>`` tags and Quarto's jQuery shim."""
+    return JQUERY_SHIM.sub("", REMOTE_TAG.sub("", html))
+
+
+def chapter_pages(root: Path = ROOT) -> list[Path]:
+    """The pages under ``chapters/``: each links to its notebook (filters/notebook-link.lua)."""
+    return [p for p in chapter_files(root) if p.parent.name == "chapters"]
+
+
+def quarto_notebook(qmd: Path) -> Path | None:
+    """The executed notebook Quarto kept for a chapter (``keep-ipynb``), newest first if several were left."""
+    kept = sorted(qmd.parent.glob(f"{qmd.stem}.quarto_ipynb*"), key=lambda p: p.stat().st_mtime)
+    return kept[-1] if kept else None
+
+
+def has_code(qmd: Path) -> bool:
+    return any(c.cell_type == "code" for c in to_notebook(qmd).cells)
+
+
+def build_site(site: Path, root: Path = ROOT) -> list[Path]:
+    """Quarto's post-render step: make every page offline and put every chapter's notebook beside it.
+
+    A chapter's notebook is the one Quarto just executed; a chapter without code gets its unexecuted
+    notebook; a chapter with code and no executed notebook (nor one from an earlier render) stops the build.
+    """
+    site = Path(site)
+    if not site.is_dir():
+        raise FileNotFoundError(f"no rendered site at {site}; run `quarto render` (or `make book`) first.")
+    for page in site.rglob("*.html"):
+        text = page.read_text()
+        if offline_html(text) != text:
+            page.write_text(offline_html(text))
+    titles, written, missing = label_titles(root), [], []
+    target = site / "notebooks"
+    target.mkdir(exist_ok=True)
+    for qmd in chapter_pages(root):
+        kept, path = quarto_notebook(qmd), target / f"{qmd.stem}.ipynb"
+        if kept is not None:
+            nb = nbformat.read(kept, as_version=4)
+            for stale in qmd.parent.glob(f"{qmd.stem}.quarto_ipynb*"):
+                stale.unlink()
+        elif not has_code(qmd):
+            nb = to_notebook(qmd)
+        elif path.exists():
+            continue  # a partial render (quarto preview re-rendering one page): the others keep their notebooks
+        else:
+            missing.append(qmd)
+            continue
+        nb = reader_notebook(nb, titles)
+        nb.metadata["jitbook"] = {"source": qmd.name}
+        nbformat.write(nb, path)
+        BUILD.mkdir(parents=True, exist_ok=True)
+        nbformat.write(nb, BUILD / path.name)
+        written.append(path)
+    for page in chapter_files(root):  # pages without a download (the preface) leave theirs too
+        for stale in page.parent.glob(f"{page.stem}.quarto_ipynb*"):
+            stale.unlink()
+    if missing:
+        names = ", ".join(str(q.relative_to(root)) for q in missing)
+        raise FileNotFoundError(
+            f"no executed notebook for {names}: Quarto keeps one as chapters/<name>.quarto_ipynb only with "
+            f"`execute: keep-ipynb: true` in _quarto.yml; render the whole book with `make book`.")
+    return written
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -214,24 +375,44 @@ def main(argv: list[str] | None = None) -> int:
     run_p = sub.add_parser("run", help="execute chapters and write notebooks to _build/notebooks/")
     run_p.add_argument("chapters", nargs="*", type=Path)
     run_p.add_argument("--all", action="store_true", help="every chapter listed in _quarto.yml")
-    copy_p = sub.add_parser("copy-notebooks", help="copy _build/notebooks into a rendered site")
-    copy_p.add_argument("site", type=Path, nargs="?", default=ROOT / "_book")
+    site_p = sub.add_parser("site", help="Quarto's post-render step: offline pages, a notebook per chapter")
+    site_p.add_argument("site", type=Path, nargs="?",
+                        default=Path(os.environ.get("QUARTO_PROJECT_OUTPUT_DIR", SITE)))
     args = parser.parse_args(argv)
-    if args.command == "copy-notebooks":
-        copy_notebooks(args.site)
+    if args.command == "site":
+        try:
+            written = build_site(ROOT / args.site)
+        except FileNotFoundError as err:
+            print(err, file=sys.stderr)
+            return 1
+        print(f"site: {len(written)} chapter notebooks written to {args.site}/notebooks, remote scripts removed")
         return 0
     chapters = chapter_files() if args.all else args.chapters
     if not chapters:
         parser.error("name chapters to run, or pass --all")
-    for qmd in chapters:
+    sizes = "small problem sizes (JITBOOK_SMALL=1)" if size.is_small() else "full problem sizes"
+    print(f"Executing {len(chapters)} chapter(s) at {sizes}, one fresh kernel each.", flush=True)
+    total = time.perf_counter()
+    for n, qmd in enumerate(chapters, 1):
         start = time.perf_counter()
+        print(f"[{n}/{len(chapters)}] {Path(qmd).name} ...", flush=True)
         try:
             path = run(qmd)
         except (ChapterError, FileNotFoundError) as err:
             print(err, file=sys.stderr)
             return 1
-        print(f"{Path(qmd).name}: ran in {time.perf_counter() - start:.1f} s -> {path}")
+        print(f"[{n}/{len(chapters)}] {Path(qmd).name}: ran in {time.perf_counter() - start:.1f} s -> "
+              f"{_shown(path)}", flush=True)
+    print(f"All {len(chapters)} chapter(s) ran in {time.perf_counter() - total:.1f} s.", flush=True)
     return 0
+
+
+def _shown(path: Path) -> str:
+    """A path relative to the project when it is inside it: what a reader types, not the build machine's."""
+    try:
+        return str(Path(path).resolve().relative_to(ROOT))
+    except ValueError:
+        return str(path)
 
 
 if __name__ == "__main__":

@@ -22,14 +22,17 @@ from pathlib import Path
 
 import nbformat
 
-from . import book
+from . import book, size
 from .exercises import registry, reports
 
 BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
 STUB = ("# YOUR CODE HERE", "raise NotImplementedError()")
 FOLD_OPTIONS = ("code-fold", "code-summary")  # Quarto folds solutions on the site; a student has nothing to unfold
 CHECK_CALL = re.compile(r"""\bcheck\(\s*["']([^"']+)["']""")
-CELL_TIMEOUT, TIME_LIMIT = 120.0, 900.0  # grading defaults: seconds per cell, seconds per notebook
+CELL_TIMEOUT, TIME_LIMIT = 300.0, 1200.0  # grading defaults: seconds per cell, seconds per notebook
+# Grading checks the students' code, not the machine's speed: the kernels run the chapters at their small
+# problem sizes unless the teacher asks for full ones (the PLN chapter's full-size cells take minutes).
+GRADING_ENV = {size.ENV_VAR: "1"}
 NBGRADER_SCHEMA = 3  # the cell metadata schema of nbgrader 0.9 (nbgrader/nbgraderformat/v3.json)
 STUDENT_NOTE = ("*Student notebook.* Write your code where a cell says `# YOUR CODE HERE` (delete the "
                 "`raise NotImplementedError()` line), then run the `check(...)` cell below it for feedback. "
@@ -205,8 +208,12 @@ def chapter_exercises(stem: str) -> list[str]:
     return sorted(ids, key=lambda id: order.index(id) if id in order else len(order))
 
 
-def execute_submission(nb: nbformat.NotebookNode, cell_timeout: float, time_limit: float) -> tuple[int | None, str]:
-    """Run a notebook in a fresh kernel, errors allowed; return the cell index it stopped at (None: ran to the end)."""
+def execute_submission(nb: nbformat.NotebookNode, cell_timeout: float, time_limit: float,
+                       env: dict[str, str] | None = None) -> tuple[int | None, str]:
+    """Run a notebook in a fresh kernel, errors allowed; return the cell index it stopped at (None: ran to the end).
+
+    ``env`` is added to this process's environment for the kernel only (``GRADING_ENV`` by default).
+    """
     from nbclient import NotebookClient
 
     for cell in nb.cells:
@@ -226,7 +233,7 @@ def execute_submission(nb: nbformat.NotebookNode, cell_timeout: float, time_limi
                                 interrupt_on_timeout=False, resources={"metadata": {"path": workdir}},
                                 on_cell_start=on_cell_start)
         try:
-            client.execute()
+            client.execute(env={**os.environ, **(GRADING_ENV if env is None else env)})
         except _OutOfTime:
             return current["index"], f"the notebook ran out of its {time_limit:g} s time limit"
         except Exception as err:  # a dead kernel, a cell over its time limit, a kernel that never started
@@ -295,7 +302,7 @@ def grade_executed(name: str, nb: nbformat.NotebookNode, exercises: list[str], s
 
 
 def grade_notebook(path: Path, name: str | None = None, *, cell_timeout: float = CELL_TIMEOUT,
-                   time_limit: float = TIME_LIMIT) -> list[Grade]:
+                   time_limit: float = TIME_LIMIT, env: dict[str, str] | None = None) -> list[Grade]:
     """Execute one submission in a fresh kernel and grade every exercise of its chapter; never raises for it."""
     path = Path(path)
     name = name or path.name
@@ -312,7 +319,7 @@ def grade_notebook(path: Path, name: str | None = None, *, cell_timeout: float =
             "e.g. why-compile.ipynb")
         return [Grade(name, "", False, what)]
     stubs = handed_out(next(p for p in book.chapter_files() if p.stem == stem))
-    stopped_at, reason = execute_submission(nb, cell_timeout, time_limit)
+    stopped_at, reason = execute_submission(nb, cell_timeout, time_limit, env)
     return grade_executed(name, nb, exercises, stopped_at, reason, stubs)
 
 
@@ -322,20 +329,21 @@ def submissions(folder: Path) -> list[Path]:
 
 
 def grade_folder(folder: Path, out: Path, *, cell_timeout: float = CELL_TIMEOUT, time_limit: float = TIME_LIMIT,
-                 log=print) -> list[Grade]:
-    """Grade every notebook under ``folder`` and write the grade sheet as CSV to ``out``."""
+                 env: dict[str, str] | None = None, log=print) -> list[Grade]:
+    """Grade every notebook under ``folder`` and write the grade sheet as CSV to ``out``; one line per notebook."""
     folder = Path(folder)
     if not folder.is_dir():
         raise FileNotFoundError(f"no folder at {folder}; give the folder that holds the submitted notebooks.")
     rows: list[Grade] = []
-    for path in submissions(folder):
-        start = time.perf_counter()
-        graded = grade_notebook(path, path.relative_to(folder).as_posix(), cell_timeout=cell_timeout,
-                                time_limit=time_limit)
+    paths = submissions(folder)
+    for n, path in enumerate(paths, 1):
+        start, shown = time.perf_counter(), path.relative_to(folder).as_posix()
+        log(f"[{n}/{len(paths)}] {shown}: grading ...", flush=True)
+        graded = grade_notebook(path, shown, cell_timeout=cell_timeout, time_limit=time_limit, env=env)
         rows += graded
         passed = sum(g.passed for g in graded if g.exercise)
-        log(f"{path.relative_to(folder)}: {passed}/{sum(1 for g in graded if g.exercise)} passed "
-            f"({time.perf_counter() - start:.0f} s)")
+        log(f"[{n}/{len(paths)}] {shown}: {passed}/{sum(1 for g in graded if g.exercise)} passed "
+            f"({time.perf_counter() - start:.0f} s)", flush=True)
     write_csv(rows, out)
     return rows
 
@@ -399,20 +407,25 @@ def main(argv: list[str] | None = None) -> int:
                          help=f"seconds one cell may run (default {CELL_TIMEOUT:g})")
     grade_p.add_argument("--time-limit", type=float, default=TIME_LIMIT,
                          help=f"seconds one notebook may run (default {TIME_LIMIT:g})")
-    grade_p.add_argument("--small", action="store_true", help="small problem sizes (JITBOOK_SMALL=1) in the kernels")
+    grade_p.add_argument("--full-size", action="store_true",
+                         help="run the chapters at full problem sizes (default: small, JITBOOK_SMALL=1; much slower)")
     args = parser.parse_args(argv)
     try:
         if args.command == "notebooks":
             for path in write_notebooks(args.out_dir, args.chapters or None):
                 print(path)
             return 0
-        if args.small:
-            os.environ["JITBOOK_SMALL"] = "1"  # kernels inherit the environment
-        rows = grade_folder(args.submissions, args.out, cell_timeout=args.cell_timeout, time_limit=args.time_limit)
+        start = time.perf_counter()
+        env = {size.ENV_VAR: "0"} if args.full_size else GRADING_ENV
+        sizes = "full" if args.full_size else "small (JITBOOK_SMALL=1)"
+        print(f"Grading {args.submissions} at {sizes} problem sizes, each notebook in a fresh kernel.", flush=True)
+        rows = grade_folder(args.submissions, args.out, cell_timeout=args.cell_timeout, time_limit=args.time_limit,
+                            env=env)
     except (FileNotFoundError, ValueError) as err:
         print(err, file=sys.stderr)
         return 1
-    print(f"{sum(g.passed for g in rows)} of {sum(1 for g in rows if g.exercise)} exercises passed -> {args.out}")
+    print(f"{sum(g.passed for g in rows)} of {sum(1 for g in rows if g.exercise)} exercises passed -> {args.out} "
+          f"({time.perf_counter() - start:.0f} s)")
     return 0
 
 

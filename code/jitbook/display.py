@@ -7,10 +7,14 @@ as rich output, and as plain text anywhere else.
 import inspect
 import math
 import platform
+import re
+import textwrap
 from collections.abc import Sequence
 from importlib import metadata
 
 import jax
+
+COLUMN = 88  # characters of monospace output that fit the page's text column; wider lines are cut or scroll
 
 
 class Markdown:
@@ -47,10 +51,26 @@ def show_source(obj) -> Markdown:
     return Markdown(f"{fence}python\n{text}\n{fence}")
 
 
+def fit(text: str, width: int = COLUMN, indent: str = "    ") -> str:
+    """``text`` with every line longer than ``width`` wrapped at spaces, continuations indented: fits the page."""
+    lines = []
+    for line in text.splitlines():
+        lead = line[: len(line) - len(line.lstrip())]
+        lines += textwrap.wrap(line, width, subsequent_indent=lead + indent, break_long_words=False,
+                               break_on_hyphens=False) or [line]
+    return "\n".join(lines)
+
+
 def _cell(value) -> str:
     if isinstance(value, float):
         return f"{value:.4g}"
-    return str(value).replace("|", r"\|").replace("\n", " ")
+    return _escape_html(str(value).replace("|", r"\|").replace("\n", " "))
+
+
+def _escape_html(text: str) -> str:
+    """``<`` and ``>`` outside code spans escaped, so Markdown shows ``<Error>`` instead of dropping it as a tag."""
+    parts = re.split(r"(`+[^`]*`+)", text)
+    return "".join(p if p.startswith("`") else p.replace("<", r"\<").replace(">", r"\>") for p in parts)
 
 
 def table(rows: Sequence[dict], caption: str | None = None) -> Markdown:
@@ -62,8 +82,8 @@ def table(rows: Sequence[dict], caption: str | None = None) -> Markdown:
     lines = ["| " + " | ".join(columns) + " |", "|" + "|".join("---" for _ in columns) + "|"]
     for row in rows:
         lines.append("| " + " | ".join(_cell(row.get(c, "")) for c in columns) + " |")
-    if caption:
-        lines += ["", f": {caption}"]
+    if caption:  # escaped like a cell, so `<Error>` stays a word instead of an HTML tag
+        lines += ["", f": {_escape_html(caption)}"]
     return Markdown("\n".join(lines))
 
 
@@ -82,7 +102,8 @@ def version_rows() -> list[dict]:
     rows += [{"component": d, "version": _version(d)} for d in ("jax", "jaxlib", "equinox", "optax", "numpy")]
     device = jax.devices()[0]
     rows.append({"component": "device", "version": f"{device.platform} ({device.device_kind}), {len(jax.devices())} device(s)"})
-    rows.append({"component": "XLA_FLAGS", "version": os.environ.get("XLA_FLAGS", "") or "(none)"})
+    flags = os.environ.get("XLA_FLAGS", "")  # in a code span: Markdown would set `--` as an en dash
+    rows.append({"component": "XLA_FLAGS", "version": f"`{flags}`" if flags else "(none)"})
     return rows
 
 

@@ -17,6 +17,8 @@ import threading
 import traceback
 from collections.abc import Callable
 
+from ..display import fit
+
 DEFAULT_TIME_LIMIT = 30.0
 REPORT_KEY = "jitbook_check"  # display metadata key: tests and grading read reports from executed notebooks
 
@@ -126,7 +128,7 @@ class Report:
         lines = [head] + [f"  ok: {c}" for c in self.checks]
         if not self.passed:
             lines += [f"  problem: {self.message}"] + ([f"  hint: {self.hint}"] if self.hint else [])
-        return "\n".join(lines)
+        return fit("\n".join(lines))
 
     def _repr_mimebundle_(self, include=None, exclude=None):
         mark = "&#10004;" if self.passed else "&#10008;"
