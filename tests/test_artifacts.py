@@ -43,8 +43,10 @@ def test_donation_works_on_keyword_calls_too(how):
 
 
 def test_an_unusable_donation_warns_once_per_compile():
+    x = jnp.ones(5)
     with pytest.warns(UserWarning, match="Some donated buffers were not usable"):
-        jax.jit(artifacts.total, donate_argnums=0)(jnp.ones(5))
+        jax.jit(artifacts.total, donate_argnums=0)(x)
+    assert not x.is_deleted()  # nothing else happens: the argument is simply not donated
     assert artifacts.donation_warnings(artifacts.total, jnp.ones(100), calls=3) == [
         "Some donated buffers were not usable: float32[100]."]
     assert artifacts.donation_warnings(artifacts.sgd_update, jnp.ones(3), jnp.ones(3)) == []
