@@ -5,6 +5,7 @@ Every helper jits a fresh wrapper of its function (``cache.fresh_jit``), so a fi
 compile however often the chapter or a test runs it.
 """
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -43,6 +44,13 @@ def total(x: jax.Array) -> jax.Array:
     return jnp.sum(x)
 
 
+def memory_figures(compiled, label: str) -> dict:
+    """XLA's memory figures (bytes) of a compiled program, as one row."""
+    m = compiled.memory_analysis()
+    return {"variant": label, "arguments": m.argument_size_in_bytes, "outputs": m.output_size_in_bytes,
+            "aliased": m.alias_size_in_bytes, "temporaries": m.temp_size_in_bytes, "peak": m.peak_memory_in_bytes}
+
+
 def memory_row(fn: Callable, *args, donate_argnums: int | Sequence[int] = (), label: str = "") -> dict:
     """Compile ``jax.jit(fn, donate_argnums=...)`` for ``args`` and read XLA's memory figures (bytes).
 
@@ -50,10 +58,7 @@ def memory_row(fn: Callable, *args, donate_argnums: int | Sequence[int] = (), la
     """
     timing.check_callable(fn, "memory_row")
     compiled = fresh_jit(fn, donate_argnums=donate_argnums).trace(*args).lower().compile()
-    m = compiled.memory_analysis()
-    return {"variant": label or f"donate_argnums={donate_argnums!r}", "arguments": m.argument_size_in_bytes,
-            "outputs": m.output_size_in_bytes, "aliased": m.alias_size_in_bytes, "temporaries": m.temp_size_in_bytes,
-            "peak": m.peak_memory_in_bytes}
+    return memory_figures(compiled, label or f"donate_argnums={donate_argnums!r}")
 
 
 def donation_rows(size: int) -> list[dict]:
@@ -116,25 +121,31 @@ def pln_start(data: PLNData) -> tuple:
     return params, make_optimizer().init(params), jnp.eye(data.Y.shape[1])
 
 
-def pln_memory_rows(data: PLNData) -> list[dict]:
-    """Memory figures of one compiled ``pln_step``, without and with the carry (arguments 0, 1, 2) donated."""
-    args = (*pln_start(data), jax.tree.map(jnp.asarray, data))
-    return [memory_row(pln_step, *args, label="no donation"),
-            memory_row(pln_step, *args, donate_argnums=(0, 1, 2), label="carry donated")]
+@dataclasses.dataclass
+class PythonLoopFit:
+    """A PLN fit driven from Python: the compiled step's memory figures and the losses of its iterations."""
+
+    memory: dict
+    losses: np.ndarray
 
 
-def fit_python_loop(data: PLNData, n_iter: int, donate: bool) -> np.ndarray:
-    """``n_iter`` calls of a jitted ``pln_step`` from Python, the carry donated or not; the losses."""
+def fit_python_loop(data: PLNData, n_iter: int, donate: bool) -> PythonLoopFit:
+    """Compile ``pln_step`` (the carry donated or not), read its memory figures, and call it ``n_iter`` times.
+
+    Defined in chapter "Keeping, reusing and shipping compiled programs", section "Donating a fit's carry".
+    """
     if isinstance(n_iter, bool) or not isinstance(n_iter, int) or n_iter < 1:
         raise ValueError(f"n_iter must be a positive whole number of iterations, got {n_iter!r}.")
-    step = fresh_jit(pln_step, donate_argnums=(0, 1, 2) if donate else ())
     params, opt_state, Omega = pln_start(data)
     data = jax.tree.map(jnp.asarray, data)
+    donate_argnums = (0, 1, 2) if donate else ()
+    step = fresh_jit(pln_step, donate_argnums=donate_argnums).trace(params, opt_state, Omega, data).lower().compile()
     losses = []
     for _ in range(n_iter):
         params, opt_state, Omega, loss = step(params, opt_state, Omega, data)
         losses.append(loss)
-    return np.asarray(jnp.stack(losses))
+    memory = memory_figures(step, "carry donated" if donate else "no donation")
+    return PythonLoopFit(memory, np.asarray(jnp.stack(losses)))
 
 
 # --- saving and shipping a program -------------------------------------------------------------------------
