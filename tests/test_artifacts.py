@@ -64,9 +64,9 @@ def test_donating_the_pln_carry_lowers_the_peak_and_keeps_the_losses():
 def test_donation_helpers_refuse_bad_input():
     with pytest.raises(TypeError, match="takes the function first"):
         artifacts.memory_row(jnp.ones(3))
-    with pytest.raises(ValueError, match="calls must be a positive number"):
+    with pytest.raises(ValueError, match="calls .* must be a positive whole number"):
         artifacts.donation_warnings(artifacts.total, jnp.ones(3), calls=0)
-    with pytest.raises(ValueError, match="n_iter must be a positive whole number"):
+    with pytest.raises(ValueError, match="n_iter .* must be a positive whole number"):
         artifacts.fit_python_loop(load_oaks(), 0, donate=True)
 
 
@@ -155,10 +155,14 @@ def test_jitted_pieces_compile_once_each_and_one_jit_once():
 
 
 def test_compile_cost_helpers_refuse_bad_input():
-    with pytest.raises(ValueError, match="positive loop lengths"):
+    with pytest.raises(ValueError, match="each loop length must be a positive whole number"):
         artifacts.loop_cost_rows([0])
-    with pytest.raises(ValueError, match="positive number of pieces"):
+    with pytest.raises(ValueError, match="non-empty list of loop lengths"):
+        artifacts.loop_cost_rows(100)
+    with pytest.raises(ValueError, match="n .pieces. must be a positive whole number"):
         artifacts.pieces_rows(0)
+    with pytest.raises(ValueError, match="size .* must be a positive whole number, e.g. size=1000, got 2.5"):
+        artifacts.constant_rows(2.5)
 
 
 # --- the other knobs ---------------------------------------------------------------------------------------
