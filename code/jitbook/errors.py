@@ -1,5 +1,6 @@
 """Read errors from the exceptions JAX raises, so a page quotes the real message instead of a typed one."""
 
+import re
 from collections.abc import Callable
 
 import jax
@@ -32,7 +33,12 @@ def error_line(err: BaseException | None) -> str:
     if not isinstance(err, BaseException):
         raise TypeError(f"error_line takes an exception (e.g. from raised()), got {type(err).__name__}.")
     first = str(err).strip().splitlines()[0] if str(err).strip() else ""
-    return f"{type(err).__name__}: {first}"
+    return f"{type(err).__name__}: {without_directories(first)}"
+
+
+def without_directories(text: str) -> str:
+    """``at /home/me/x.py:3`` -> ``at x.py:3``: pages show no build paths."""
+    return re.sub(r"(?:[\w.~-]*/)+([\w.-]+\.py)", r"\1", text)
 
 
 def short_type(value) -> str:
@@ -43,7 +49,10 @@ def short_type(value) -> str:
 
 
 def call_outcome(fn: Callable, *args) -> dict:
-    """Call ``fn(*args)`` and report what happened: the result's type, or the error's class, first and last line."""
+    """Call ``fn(*args)`` and report what happened: the result's type, or the error's class, first and last line.
+
+    Taught in "jaxprs", "Calling an executable with other shapes".
+    """
     check_callable(fn, "call_outcome")
     called = ", ".join(short_type(a) for a in args)
     err = raised(fn, *args)

@@ -7,6 +7,7 @@ stages (trace, lower, compile, call), timed by ``timing.stages``, and shows what
 
 import collections
 import dataclasses
+import re
 from collections.abc import Callable, Iterator, Sequence
 
 import jax
@@ -26,7 +27,10 @@ def equations(jaxpr) -> Iterator:
 
 
 def count_equations(jaxpr) -> int:
-    """Equations in a jaxpr, counting those inside nested jaxprs (loop bodies, branches) too."""
+    """Equations in a jaxpr, counting those inside nested jaxprs (loop bodies, branches) too.
+
+    Taught in "Tracing", "Python loops unroll" (sec-tracing-loops).
+    """
     jaxpr = getattr(jaxpr, "jaxpr", jaxpr)  # a ClosedJaxpr holds its Jaxpr in .jaxpr
     if not isinstance(jaxpr, jax.extend.core.Jaxpr):
         raise TypeError(f"count_equations takes a jaxpr (from jax.make_jaxpr), got {type(jaxpr).__name__}.")
@@ -40,7 +44,10 @@ def _atom(v) -> str:
 
 
 def anatomy(jaxpr) -> Markdown:
-    """A jaxpr taken apart, one row per constant, input, equation and output, each with its type."""
+    """A jaxpr taken apart, one row per constant, input, equation and output, each with its type.
+
+    Taught in "jaxprs", "Reading a jaxpr".
+    """
     if not hasattr(jaxpr, "eqns"):
         raise TypeError(f"anatomy takes a jaxpr (jax.make_jaxpr(f)(x)), got {type(jaxpr).__name__}.")
     rows = [{"part": "constant", "primitive": "", "reads": "", "type": str(v.aval)} for v in jaxpr.constvars]
@@ -91,6 +98,8 @@ def stats(fn: Callable, *args, name: str | None = None, static_argnums: int | Se
     """Trace ``fn(*args, **kwargs)`` with ``jax.make_jaxpr`` and count what its jaxpr holds.
 
     With ``lower=True`` it also lowers ``jax.jit(fn)`` to StableHLO to count that text's lines.
+
+    Taught in "jaxprs", "A jaxpr explorer".
     """
     timing.check_callable(fn, "stats")
     jaxpr = jax.make_jaxpr(fn, static_argnums=static_argnums)(*args, **kwargs)
@@ -139,6 +148,8 @@ def cost_summary(analysis) -> dict[str, float]:
 
     ``Compiled.cost_analysis()`` is a dict on current JAX and was a list of dicts (one per program) on
     older versions; both are accepted, lists are summed. A figure XLA leaves out counts as 0.
+
+    Taught in "jaxprs", "The road to XLA" (sec-jaxprs-stages).
     """
     if hasattr(analysis, "cost_analysis"):
         analysis = analysis.cost_analysis()
@@ -191,9 +202,35 @@ class Walk:
 
 def walk(fn: Callable, *args, static_argnums: int | Sequence[int] = (), excerpt_lines: int = 12,
          **kwargs) -> Walk:
-    """Take ``jax.jit(fn)`` through its ahead-of-time stages (timed by ``timing.stages``) and keep each product."""
+    """Take ``jax.jit(fn)`` through its ahead-of-time stages (timed by ``timing.stages``) and keep each product.
+
+    Taught in "jaxprs", "The road to XLA" (sec-jaxprs-stages).
+    """
     timing.check_callable(fn, "walk")
     if not isinstance(excerpt_lines, int) or excerpt_lines < 1:
         raise ValueError(f"excerpt_lines must be a positive whole number of lines, got {excerpt_lines!r}.")
     stages = timing.stages(fn, *args, static_argnums=static_argnums, **kwargs)
     return Walk(stages, stages.lowered.as_text(), cost_summary(stages.compiled), excerpt_lines)
+
+
+_INSTRUCTION = re.compile(r"^\s*(ROOT )?%?([\w.-]+) = (\S+) (\w[\w-]*)\(")
+
+
+def compiled_instructions(compiled) -> list[dict]:
+    """The instructions of the optimized HLO's entry computation (``compiled.as_text()``), one row each:
+    name, result type and opcode. A ``fusion`` is one loop over memory that XLA made of several operations.
+
+    Taught in "jaxprs", "What XLA did" (sec-jaxprs-xla).
+    """
+    if not hasattr(compiled, "as_text"):
+        raise TypeError(f"compiled_instructions takes a compiled function (jax.jit(f).lower(x).compile()), "
+                        f"got {type(compiled).__name__}.")
+    text = compiled.as_text()
+    entry = text[text.index("\nENTRY"):]
+    entry = entry[: entry.index("\n}")]
+    rows = []
+    for line in entry.splitlines()[1:]:
+        if (m := _INSTRUCTION.match(line)) is not None:
+            rows.append({"instruction": m.group(2), "type": re.sub(r"\{[\d,]*\}", "", m.group(3)),
+                         "opcode": m.group(4)})
+    return rows

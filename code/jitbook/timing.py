@@ -54,7 +54,10 @@ def check_callable(fn, who: str) -> None:
 
 
 def time_call(fn: Callable, *args, repeats: int = 7, warmup: int = 1, **kwargs) -> Timing:
-    """Time ``fn(*args, **kwargs)``: ``warmup`` untimed calls (compiling, if jitted), then ``repeats`` timed ones."""
+    """Time ``fn(*args, **kwargs)``: ``warmup`` untimed calls (compiling, if jitted), then ``repeats`` timed ones.
+
+    Taught in "Why compile?", "Asynchronous dispatch".
+    """
     check_callable(fn, "time_call")
     if repeats < 1 or warmup < 0:
         raise ValueError(f"need repeats >= 1 and warmup >= 0, got repeats={repeats}, warmup={warmup}.")
