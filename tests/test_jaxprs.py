@@ -359,3 +359,10 @@ def test_no_tracing_lets_cached_calls_run_and_refuses_a_new_trace():
         err = errors.raised(jitted, shorter)
     assert isinstance(err, RuntimeError) and "no_tracing" in str(err)
     assert "/" not in errors.error_line(err)
+
+
+def test_one_primitive_can_lower_to_several_stablehlo_operations():
+    cube = lambda v: v**3  # noqa: E731
+    x = jnp.ones(3)
+    assert [e.primitive.name for e in jax.make_jaxpr(cube)(x).eqns] == ["integer_pow"]
+    assert jax.jit(cube).lower(x).as_text().count("stablehlo.multiply") == 2

@@ -431,3 +431,12 @@ def test_reference_trace_count():
     assert reference_trace_count(lambda v: v, [(1.0,), (2.0,)]) == 1
     assert reference_trace_count(lambda v: v, [(1.0,), (jnp.float32(1.0),)]) == 2
     assert reference_trace_count(lambda v: v, []) == 0
+
+
+def test_ordered_debug_print_prints_at_every_call_in_order():
+    def print_in_order(v):
+        jax.debug.print("call with {}", v, ordered=True)
+        return v
+
+    lines = tracing.printed_lines(jax.jit(print_in_order), [(1.0,), (2.0,), (3.0,)])
+    assert lines == ["call with 1.0", "call with 2.0", "call with 3.0"]

@@ -23,7 +23,8 @@ def log2_with_side_effects(x: jax.Array) -> jax.Array:
 
 
 def by_rank(x: jax.Array) -> jax.Array:
-    """Row sums of a matrix, cosine of anything else: a Python branch on a shape, decided while tracing.
+    """Row sums of a matrix, cosine of anything else: a Python branch on a shape, decided while
+    tracing.
 
     Taught in "jaxprs", "What a jaxpr leaves out".
     """
@@ -41,12 +42,16 @@ def update(x: jax.Array) -> jax.Array:
 
 
 def update_f32_constant(x: jax.Array) -> jax.Array:
-    """``update`` with its 0.5 as a float32 array constant: strongly typed, so it promotes a float16 ``x``."""
+    """``update`` with its 0.5 as a float32 array constant: strongly typed, so it promotes a float16
+    ``x``.
+    """
     return jnp.sin(x) * np.float32(0.5) + x
 
 
 def scaled_by(k: float) -> Callable[[jax.Array], jax.Array]:
-    """A function that captures the Python number ``k``: it enters the jaxpr as a literal, not a constant."""
+    """A function that captures the Python number ``k``: it enters the jaxpr as a literal, not a
+    constant.
+    """
 
     def scale(x: jax.Array) -> jax.Array:
         return x * k
@@ -55,7 +60,8 @@ def scaled_by(k: float) -> Callable[[jax.Array], jax.Array]:
 
 
 def with_closure(table: jax.Array) -> Callable[[jax.Array], jax.Array]:
-    """A function that reads ``table`` from its enclosing scope: the array becomes a constant of the jaxpr.
+    """A function that reads ``table`` from its enclosing scope: the array becomes a constant of the
+    jaxpr.
 
     Taught in "jaxprs", "Constants and literals".
     """
@@ -78,7 +84,8 @@ def inner(x: jax.Array) -> jax.Array:
 
 
 def outer(x: jax.Array) -> jax.Array:
-    """Calls the jitted ``inner``: its jaxpr holds ``inner`` as one ``jit`` equation with a jaxpr inside.
+    """Calls the jitted ``inner``: its jaxpr holds ``inner`` as one ``jit`` equation with a jaxpr
+    inside.
 
     Taught in "jaxprs", "A jitted function inside another".
     """

@@ -1,7 +1,8 @@
-"""The examples of the tracing chapter: what jit sees when it runs a Python function once, with tracers.
+"""The examples of the tracing chapter: what jit sees when it runs a Python function once, with
+tracers.
 
-Each function here is small on purpose: it shows one thing a tracer does or refuses to do. The helpers
-at the end measure what tracing produced (equation counts, compile times, printed lines).
+Each function here is small on purpose: it shows one thing a tracer does or refuses to do. The
+helpers at the end measure what tracing produced (equation counts, compile times, printed lines).
 """
 
 import contextlib
@@ -22,7 +23,8 @@ from .programs import count_equations
 
 
 def aval_row(x) -> dict:
-    """The abstract value jit keeps of ``x``: its type, shape, dtype and weak type, as one table row.
+    """The abstract value jit keeps of ``x``: its type, shape, dtype and weak type, as one table
+    row.
 
     Taught in "Tracing", "A tracer, seen from inside".
     """
@@ -32,7 +34,9 @@ def aval_row(x) -> dict:
 
 
 def seen_by_jit(*args) -> list[dict]:
-    """Run a fresh jitted function on ``args`` and return what each argument looked like *inside* it."""
+    """Run a fresh jitted function on ``args`` and return what each argument looked like *inside*
+    it.
+    """
     rows: list[dict] = []
 
     def look(*traced):
@@ -72,7 +76,9 @@ class BodyCounter:
 
 
 def printed_lines(fn: Callable, calls: Sequence[tuple]) -> list[str]:
-    """Call ``fn(*args)`` for each tuple in ``calls`` and return every line printed, run-time prints included."""
+    """Call ``fn(*args)`` for each tuple in ``calls`` and return every line printed, run-time prints
+    included.
+    """
     if not callable(fn):
         raise TypeError(f"printed_lines takes the function first, got {type(fn).__name__}.")
     buffer = io.StringIO()
@@ -110,7 +116,8 @@ def scaled(x: jax.Array) -> jax.Array:
 
 
 def pad_to_even(x: jax.Array) -> jax.Array:
-    """Appends a zero when ``x`` has an odd length: a branch on a shape, which jit knows while tracing.
+    """Appends a zero when ``x`` has an odd length: a branch on a shape, which jit knows while
+    tracing.
 
     Taught in "Tracing", "Branching on a shape works".
     """
@@ -120,7 +127,8 @@ def pad_to_even(x: jax.Array) -> jax.Array:
 
 
 def sin_or_cos(x: jax.Array, t) -> jax.Array:
-    """``sin(x)`` when ``t > 0``, else ``cos(x)``: a Python branch on a value, which a tracer does not have.
+    """``sin(x)`` when ``t > 0``, else ``cos(x)``: a Python branch on a value, which a tracer does
+    not have.
 
     Taught in "Tracing", "Branching on a value fails".
     """
@@ -132,7 +140,8 @@ def sin_or_cos(x: jax.Array, t) -> jax.Array:
 sin_or_cos_static = jax.jit(sin_or_cos, static_argnums=1)  # way out 1: t is a Python value, part of the cache key
 
 
-def sin_or_cos_where(x: jax.Array, t, pos: Callable = jnp.sin, neg: Callable = jnp.cos) -> jax.Array:
+def sin_or_cos_where(x: jax.Array, t, pos: Callable = jnp.sin,
+                     neg: Callable = jnp.cos) -> jax.Array:
     """Way out 2: compute both branches and select elementwise.
 
     Taught in "Tracing", "Three ways out".
@@ -140,8 +149,10 @@ def sin_or_cos_where(x: jax.Array, t, pos: Callable = jnp.sin, neg: Callable = j
     return jnp.where(t > 0, pos(x), neg(x))
 
 
-def sin_or_cos_cond(x: jax.Array, t, pos: Callable = jnp.sin, neg: Callable = jnp.cos) -> jax.Array:
-    """Way out 3: ``lax.cond`` puts both branches in the program and runs the one the predicate picks.
+def sin_or_cos_cond(x: jax.Array, t, pos: Callable = jnp.sin,
+                    neg: Callable = jnp.cos) -> jax.Array:
+    """Way out 3: ``lax.cond`` puts both branches in the program and runs the one the predicate
+    picks.
 
     Taught in "Tracing", "Three ways out".
     """
@@ -149,7 +160,9 @@ def sin_or_cos_cond(x: jax.Array, t, pos: Callable = jnp.sin, neg: Callable = jn
 
 
 def announce(name: str, fn: Callable) -> Callable:
-    """``fn`` that also prints ``name`` each time it runs, at run time, so we can see which branches ran."""
+    """``fn`` that also prints ``name`` each time it runs, at run time, so we can see which branches
+    ran.
+    """
 
     def announced(x):
         jax.debug.print(name)
@@ -186,7 +199,8 @@ def python_loop(x: jax.Array, n: int) -> jax.Array:
 
 
 def fori_version(x: jax.Array, n) -> jax.Array:
-    """``step`` applied ``n`` times by ``lax.fori_loop``: one loop in the program, and ``n`` may be traced.
+    """``step`` applied ``n`` times by ``lax.fori_loop``: one loop in the program, and ``n`` may be
+    traced.
 
     Taught in "Tracing", "Python loops unroll" (sec-tracing-loops).
     """
@@ -194,7 +208,8 @@ def fori_version(x: jax.Array, n) -> jax.Array:
 
 
 def scan_version(x: jax.Array, n: int) -> jax.Array:
-    """``step`` applied ``n`` times by ``lax.scan``: one loop in the program; ``n`` must be a Python int.
+    """``step`` applied ``n`` times by ``lax.scan``: one loop in the program; ``n`` must be a Python
+    int.
 
     Taught in "Tracing", "Python loops unroll" (sec-tracing-loops).
     """
@@ -203,7 +218,8 @@ def scan_version(x: jax.Array, n: int) -> jax.Array:
 
 
 def loop_growth(fns: Sequence[Callable], ns: Sequence[int], x: jax.Array) -> list[dict]:
-    """For each loop function and loop length: equations traced and milliseconds to trace, lower and compile.
+    """For each loop function and loop length: equations traced and milliseconds to trace, lower and
+    compile.
 
     Taught in "Tracing", "Python loops unroll" (sec-tracing-loops).
     """
@@ -254,14 +270,15 @@ def scale_by_argument(x: jax.Array, scale) -> jax.Array:
 
 
 def masked_scan(x: jax.Array, n, max_n: int) -> jax.Array:
-    """``step`` applied ``n`` times, ``n`` traced, by a ``scan`` of ``max_n`` steps that stops changing after ``n``.
+    """``step`` applied ``n`` times, ``n`` traced, by a ``scan`` of ``max_n`` steps that stops
+    changing after ``n``.
 
-    A ``fori_loop`` with a traced trip count becomes a ``while_loop``, which reverse-mode AD refuses; a scan
-    with a static bound and a mask has one compiled program for every ``n <= max_n`` and a gradient.
-    Taught in "Tracing", "Python loops unroll" (sec-tracing-loops).
+    A ``fori_loop`` with a traced trip count becomes a ``while_loop``, which reverse-mode AD
+    refuses; a scan with a static bound and a mask has one compiled program for every ``n <= max_n``
+    and a gradient. Taught in "Tracing", "Python loops unroll" (sec-tracing-loops).
     """
     if not isinstance(max_n, int) or max_n < 0:
-        raise ValueError(f"max_n must be a Python int >= 0 (the static bound of the scan), got {max_n!r}.")
+        raise ValueError(f"max_n must be a Python int >= 0 (the static bound), got {max_n!r}.")
 
     def body(carry, i):
         return jnp.where(i < n, step(carry), carry), None
@@ -289,8 +306,8 @@ def branches_run_batched(version: Callable, x: jax.Array, ts: jax.Array) -> list
 
 
 def sqrt_or_zero(x: jax.Array) -> jax.Array:
-    """``sqrt(x)`` where ``x > 0``, else 0: right values, but a NaN gradient at 0 (the sqrt branch is still
-    differentiated there, and 0 times its infinite slope is NaN).
+    """``sqrt(x)`` where ``x > 0``, else 0: right values, but a NaN gradient at 0 (the sqrt branch
+    is still differentiated there, and 0 times its infinite slope is NaN).
 
     Taught in "Tracing", "Under vmap, both branches run" (sec-tracing-cond-vmap).
     """
@@ -310,7 +327,8 @@ def sqrt_or_zero_safe(x: jax.Array) -> jax.Array:
 
 
 def positives(x: jax.Array) -> jax.Array:
-    """The entries of ``x`` above 0: how many there are depends on the values, so jit cannot trace it.
+    """The entries of ``x`` above 0: how many there are depends on the values, so jit cannot trace
+    it.
 
     Taught in "Tracing", "Shapes that depend on values".
     """
@@ -318,7 +336,8 @@ def positives(x: jax.Array) -> jax.Array:
 
 
 def positives_padded(x: jax.Array, size: int) -> jax.Array:
-    """The indices of the entries above 0, padded with -1 to a fixed ``size``: a shape jit knows while tracing.
+    """The indices of the entries above 0, padded with -1 to a fixed ``size``: a shape jit knows
+    while tracing.
 
     Taught in "Tracing", "Shapes that depend on values".
     """
@@ -330,7 +349,8 @@ def positives_padded(x: jax.Array, size: int) -> jax.Array:
 
 
 def logged_square(x: jax.Array, log: list) -> jax.Array:
-    """``x * x`` that appends each value of ``x`` to ``log`` at run time, through ``jax.debug.callback``.
+    """``x * x`` that appends each value of ``x`` to ``log`` at run time, through
+    ``jax.debug.callback``.
 
     Taught in "Tracing", "Side effects done properly" (sec-tracing-side-effects).
     """

@@ -12,10 +12,11 @@ from .cache import count_compiles, fresh_jit
 
 
 def standardize_softplus(x: jax.Array) -> jax.Array:
-    """Softplus of each row standardized to mean 0 and variance 1: elementwise ops and reductions, counted by the chapter.
+    """Softplus of each row standardized to mean 0 and variance 1: elementwise ops and reductions,
+    counted by the chapter.
 
-    Op by op, every primitive is its own kernel that writes its whole result; compiled, XLA fuses them
-    into fewer passes over memory.
+    Op by op, every primitive is its own kernel that writes its whole result; compiled, XLA fuses
+    them into fewer passes over memory.
 
     Taught in "Why compile?", "Two ways to run the same function".
     """
@@ -38,7 +39,8 @@ def heavy_matmul(n: int) -> jax.Array:
 
 
 def break_even_calls(compile_s: float, eager_s: float, jit_s: float) -> float:
-    """After how many calls compiling pays off: compile time over the time saved per call (inf if none).
+    """After how many calls compiling pays off: compile time over the time saved per call (inf if
+    none).
 
     Taught in "Why compile?", "Op by op against compiled, measured".
     """
@@ -52,9 +54,9 @@ def break_even_calls(compile_s: float, eager_s: float, jit_s: float) -> float:
 def cold_and_warm(fn: Callable, x: jax.Array, repeats: int = 50) -> list[dict]:
     """First and later calls of ``fn(x)``, op by op and jitted, each first call on a cold start.
 
-    Pass an ``x`` of a shape nothing has used yet: op by op, the first call compiles each primitive for
-    that shape, as the first jitted call compiles the whole function.
-    Taught in "Why compile?", "When compiling does not pay off".
+    Pass an ``x`` of a shape nothing has used yet: op by op, the first call compiles each primitive
+    for that shape, as the first jitted call compiles the whole function. Taught in "Why compile?",
+    "When compiling does not pay off".
     """
     rows = []
     for way, callable_ in (("op by op", fn), ("jax.jit", fresh_jit(fn))):
@@ -63,16 +65,17 @@ def cold_and_warm(fn: Callable, x: jax.Array, repeats: int = 50) -> list[dict]:
             jax.block_until_ready(callable_(x))
             first = time.perf_counter() - start
         later = timing.time_call(callable_, x, repeats=repeats, warmup=0)
-        rows.append({"way": way, "first call (ms)": 1e3 * first, "compiles in first call": log.count,
-                     "later calls (ms)": 1e3 * later.median})
+        rows.append({"way": way, "first call (ms)": 1e3 * first,
+                     "compiles in first call": log.count, "later calls (ms)": 1e3 * later.median})
     return rows
 
 
 def wrapper_per_call(fn: Callable, x: jax.Array, repeats: int = 200) -> tuple[timing.Timing, ...]:
-    """Per-call times of one ``jax.jit(fn)`` called again, and of a new ``jax.jit(fn)`` at every call.
+    """Per-call times of one ``jax.jit(fn)`` called again, and of a new ``jax.jit(fn)`` at every
+    call.
 
-    Both find the compiled program; the new wrapper misses jit's fast dispatch path.
-    Taught in "Why compile?", "Two ways to run the same function".
+    Both find the compiled program; the new wrapper misses jit's fast dispatch path. Taught in "Why
+    compile?", "Two ways to run the same function".
     """
     kept = jax.jit(fn)
     jax.block_until_ready(kept(x))
@@ -87,7 +90,8 @@ HUGE = 3e38  # near the largest float32 (3.4e38): its reciprocal is below float3
 
 
 def divide_by_huge(x: jax.Array) -> jax.Array:
-    """``x / 3e38``: exact op by op for ``x = 3e38``, but compiled, XLA may rewrite it and lose the answer.
+    """``x / 3e38``: exact op by op for ``x = 3e38``, but compiled, XLA may rewrite it and lose the
+    answer.
 
     Taught in "Why compile?", "Two ways to run the same function".
     """
