@@ -5,6 +5,7 @@ Every helper jits a fresh wrapper of its function (``cache.fresh_jit``), so a fi
 compile however often the chapter or a test runs it.
 """
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -25,6 +26,14 @@ from .cache import count_compiles, fresh_jit
 from .errors import raised
 from .pln import PLNData, closed_form_sigma, init_params, make_optimizer, neg_elbo
 
+
+def _count(value, what: str, example: str) -> int:
+    """``value`` if it is a positive whole number, else a ValueError that says what was expected."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{what} must be a positive whole number, e.g. {example}, got {value!r}.")
+    return value
+
+
 # --- buffer donation ---------------------------------------------------------------------------------------
 
 def sgd_update(state: jax.Array, grad: jax.Array, lr: float = 0.1) -> jax.Array:
@@ -43,6 +52,13 @@ def total(x: jax.Array) -> jax.Array:
     return jnp.sum(x)
 
 
+def memory_figures(compiled, label: str) -> dict:
+    """XLA's memory figures (bytes) of a compiled program, as one row."""
+    m = compiled.memory_analysis()
+    return {"variant": label, "arguments": m.argument_size_in_bytes, "outputs": m.output_size_in_bytes,
+            "aliased": m.alias_size_in_bytes, "temporaries": m.temp_size_in_bytes, "peak": m.peak_memory_in_bytes}
+
+
 def memory_row(fn: Callable, *args, donate_argnums: int | Sequence[int] = (), label: str = "") -> dict:
     """Compile ``jax.jit(fn, donate_argnums=...)`` for ``args`` and read XLA's memory figures (bytes).
 
@@ -50,14 +66,12 @@ def memory_row(fn: Callable, *args, donate_argnums: int | Sequence[int] = (), la
     """
     timing.check_callable(fn, "memory_row")
     compiled = fresh_jit(fn, donate_argnums=donate_argnums).trace(*args).lower().compile()
-    m = compiled.memory_analysis()
-    return {"variant": label or f"donate_argnums={donate_argnums!r}", "arguments": m.argument_size_in_bytes,
-            "outputs": m.output_size_in_bytes, "aliased": m.alias_size_in_bytes, "temporaries": m.temp_size_in_bytes,
-            "peak": m.peak_memory_in_bytes}
+    return memory_figures(compiled, label or f"donate_argnums={donate_argnums!r}")
 
 
 def donation_rows(size: int) -> list[dict]:
     """``sgd_update`` on a ``size x size`` state, compiled without and with the state donated."""
+    _count(size, "size (the side of the square array)", "size=1000")
     state, grad = jnp.ones((size, size)), jnp.ones((size, size))
     return [memory_row(sgd_update, state, grad, label="no donation"),
             memory_row(sgd_update, state, grad, donate_argnums=0, label="donate_argnums=0 (the state)")]
@@ -86,8 +100,7 @@ def donation_warnings(fn: Callable, *args, donate_argnums: int | Sequence[int] =
     Defined in chapter "Keeping, reusing and shipping compiled programs", section "When donation cannot be used".
     """
     timing.check_callable(fn, "donation_warnings")
-    if isinstance(calls, bool) or not isinstance(calls, int) or calls < 1:
-        raise ValueError(f"calls must be a positive number of calls, got {calls!r}.")
+    _count(calls, "calls (how many times to call)", "calls=3")
     jitted = fresh_jit(fn, donate_argnums=donate_argnums)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")  # show every warning, even one Python has shown before
@@ -116,25 +129,30 @@ def pln_start(data: PLNData) -> tuple:
     return params, make_optimizer().init(params), jnp.eye(data.Y.shape[1])
 
 
-def pln_memory_rows(data: PLNData) -> list[dict]:
-    """Memory figures of one compiled ``pln_step``, without and with the carry (arguments 0, 1, 2) donated."""
-    args = (*pln_start(data), jax.tree.map(jnp.asarray, data))
-    return [memory_row(pln_step, *args, label="no donation"),
-            memory_row(pln_step, *args, donate_argnums=(0, 1, 2), label="carry donated")]
+@dataclasses.dataclass
+class PythonLoopFit:
+    """A PLN fit driven from Python: the compiled step's memory figures and the losses of its iterations."""
+
+    memory: dict
+    losses: np.ndarray
 
 
-def fit_python_loop(data: PLNData, n_iter: int, donate: bool) -> np.ndarray:
-    """``n_iter`` calls of a jitted ``pln_step`` from Python, the carry donated or not; the losses."""
-    if isinstance(n_iter, bool) or not isinstance(n_iter, int) or n_iter < 1:
-        raise ValueError(f"n_iter must be a positive whole number of iterations, got {n_iter!r}.")
-    step = fresh_jit(pln_step, donate_argnums=(0, 1, 2) if donate else ())
+def fit_python_loop(data: PLNData, n_iter: int, donate: bool) -> PythonLoopFit:
+    """Compile ``pln_step`` (the carry donated or not), read its memory figures, and call it ``n_iter`` times.
+
+    Defined in chapter "Keeping, reusing and shipping compiled programs", section "Donating a fit's carry".
+    """
+    _count(n_iter, "n_iter (iterations)", "n_iter=20")
     params, opt_state, Omega = pln_start(data)
     data = jax.tree.map(jnp.asarray, data)
+    donate_argnums = (0, 1, 2) if donate else ()
+    step = fresh_jit(pln_step, donate_argnums=donate_argnums).trace(params, opt_state, Omega, data).lower().compile()
     losses = []
     for _ in range(n_iter):
         params, opt_state, Omega, loss = step(params, opt_state, Omega, data)
         losses.append(loss)
-    return np.asarray(jnp.stack(losses))
+    memory = memory_figures(step, "carry donated" if donate else "no donation")
+    return PythonLoopFit(memory, np.asarray(jnp.stack(losses)))
 
 
 # --- saving and shipping a program -------------------------------------------------------------------------
@@ -233,8 +251,10 @@ def loop_cost_rows(lengths: Sequence[int], size: int = 64) -> list[dict]:
 
     One row per length, so the rows serve a table and an explorer's slider alike.
     """
-    if not lengths or any(isinstance(n, bool) or not isinstance(n, int) or n < 1 for n in lengths):
-        raise ValueError(f"lengths must be a non-empty list of positive loop lengths, e.g. [10, 100], got {lengths!r}.")
+    if isinstance(lengths, (int, str)) or not lengths:
+        raise ValueError(f"lengths must be a non-empty list of loop lengths, e.g. [10, 100], got {lengths!r}.")
+    for n in lengths:
+        _count(n, "each loop length", "[10, 100]")
     x = jnp.ones(size)
     rows = []
     for n in lengths:
@@ -266,6 +286,7 @@ def apply_table(table: jax.Array, x: jax.Array) -> jax.Array:
 
 def constant_rows(size: int) -> list[dict]:
     """A ``size x size`` table closed over versus passed: constants, StableHLO size, lower and compile seconds."""
+    _count(size, "size (the side of the square array)", "size=1000")
     table = np.random.default_rng(0).normal(size=(size, size)).astype(np.float32)
     x = jnp.ones(size)
     rows = []
@@ -287,8 +308,7 @@ def make_piece(k: int) -> Callable:
 
 def pieces_rows(n: int, size: int = 64) -> list[dict]:
     """``n`` small steps, jitted one by one versus inside one jit: compiles, compile seconds, a warm run."""
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise ValueError(f"n must be a positive number of pieces, got {n!r}.")
+    _count(n, "n (pieces)", "n=30")
     x = jnp.ones(size)
     jitted_pieces = [jax.jit(make_piece(k)) for k in range(n)]
     raw_pieces = [make_piece(k) for k in range(n)]
@@ -328,6 +348,7 @@ def ignores_second(x: jax.Array, unused: jax.Array) -> jax.Array:
 
 def keep_unused_rows(size: int) -> list[dict]:
     """``ignores_second`` with a ``size x size`` unused argument, compiled with ``keep_unused`` off and on."""
+    _count(size, "size (the side of the square array)", "size=1000")
     x, unused = jnp.ones(size), jnp.ones((size, size))
     rows = []
     for keep in (False, True):
