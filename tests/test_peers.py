@@ -48,7 +48,7 @@ def test_torch_elbo_agrees_with_neg_elbo():
     B, M, S = (np.asarray(x) for x in init_params(data))
     params = (B + 0.1, M + 0.3 * rng.standard_normal(M.shape, dtype=np.float32), S * 0.7)
     Omega = np.linalg.inv(np.asarray(closed_form_sigma(params[1], params[2])))
-    out = torch_task("elbo", data_arrays() | dict(zip("BMS", params, strict=True)), Omega=Omega)
+    out = torch_task("elbo", data_arrays() | dict(zip("BMS", params, strict=True)) | {"Omega": Omega})
     assert float(out["loss"]) == pytest.approx(float(neg_elbo(params, data, Omega)), rel=1e-5)
     assert float(out["loss"]) == pytest.approx(neg_elbo_numpy(params, data, Omega), rel=1e-5)
 
