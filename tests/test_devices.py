@@ -44,6 +44,8 @@ FACTS = textwrap.dedent('''
     d = double(x)
     facts["out_shardings"] = [str(d.sharding.spec), bool(np.array_equal(np.asarray(d), 2 * x))]
     facts["key rows"] = devices.sharding_key_rows(mesh)
+    facts["abstract"] = [[dict(jax.typeof(v).sharding.mesh.shape), str(jax.typeof(v).sharding.spec)] for v in
+                         (jnp.asarray(x), xr, jax.device_put(x, NamedSharding(mesh, P(None, "data"))))]
     facts["explain auto"] = devices.explain_new_sharding(mesh)
     facts["explain explicit"] = devices.explain_new_sharding(explicit)
     facts["matmul"] = devices.matmul_rows(mesh)
@@ -68,7 +70,7 @@ FACTS = textwrap.dedent('''
     program = devices.pln_step_compiled(oaks, mesh)
     facts["pln collectives"] = dict(devices.collectives(program))
     facts["pln one-device collectives"] = dict(devices.collectives(devices.pln_step_compiled(oaks, None)))
-    facts["pln reduced arrays"] = devices.collective_lines(program)[0].split(" all-reduce(")[0].count("f32[")
+    facts["pln reduced shapes"] = devices.reduced_shapes(program)
     try:
         devices.place_rows(pln.check_data(np.ones((6, 2)), np.zeros((6, 2)), np.ones((6, 1))), mesh)
     except ValueError as err:
@@ -96,8 +98,7 @@ FACTS = textwrap.dedent('''
         "stats right": verdict("devices.column-stats", lambda v: (jnp.mean(v, 0), jnp.cov(v.T))),
         "stats ddof0": verdict("devices.column-stats", lambda v: (jnp.mean(v, 0), jnp.cov(v.T, bias=True))),
         "stats gathered": verdict("devices.column-stats", lambda v: (
-            jnp.mean(jax.lax.with_sharding_constraint(v, NamedSharding(mesh, P())), 0),
-            jnp.cov(jax.lax.with_sharding_constraint(v, NamedSharding(mesh, P(None, axis))).T))),
+            jnp.mean(v, 0), jnp.cov(jax.lax.with_sharding_constraint(v, NamedSharding(mesh, P())).T))),
     }
     print("FACTS " + json.dumps(facts))
 ''')
@@ -115,6 +116,15 @@ def facts() -> dict:
 
 def test_jax_num_cpu_devices_set_first_gives_that_many_devices(facts):
     assert facts["device count"] == 4
+
+
+def test_the_xla_flag_gives_simulated_devices_too():
+    import os
+
+    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=3")
+    out = subprocess.run([sys.executable, "-c", "import jitbook, jax; print(jax.device_count())"],
+                         env=env, capture_output=True, text=True, timeout=120)
+    assert out.stdout.strip() == "3", out.stderr[-2000:]
 
 
 def test_a_new_device_count_is_refused_once_the_backend_runs(facts):
@@ -161,12 +171,17 @@ def test_a_new_sharding_compiles_new_values_do_not_and_auto_mode_does_not_retrac
     assert [r["traced"] for r in rows] == [1, 1, 0, 0, 0]
 
 
+def test_on_an_auto_mesh_the_traced_type_records_the_mesh_not_the_split(facts):
+    assert facts["abstract"] == [[{}, "P(None, None)"], [{"data": 4}, "P(None, None)"], [{"data": 4}, "P(None, None)"]]
+
+
 def test_cache_miss_explanations_name_the_sharding_only_in_explicit_mode(facts):
-    assert "TRACING CACHE MISS" not in facts["explain auto"]
-    assert "Argument mapping" in facts["explain auto"] and "spec=P(None, 'data')" in facts["explain auto"]
-    assert "TRACING CACHE MISS" in facts["explain explicit"]
-    assert "now f32[8,4@data]" in facts["explain explicit"] and "before f32[8@data,4]" in facts["explain explicit"]
-    assert "/" not in facts["explain explicit"].split("defined at ")[1].split()[0]  # a file name, not a build path
+    auto, explicit = (" ".join(facts[k].split()) for k in ("explain auto", "explain explicit"))  # unwrap lines
+    assert "TRACING CACHE MISS" not in auto
+    assert "Argument mapping" in auto and "spec=P(None, 'data')" in auto
+    assert "TRACING CACHE MISS" in explicit
+    assert "now f32[8,4@data]" in explicit and "before f32[8@data,4]" in explicit
+    assert "/" not in explicit.split("defined at ")[1].split()[0]  # a file name, not a build path
 
 
 # --- what the compiler added ------------------------------------------------------------------------------
@@ -209,7 +224,9 @@ def test_the_sharded_pln_step_compiles_once_per_placement(facts):
 def test_the_pln_step_synchronises_with_one_combined_all_reduce(facts):
     assert facts["pln collectives"] == {"all-reduce": 1}
     assert facts["pln one-device collectives"] == {}
-    assert facts["pln reduced arrays"] >= 4
+    shapes = [tuple(s) for s in facts["pln reduced shapes"]]
+    assert len(shapes) >= 4 and (114, 114) in shapes  # M^T M among them
+    assert max(max(s, default=1) for s in shapes) == 114  # nothing with one entry per row (116 rows) crosses devices
 
 
 def test_place_rows_refuses_rows_that_do_not_split(facts):
@@ -230,7 +247,7 @@ def test_two_processes_see_the_global_array_and_reproduce_the_one_device_losses(
 
 
 def test_a_failing_process_stops_the_run_with_a_clear_error():
-    with pytest.raises(RuntimeError, match=r"process 0 of 2 exited with code 1.*positive integer"):
+    with pytest.raises(RuntimeError, match=r"(?s)process [01] of 2 exited with code 1\..*positive integer"):
         devices.run_processes(devices_per_process=0, timeout=60)
 
 
@@ -260,4 +277,14 @@ def test_the_exercises_say_they_need_several_devices():
     from jitbook.exercises import check
 
     report = check("devices.batch-axis", None)
-    assert not report.passed and "needs several" in report.message
+    assert not report.passed and "need several" in report.message
+
+
+def test_picture_draws_with_rich_or_says_it_is_missing():
+    import importlib.util
+
+    text = devices.picture(jax.numpy.ones((4, 4)))
+    if importlib.util.find_spec("rich") is None:
+        assert text == "(no picture: `visualize_sharding` requires `rich` to be installed.)"
+    else:
+        assert "CPU 0" in text and "\x1b[" not in text  # plain text, no ANSI colour codes

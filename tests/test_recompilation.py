@@ -385,3 +385,19 @@ def test_the_persistent_cache_key_hashes_versions_flags_options_and_devices():
     for part in ('"computation"', '"jax_lib version"', '"backend version"', '"XLA flags"', '"compile_options"',
                  '"accelerator_config"'):
         assert part in source
+
+
+def test_lr_traced_counts_the_answers_function_not_eager_helpers():
+    jitted = jax.jit(sgd_step)
+
+    class NoisyStep:
+        """A right answer that also runs an eager op on a new shape at each call (an eager compile each)."""
+
+        __name__ = "sgd_step"
+        lower = jitted.lower
+
+        def __call__(self, w, x, y, lr):
+            jnp.zeros(7 + round(lr * 1000))
+            return jitted(w, x, y, lr)
+
+    assert check("recompilation.lr-traced", NoisyStep()).passed

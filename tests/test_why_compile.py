@@ -75,13 +75,8 @@ def test_standardize_softplus_op_count_is_computed():
     assert "nine" not in (why_compile.standardize_softplus.__doc__ or "")
 
 
-def test_compiled_program_writes_fewer_arrays_than_op_by_op():
-    x = jnp.ones((40, 10))
-    compiled = jax.jit(why_compile.standardize_softplus).lower(x).compile()
-    ops = programs.compiled_instructions(compiled)
-    fusions = [r for r in ops if r["opcode"] == "fusion"]
-    equations = programs.stats(why_compile.standardize_softplus, x, lower=False).equations
-    assert fusions and len(fusions) < equations
+def test_compiled_instructions_refuses_text():
+    # the fusions themselves are asserted once, in test_jaxprs (the home of the optimized HLO)
     with pytest.raises(TypeError, match="compiled function"):
         programs.compiled_instructions("HloModule")
 

@@ -102,6 +102,15 @@ def collective_lines(compiled, width: int = 110) -> list[str]:
     return [line if len(line) <= width else line[:width] + " ..." for line in lines]
 
 
+def reduced_shapes(compiled) -> list[tuple[int, ...]]:
+    """The shapes of the arrays that the first all-reduce of ``compiled`` sums across devices."""
+    lines = [line for line in compiled.as_text().splitlines() if re.search(r"\ball-reduce(?:-start)?\(", line)]
+    if not lines:
+        raise ValueError("the compiled program has no all-reduce; compile it for inputs split over several devices.")
+    result_type = lines[0].split("=", 1)[1].split(" all-reduce")[0]
+    return [tuple(int(d) for d in dims.split(",") if d) for dims in re.findall(r"\w+\[([\d,]*)\]", result_type)]
+
+
 def words(counts: Counter) -> str:
     """``Counter({'all-reduce': 2})`` -> ``'2 all-reduce'``; ``'none'`` when empty."""
     return ", ".join(f"{n} {op}" for op, n in counts.items()) or "none"
@@ -148,8 +157,7 @@ def explain_new_sharding(mesh: Mesh, shape: tuple[int, int] = (8, 4)) -> str:
     axis = mesh.axis_names[0]
     x = np.ones(shape, np.float32)
     rows, columns = (jax.device_put(x, NamedSharding(mesh, spec)) for spec in (P(axis, None), P(None, axis)))
-    story = explain_miss(sum_of_squares, (rows,), (columns,))
-    return re.sub(r"(?:/[^/\s:]+)+/([^/\s:]+\.py)", r"\1", story)  # file names, not build paths
+    return explain_miss(sum_of_squares, (rows,), (columns,))
 
 
 # --- what the compiler added: a matmul sharded several ways ----------------------------------------------
@@ -229,8 +237,8 @@ def pln_step(params, opt_state, Omega, data: PLNData, lr: float = 1.0):
 def place_rows(data: PLNData, mesh: Mesh | None):
     """Data and starting parameters, with the rows of Y, O, X, M, S split over ``mesh`` (None: one device).
 
-    B and Omega are small and replicated. Defined in chapter "jit across devices and processes",
-    section "The PLN fit, data-parallel".
+    B and Omega are small and replicated.
+    Defined in chapter "jit across devices and processes", section "The PLN fit, data-parallel".
     """
     params = init_params(data)
     Omega = jnp.eye(data.Y.shape[1])
@@ -252,6 +260,7 @@ def start_optimizer(params, lr: float = 1.0, mesh: Mesh | None = None):
 
     Left where ``init`` makes it, the step counter sits on one device while the step returns it replicated:
     the second iteration would be a new cache key and compile again.
+    Defined in chapter "jit across devices and processes", section "The PLN fit, data-parallel".
     """
     state = make_optimizer(lr).init(params)
     if mesh is None:

@@ -74,18 +74,20 @@ class StaticLayer(Layer):
         return activate(self.activation, jnp.asarray(self.weight) * x)
 
 
-class HashedLayer(StaticLayer):
-    """``self`` static, hashed and compared by the values ``predict`` reads, so equal layers share a compile.
+@dataclasses.dataclass(frozen=True)
+class HashedLayer:
+    """``self`` static and frozen: hashed and compared by its fields, so equal layers share a compile.
 
+    A static argument must never change (JAX's FAQ); to change a layer, build a new one.
     Taught in methods.qmd, "Strategy 2: `self` as a static argument".
     """
 
-    def __hash__(self) -> int:
-        return hash((self.weight, self.activation))
+    weight: tuple
+    activation: str
 
-    def __eq__(self, other) -> bool:
-        return (isinstance(other, HashedLayer)
-                and (self.weight, self.activation) == (other.weight, other.activation))
+    @functools.partial(jax.jit, static_argnums=0)
+    def predict(self, x):
+        return activate(self.activation, jnp.asarray(self.weight) * x)
 
 
 # Strategy 3: the class is a pytree.
@@ -254,6 +256,45 @@ def signed_loss(model: SignedEqx, scale) -> jax.Array:
     return jnp.sum(scale * model.apply())
 
 
+@eqx.filter_jit
+def eqx_sgd_step(layer: EqxLayer, learning_rate):
+    """One step that shrinks the weight by ``learning_rate``: under ``filter_jit`` a Python float is static.
+
+    Taught in methods.qmd, "Strategy 4: Equinox modules".
+    """
+    return eqx.tree_at(lambda m: m.weight, layer, layer.weight * (1.0 - learning_rate))
+
+
+class Recorded:
+    """A value that records each ``__hash__`` and ``__eq__`` call made on it: what does jit ask of metadata?"""
+
+    def __init__(self, value, calls: list[str]) -> None:
+        self.value, self.calls = value, calls
+
+    def __hash__(self) -> int:
+        self.calls.append("hash")
+        return hash(self.value)
+
+    def __eq__(self, other) -> bool:
+        self.calls.append("eq")
+        return isinstance(other, Recorded) and self.value == other.value
+
+
+def closure_and_argument_sizes(data: jax.Array) -> dict:
+    """Characters of StableHLO text for one sum over ``data``: closed over (a constant) and as an argument.
+
+    Taught in methods.qmd, "Closures against arguments".
+    """
+    def closed(scale):
+        return jnp.sum(data * scale)
+
+    def as_argument(data, scale):
+        return jnp.sum(data * scale)
+
+    return {"closure": len(jax.jit(closed).lower(1.0).as_text()),
+            "argument": len(jax.jit(as_argument).lower(data, 1.0).as_text())}
+
+
 # Strategy 5: a state pytree and pure functions.
 class LayerParams(NamedTuple):
     """The layer's arrays only; a NamedTuple is a pytree with no registration.
@@ -366,8 +407,8 @@ def _hashable(weight) -> tuple[float, ...]:
 STRATEGIES: tuple[Strategy, ...] = (
     Strategy("1. jax.jit(layer.predict)", Layer, _jit_bound_once, _set_weight),
     Strategy("2. self static, identity hash", StaticLayer, lambda l, x, a: l.predict(x), _set_weight),
-    Strategy("2. self static, __hash__/__eq__", lambda w, a: HashedLayer(_hashable(w), a),
-             lambda l, x, a: l.predict(x), lambda l, w: _set_weight(l, _hashable(w))),
+    Strategy("2. self static, frozen, by value", lambda w, a: HashedLayer(_hashable(w), a),
+             lambda l, x, a: l.predict(x), lambda l, w: dataclasses.replace(l, weight=_hashable(w))),
     Strategy("3. pytree class", PytreeLayer, lambda l, x, a: l.predict(x),
              lambda l, w: PytreeLayer(w, l.activation)),
     Strategy("3. register_dataclass", DataclassLayer, lambda l, x, a: l.predict(x),

@@ -33,19 +33,19 @@ def _batch_axis(answer):
     expect(isinstance(answer, P), "is a PartitionSpec",
            f"batch_spec is a {type(answer).__name__}; make it a jax.sharding.PartitionSpec, e.g. P('data', None).")
     n = mesh.devices.size
-    x = np.random.default_rng(0).normal(size=(4 * n, 6)).astype(np.float32)
-    w = np.random.default_rng(1).normal(size=(6, 3)).astype(np.float32)
+    x = np.random.default_rng(0).normal(size=(4 * n, 2 * n)).astype(np.float32)
+    w = np.random.default_rng(1).normal(size=(2 * n, 3)).astype(np.float32)
     try:
         xs = jax.device_put(x, NamedSharding(mesh, answer))
     except Exception as err:
         raise Wrong(f"jax.device_put refused batch_spec {answer}: {str(err).splitlines()[0]}") from None
     compiled = _compiled(devices.predict, xs, w)
-    out_shard = compiled.output_shardings.shard_shape((4 * n, 3))
-    expect(out_shard[0] < 4 * n, f"the output is split over the batch ({out_shard} per device)",
-           f"each device computes the whole output {out_shard}: the batch axis is not on the mesh.")
     found = devices.collectives(compiled)
     expect(not found, "the compiled program has no collectives",
            f"the compiled program runs {devices.words(found)}: splitting the features makes devices exchange data.")
+    out_shard = compiled.output_shardings.shard_shape((4 * n, 3))
+    expect(out_shard[0] < 4 * n, f"the output is split over the batch ({out_shard} per device)",
+           f"each device computes the whole output {out_shard}: the batch axis is not on the mesh.")
     expect(np.allclose(np.asarray(compiled(xs, w)), np.tanh(x @ w), atol=1e-5), "same result as on one device",
            "the sharded result differs from tanh(x @ w).")
 
@@ -56,24 +56,24 @@ def _one_sharding(answer):
     mesh = _mesh()
     n, axis = mesh.devices.size, mesh.axis_names[0]
     x = np.random.default_rng(2).normal(size=(2 * n, 2 * n)).astype(np.float32)
-    inputs = [jax.device_put(v, NamedSharding(mesh, spec))
-              for v, spec in ((x, P(axis, None)), (x, P(None, axis)), (2 * x, P(None, axis)), (3 * x, P()))]
+    loaders = {"rows": P(axis, None), "columns": P(None, axis), "columns, new values": P(None, axis), "replicated": P()}
+    values = {"rows": x, "columns": x, "columns, new values": 2 * x, "replicated": 3 * x}
     step = fresh_jit(devices.sum_of_squares)
     with count_compiles() as log:
-        for v in inputs:
-            placed = call_answer(answer, v)
+        for name, spec in loaders.items():
+            placed = call_answer(answer, jax.device_put(values[name], NamedSharding(mesh, spec)))
             if not isinstance(placed, jax.Array):
                 raise Wrong(f"to_one_sharding returned a {type(placed).__name__}, not a jax.Array.")
             if len(placed.sharding.device_set) != n:
-                raise Wrong(f"it returned an array on {len(placed.sharding.device_set)} device(s) out of {n}: "
-                            f"keep the data spread over the mesh.")
-            got, want = float(step(placed)), float(np.sum(np.asarray(v, np.float64) ** 2))
+                raise Wrong(f"for the {name} input it returned an array on {len(placed.sharding.device_set)} "
+                            f"device(s) out of {n}: keep the data spread over the mesh.")
+            got, want = float(step(placed)), float(np.sum(values[name].astype(np.float64) ** 2))
             if abs(got - want) > 1e-4 * want:
-                raise Wrong(f"the values changed: the sum of squares is {got:.6g}, it was {want:.6g}.")
-    expect(True, f"keeps the values, on all {n} devices", "")
+                raise Wrong(f"for the {name} input the values changed: sum of squares {got:.6g}, not {want:.6g}.")
     compiles = log.count_for("sum_of_squares")
-    expect(compiles == 1, "one compile for rows, columns and replicated inputs",
-           f"the jitted step compiled {compiles} times for 4 inputs: they still reach it with different shardings.")
+    expect(compiles == 1, f"same values, on all {n} devices, and one compile for rows, columns and replicated inputs",
+           f"the jitted step compiled {compiles} times for {len(loaders)} inputs: they still reach it with "
+           f"different shardings.")
 
 
 @exercise("devices.psum", answer="sharded_dot", topic="shard_map and psum", difficulty=2,
