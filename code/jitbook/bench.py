@@ -34,7 +34,12 @@ def _pln(args: argparse.Namespace) -> None:
     n, p = data.Y.shape
     blas = f"SciPy OpenBLAS threads: {args.blas_threads}" if args.blas_threads else "SciPy OpenBLAS threads: default"
     print(f"PLN levels, {n:,} x {p}, {args.iters} iterations, {args.repeats} repeats; {blas}\n")
-    print(table(benchmark_levels(data, args.iters, levels, args.repeats, args.eager_iters)))
+    rows, caption, pypln_loss = benchmark_levels(data, args.iters, levels, args.repeats, args.eager_iters), None, None
+    if args.peers or args.peers_python:
+        from .pln.peers import add_peers
+
+        caption, pypln_loss = add_peers(rows, data, args.iters, args.repeats, args.peers_python)
+    print(table(rows, caption))
     for level in filter(None, args.profile_levels.split(",")):
         import jax.numpy as jnp
 
@@ -47,7 +52,7 @@ def _pln(args: argparse.Namespace) -> None:
         print(f"\nProfile of the {level} level: most expensive XLA operations, ms per iteration\n")
         print(table(op_profile(functools.partial(fit_fn, jdata, 20, 1.0), 20)))
     if args.newton_iters:
-        target = PYPLN_REFERENCE_NEG_ELBO * args.n_repeat / PYPLN_REFERENCE_REPEAT
+        target = pypln_loss or PYPLN_REFERENCE_NEG_ELBO * args.n_repeat / PYPLN_REFERENCE_REPEAT
         print(f"\nNewton fit, time to the pyPLNmodels reference loss {target:,.0f}\n")
         print(table([newton_time_to_target(data, target, args.newton_iters, args.repeats)]))
 
@@ -66,6 +71,8 @@ def main(argv: list[str] | None = None) -> None:
                      help="levels to profile per XLA operation (scan, fast; empty: none)")
     pln.add_argument("--blas-threads", type=int, default=1,
                      help="threads for the LAPACK calls JAX makes through SciPy's OpenBLAS (0: leave as is)")
+    pln.add_argument("--peers", action="store_true", help="add PyTorch eager, torch.compile and pyPLNmodels rows")
+    pln.add_argument("--peers-python", default=None, help="run the peers in this interpreter (e.g. a venv with torch)")
     pln.set_defaults(run=_pln)
     args = parser.parse_args(argv)
     args.run(args)
