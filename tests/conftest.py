@@ -4,4 +4,24 @@ import os
 
 os.environ.setdefault("JITBOOK_SMALL", "1")
 
+import nbformat  # noqa: E402
+import pytest  # noqa: E402
+
 import jitbook  # noqa: E402,F401  (sets the XLA flag before any test starts JAX)
+from jitbook import book  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def executed(tmp_path_factory):
+    """The executed notebook of a chapter, as a reader downloads it: the copy tests/test_chapters.py kept when
+    it ran this session, else executed now (and kept), so no test runs a chapter twice."""
+    folder = tmp_path_factory.getbasetemp() / "executed-chapters"
+    folder.mkdir(exist_ok=True)
+
+    def get(page) -> nbformat.NotebookNode:
+        path = folder / f"{page.stem}.ipynb"
+        if not path.exists():
+            nbformat.write(book.reader_notebook(book.execute(page)), path)
+        return nbformat.read(path, as_version=4)
+
+    return get

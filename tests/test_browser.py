@@ -2,11 +2,10 @@
 
 Each chapter is executed (small sizes), exported to HTML by nbconvert with no CDN script, opened from
 ``file://``; every request that is not ``file:`` or ``data:`` is aborted and recorded, and must not exist.
-Set ``JITBOOK_NOTEBOOKS=dir`` to test notebooks already executed by ``python -m jitbook.book run``.
+The notebooks are those tests/test_chapters.py executed this session (the ``executed`` fixture).
 """
 
 import json
-import os
 import shutil
 from pathlib import Path
 
@@ -32,13 +31,6 @@ def chapters() -> list[Path]:
     """The book's chapters: every page in a part, not the preface or the appendices."""
     appendices = {book.ROOT / p for p in book.book_config()["book"].get("appendices", [])}
     return [p for p in book.chapter_files() if p.parent.name == "chapters" and p not in appendices]
-
-
-def executed(page: Path) -> nbformat.NotebookNode:
-    done = os.environ.get("JITBOOK_NOTEBOOKS")
-    if done:
-        return nbformat.read(Path(done) / f"{page.stem}.ipynb", as_version=4)
-    return book.execute(page)
 
 
 def explorer_specs(nb: nbformat.NotebookNode) -> list[dict]:
@@ -136,7 +128,7 @@ def move(page, spec: dict) -> list[int]:
 
 @pytest.mark.chapter
 @pytest.mark.parametrize("page_path", chapters(), ids=lambda p: p.name)
-def test_explorers_move_and_show_the_computed_values_offline(page_path, browser, tmp_path):
+def test_explorers_move_and_show_the_computed_values_offline(page_path, browser, executed, tmp_path):
     nb = executed(page_path)
     specs = explorer_specs(nb)
     assert specs, f"{page_path.name} has no explorer: add one with jitbook.explore before its Exercises"
