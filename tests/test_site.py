@@ -55,21 +55,6 @@ def known(failing: dict[str, str]) -> list:
             else p for p in chapters()]
 
 
-@pytest.fixture(scope="session")
-def executed(tmp_path_factory):
-    """The executed notebook of a chapter: test_chapters' copy when it ran, else executed now."""
-    folder = tmp_path_factory.getbasetemp() / "executed-chapters"
-    folder.mkdir(exist_ok=True)
-
-    def get(page: Path) -> nbformat.NotebookNode:
-        path = folder / f"{page.stem}.ipynb"
-        if not path.exists():
-            nbformat.write(book.reader_notebook(book.execute(page)), path)
-        return nbformat.read(path, as_version=4)
-
-    return get
-
-
 def output_texts(nb) -> list[tuple[int, str]]:
     """(cell index, text) of every text a reader sees in the outputs: streams, plain text, errors, Markdown."""
     texts = []
