@@ -49,3 +49,20 @@ def op_profile(run, n_iter: int, top: int | None = 8) -> list[dict]:
 def ms_of(rows: list[dict], prefixes: tuple[str, ...]) -> float:
     """Total ms / iter of the profiled operations whose names start with one of `prefixes` (e.g. LAPACK calls)."""
     return round(sum(r["ms / iter"] for r in rows if r["operation"].startswith(tuple(prefixes))), 3)
+
+
+def big_sum_in_fresh_process(xla_flags: str, shape: tuple[int, int]) -> dict:
+    """How XLA compiles `jnp.sum` of a `shape` array in a new process run with `xla_flags` (the guard's effect).
+
+    A new process, because XLA reads its flags once, when the CPU backend starts.
+    """
+    import os
+    import subprocess
+    import sys
+
+    code = ("import jax, jax.numpy as jnp\n"
+            f"print(jax.jit(jnp.sum).lower(jnp.ones({tuple(shape)!r})).compile().as_text())")
+    env = {**os.environ, "XLA_FLAGS": xla_flags}
+    text = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
+    return {"XLA_FLAGS": xla_flags or "(none)", "reduce-window": "reduce-window" in text,
+            "fusions": text.count(" fusion(")}
