@@ -53,3 +53,9 @@ def test_newton_time_to_target_reports_first_hit():
     assert out["iterations to target"] == 1  # every loss is below a huge target
     out = newton_time_to_target(load_oaks(1), target=0.0, n_iter=5, repeats=1)
     assert out["iterations to target"] is None and out["seconds to target"] is None
+
+
+def test_bench_peers_says_how_to_get_them_when_missing(monkeypatch):
+    monkeypatch.setattr(bench, "_missing_peers", lambda: ["torch", "pyPLNmodels"])
+    with pytest.raises(SystemExit, match=r"torch, pyPLNmodels missing.*pip install torch --index-url"):
+        bench.main(["pln", "--peers"])

@@ -25,7 +25,26 @@ def _step(what: str, run: Callable):
     return out
 
 
+PEERS = {"torch": "PyTorch (eager and torch.compile)", "pyPLNmodels": "pyPLNmodels"}
+
+
+def _missing_peers() -> list[str]:
+    import importlib.util
+
+    return [name for name in PEERS if importlib.util.find_spec(name) is None]
+
+
 def _pln(args: argparse.Namespace) -> None:
+    if args.peers:
+        missing = _missing_peers()
+        if missing:
+            raise SystemExit(
+                f"--peers compares the JAX levels with {', '.join(PEERS.values())}, which are not installed here "
+                f"({', '.join(missing)} missing). They are optional and need a CPU build of PyTorch for this "
+                f"Python ({sys.version_info.major}.{sys.version_info.minor}): "
+                "pip install torch --index-url https://download.pytorch.org/whl/cpu && pip install pyPLNmodels")
+        raise SystemExit("--peers: the PyTorch and pyPLNmodels measurements are not written yet in this version "
+                         "of the book; run without --peers for the JAX levels.")
     from .pln import TUTORIAL_REPEAT, device_data, load_oaks
     from .pln.bench import level_row, newton_time_to_target, thread_contention
     from .pln.converge import PYPLN_REFERENCE_NEG_ELBO, PYPLN_REFERENCE_REPEAT
@@ -78,6 +97,8 @@ def main(argv: list[str] | None = None) -> None:
     pln.add_argument("--newton-iters", type=int, default=1000, help="iterations of the Newton fit (0: skip)")
     pln.add_argument("--profile-levels", default="scan,fast",
                      help="levels to profile per XLA operation (scan, namedtuple, fast; empty: none)")
+    pln.add_argument("--peers", action="store_true",
+                     help="also time PyTorch eager, torch.compile and pyPLNmodels (optional packages)")
     pln.set_defaults(run=_pln)
     args = parser.parse_args(argv)
     args.run(args)
