@@ -19,17 +19,28 @@ def pages() -> list[Path]:
     return book.chapter_files()
 
 
-def test_quarto_yaml_parses_and_is_a_book():
-    config = book.book_config()
-    assert config["project"]["type"] == "book"
-    assert config["execute"]["freeze"] == "auto"
-    assert config["jupyter"] == "python3"
+def _named_files(config) -> list[str]:
+    """Every project file that ``_quarto.yml`` names outside the chapter list: filters, theme files, scripts."""
     html = config["format"]["html"]
-    assert set(html["theme"]) == {"light", "dark"} and html["code-copy"] is True
-    assert html["html-math-method"] == "mathml", "math must render offline, without a CDN"
-    assert "$web-font-path: false" in (ROOT / "theme.scss").read_text()
-    for f in config.get("filters", []):
-        assert (ROOT / f).exists(), f"filter {f} is listed in _quarto.yml but missing"
+    themes = [t for mode in html.get("theme", {}).values() for t in (mode if isinstance(mode, list) else [mode])]
+    scripts = config["project"].get("pre-render", []) + config["project"].get("post-render", [])
+    named = config.get("filters", []) + [t for t in themes if t.endswith(".scss")] + scripts
+    return [n if isinstance(n, str) else n["path"] for n in named]
+
+
+def test_every_file_the_quarto_config_names_exists():
+    config = book.book_config()
+    named = _named_files(config)
+    assert "theme.scss" in named, "the theme that drops web fonts must be in both light and dark themes"
+    missing = [n for n in named if not (ROOT / n.split()[-1]).exists()]
+    assert not missing, f"_quarto.yml names files that do not exist: {missing}"
+
+
+def test_the_site_loads_no_web_fonts_or_math_scripts():
+    html = book.book_config()["format"]["html"]
+    assert html.get("html-math-method") == "mathml", "math must render offline: other methods load a CDN script"
+    assert re.search(r"^\$web-font-path:\s*false\s*;", (ROOT / "theme.scss").read_text(), re.M), (
+        "theme.scss must set `$web-font-path: false;` or Bootswatch themes load Google Fonts")
 
 
 def test_every_listed_page_exists_and_index_comes_first():

@@ -2,7 +2,7 @@ import jax
 import jax.numpy as jnp
 import pytest
 
-from jitbook import capture_jax_logs, count_compiles
+from jitbook import cache, capture_jax_logs, count_compiles
 
 
 def scale(x):
@@ -63,3 +63,11 @@ def test_captured_logs_explain_a_cache_miss_and_config_is_restored():
     assert jax.config.jax_explain_cache_misses == before
     assert any("TRACING CACHE MISS" in m and "f32[4]" in m for m in messages)
     assert any(m.startswith("Finished XLA compilation of jit(shift)") for m in messages)
+
+
+def test_messages_about_strips_paths_and_addresses_and_wraps():
+    message = ("TRACING CACHE MISS at /home/someone/project/code/mod.py:12 (f):\n"
+               "  for step defined at /home/someone/project/code/mod.py:3 id=140234 at 0x7f3a2b1c9d")
+    text = cache.messages_about([message], "step")
+    assert "/home" not in text and "mod.py:3" in text and "0x7f" not in text and "140234" not in text
+    assert all(len(line) <= 100 for line in cache.messages_about(["x " * 90 + "jit(step)"], "step").splitlines())

@@ -2,7 +2,7 @@
 
 import pytest
 
-from jitbook import book
+from jitbook import book, exercises
 from jitbook.exercises import registry
 
 
@@ -10,7 +10,7 @@ from jitbook.exercises import registry
 @pytest.mark.parametrize("page", book.chapter_files(), ids=lambda p: p.name)
 def test_page_executes_and_its_exercises_pass(page, tmp_path):
     nb = book.execute(page)
-    reports = {r["exercise"]: r for r in book.check_reports(nb)}
+    reports = {r["exercise"]: r for r in exercises.reports(nb.cells)}
     expected = {id for id, ex in registry().items() if ex.chapter == page.stem}
     assert set(reports) >= expected, f"exercises never checked in {page.name}: {sorted(expected - set(reports))}"
     failed = {id: r["message"] for id, r in reports.items() if not r["passed"]}

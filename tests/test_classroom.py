@@ -25,10 +25,12 @@ def code_lines(nb) -> list[str]:
 
 # ---- solutions out, stubs in ------------------------------------------------------------------------------
 
-def test_strip_solutions_keeps_the_region_indentation():
+def test_clear_solutions_keeps_the_region_indentation():
     source = ("def f(x):\n    y = 1\n    ### BEGIN SOLUTION\n    return x + y\n    ### END SOLUTION\n\n"
               "### BEGIN SOLUTION\ng = jax.jit(f)\n### END SOLUTION\nprint('kept')")
-    assert classroom.strip_solutions(source) == (
+    nb = classroom.mark_exercises(nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_code_cell(source), nbformat.v4.new_code_cell('check("demo.f")')]))
+    assert classroom.clear_solutions(nb).cells[0].source == (
         "def f(x):\n    y = 1\n    # YOUR CODE HERE\n    raise NotImplementedError()\n\n"
         "# YOUR CODE HERE\nraise NotImplementedError()\nprint('kept')")
     assert classroom.solution_regions(source) == ["    return x + y", "g = jax.jit(f)"]
@@ -41,7 +43,14 @@ def test_strip_solutions_keeps_the_region_indentation():
 ])
 def test_broken_solution_markers_are_a_clear_error(source, message):
     with pytest.raises(ValueError, match=re.escape(message)):
-        classroom.strip_solutions(source)
+        classroom.check_markers(source)
+
+
+def test_broken_markers_in_a_chapter_name_the_chapter_and_line(tmp_path):
+    qmd = tmp_path / "demo.qmd"
+    qmd.write_text("# Demo {#sec-demo}\n\n```{python}\n### BEGIN SOLUTION\nx = 1\n```\n\n```{python}\ncheck(\"demo.x\")\n```\n")
+    with pytest.raises(ValueError, match=re.escape("demo.qmd, code chunk at line 3: line 1: a `### BEGIN")):
+        classroom.student_notebook(qmd)
 
 
 def test_notebooks_command_writes_student_and_instructor_notebooks_for_every_chapter(tmp_path):

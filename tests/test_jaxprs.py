@@ -1,5 +1,9 @@
 """The claims of the chapter "jaxprs and the road to XLA", its package code, and its exercises' wrong answers."""
 
+import os
+import subprocess
+import sys
+
 import jax
 import jax.extend.core
 import jax.numpy as jnp
@@ -7,7 +11,7 @@ import numpy as np
 import pytest
 from jax import lax
 
-from jitbook import count_compiles, errors, jaxprs, programs
+from jitbook import count_compiles, errors, jaxprs, programs, tracing, why_compile
 from jitbook.exercises import check
 
 
@@ -19,7 +23,7 @@ def prims(fn, *args, **kwargs):
 
 
 def test_make_jaxpr_returns_a_jaxpr_that_carries_its_constants():
-    j = jax.make_jaxpr(jaxprs.step)(jnp.ones(4))
+    j = jax.make_jaxpr(jaxprs.update)(jnp.ones(4))
     assert type(j).__name__ == "Jaxpr"
     assert jax.extend.core.ClosedJaxpr is jax.extend.core.Jaxpr
     assert j.jaxpr is j  # the legacy accessor returns the object itself
@@ -27,7 +31,7 @@ def test_make_jaxpr_returns_a_jaxpr_that_carries_its_constants():
 
 
 def test_step_jaxpr_parts():
-    j = jax.make_jaxpr(jaxprs.step)(jnp.ones(4))
+    j = jax.make_jaxpr(jaxprs.update)(jnp.ones(4))
     assert [str(v.aval) for v in j.invars] == ["float32[4]"]
     assert [e.primitive.name for e in j.eqns] == ["sin", "mul", "add"]
     literal = j.eqns[1].invars[1]
@@ -110,12 +114,12 @@ def test_python_float_argument_is_weakly_typed():
 
 def test_weak_literal_takes_the_dtype_and_strong_constant_promotes():
     half = jnp.linspace(-1.0, 1.0, 4, dtype=jnp.float16)
-    weak = jax.make_jaxpr(jaxprs.step)(half)
+    weak = jax.make_jaxpr(jaxprs.update)(half)
     assert "convert_element_type" not in str(weak) and "0.5:f16[]" in str(weak)
-    assert jaxprs.step(half).dtype == jnp.float16
-    strong = prims(jaxprs.step_f32_constant, half)
+    assert jaxprs.update(half).dtype == jnp.float16
+    strong = prims(jaxprs.update_f32_constant, half)
     assert strong["convert_element_type"] == 2
-    assert jaxprs.step_f32_constant(half).dtype == jnp.float32
+    assert jaxprs.update_f32_constant(half).dtype == jnp.float32
 
 
 # ---------------------------------------------------------------- the stages
@@ -142,7 +146,7 @@ def test_aot_stages_and_cost_analysis():
 
 
 def test_walk_shows_every_stage_without_colour_codes():
-    road = programs.walk(jaxprs.python_loop, jnp.ones(3), 10, static_argnums=1, excerpt_lines=5)
+    road = programs.walk(tracing.python_loop, jnp.ones(3), 10, static_argnums=1, excerpt_lines=5)
     md = road._repr_markdown_()
     for stage in ("1. trace", "2. lower", "3. compile", "4. call", "flops", "transcendentals"):
         assert stage in md
@@ -151,7 +155,7 @@ def test_walk_shows_every_stage_without_colour_codes():
     assert len(excerpt) == 6 and excerpt[-1].startswith("// ...") and excerpt[0].startswith("module @jit_")
     assert road.stages.compile > 0 and road.stages.name == "python_loop"
     with pytest.raises(ValueError, match="excerpt_lines"):
-        programs.walk(jaxprs.step, jnp.ones(3), excerpt_lines=0)
+        programs.walk(jaxprs.update, jnp.ones(3), excerpt_lines=0)
 
 
 def test_cost_summary_accepts_dicts_lists_and_missing_keys():
@@ -196,20 +200,13 @@ def test_jitted_function_compiles_again_for_a_new_shape():
 # ---------------------------------------------------------------- the explorer
 
 
-def test_python_loop_unrolls_and_fori_loop_keeps_one_body():
+def test_tracing_loops_seen_by_the_explorer():
     x = jnp.linspace(-1.0, 1.0, 4)
-    for steps in (1, 10, 100):
-        unrolled = programs.stats(jaxprs.python_loop, x, steps, static_argnums=1, lower=False)
-        rolled = programs.stats(jaxprs.fori_loop, x, steps, static_argnums=1, lower=False)
-        assert unrolled.equations == unrolled.all_equations == 3 * steps
-        assert rolled.equations == 1 and rolled.all_equations == 5
-        assert rolled.jaxpr.eqns[0].primitive.name == "scan"  # static bounds: fori_loop becomes a scan
-        np.testing.assert_allclose(np.asarray(jaxprs.fori_loop(x, steps)), np.asarray(jaxprs.python_loop(x, steps)),
-                                   atol=1e-5)
-    ref = np.linspace(-1.0, 1.0, 4)
-    for _ in range(10):
-        ref = np.sin(ref) * 0.5 + ref
-    np.testing.assert_allclose(np.asarray(jaxprs.fori_loop(x, 10)), ref, atol=1e-5)
+    unrolled = programs.stats(tracing.python_loop, x, 10, static_argnums=1, lower=False)
+    rolled = programs.stats(tracing.fori_version, x, 10, static_argnums=1, lower=False)
+    assert unrolled.equations == unrolled.all_equations == 2 * 10
+    assert rolled.equations == 1 and rolled.jaxpr.eqns[0].primitive.name == "scan"  # static bounds: a scan
+    assert rolled.primitives["sin"] == 1
 
 
 def test_closure_constant_is_written_into_the_stablehlo():
@@ -227,29 +224,29 @@ def test_closure_constant_is_written_into_the_stablehlo():
 
 def test_compare_puts_variants_side_by_side():
     x = jnp.ones(3)
-    text = str(programs.side_by_side(programs.stats(jaxprs.python_loop, x, 2, static_argnums=1, name="loop"),
-                          programs.stats(jaxprs.fori_loop, x, 2, static_argnums=1, name="fori")))
+    text = str(programs.side_by_side(programs.stats(tracing.python_loop, x, 2, static_argnums=1, name="loop"),
+                          programs.stats(tracing.fori_version, x, 2, static_argnums=1, name="fori")))
     assert text.splitlines()[0] == "|  | loop | fori |"
     assert "| `scan` | 0 | 1 |" in text and "| `sin` | 2 | 1 |" in text
-    assert "| equations | 6 | 1 |" in text
+    assert "| equations | 4 | 1 |" in text
 
 
 def test_bad_input_gets_clear_errors():
     with pytest.raises(TypeError, match="takes the function first"):
-        programs.stats(jaxprs.step(jnp.ones(2)))
+        programs.stats(jaxprs.update(jnp.ones(2)))
     with pytest.raises(TypeError, match="takes the function first"):
         programs.walk(3.0)
     with pytest.raises(TypeError, match="takes the function first"):
         errors.call_outcome("f")
     with pytest.raises(TypeError, match="results of stats"):
-        programs.side_by_side(jax.make_jaxpr(jaxprs.step)(jnp.ones(2)))
+        programs.side_by_side(jax.make_jaxpr(jaxprs.update)(jnp.ones(2)))
     with pytest.raises(TypeError, match="results of stats"):
         programs.side_by_side()
-    s = programs.stats(jaxprs.step, jnp.ones(2), lower=False)
+    s = programs.stats(jaxprs.update, jnp.ones(2), lower=False)
     with pytest.raises(ValueError, match="names must differ"):
         programs.side_by_side(s, s)
     with pytest.raises(TypeError, match="anatomy takes a jaxpr"):
-        programs.anatomy(jaxprs.step)
+        programs.anatomy(jaxprs.update)
 
 
 # ---------------------------------------------------------------- exercises: plausible wrong answers fail
@@ -270,19 +267,19 @@ def test_keep_dtype_wrong_answers():
 
 
 def test_fixed_size_wrong_answers():
-    final_only = check("jaxprs.fixed-size", jaxprs.fori_loop)  # the chapter's loop returns the last step only
+    final_only = check("jaxprs.fixed-size", tracing.fori_version)  # the chapter's loop returns the last step only
     assert not final_only.passed and "should have shape (3, 5)" in final_only.message
 
     def unrolled(x, steps):
         out = []
         for _ in range(steps):
-            x = jaxprs.step(x)
+            x = jaxprs.update(x)
             out.append(x)
         return jnp.stack(out)
 
     report = check("jaxprs.fixed-size", unrolled)
     assert not report.passed and "a Python loop is unrolled" in report.message
-    off_by_one = check("jaxprs.fixed-size", lambda x, steps: lax.scan(lambda c, _: (jaxprs.step(c), c), x, length=steps)[1])
+    off_by_one = check("jaxprs.fixed-size", lambda x, steps: lax.scan(lambda c, _: (jaxprs.update(c), c), x, length=steps)[1])
     assert not off_by_one.passed and "with other values" in off_by_one.message
 
 
@@ -307,3 +304,65 @@ def test_reference_answers_pass():
 
     assert check("jaxprs.precompile", precompile).passed
     assert check("jaxprs.keep-dtype", lambda x: x * 0.5).passed
+
+
+# ---------------------------------------------------------------- what XLA did, nested jit, eval_shape, no_tracing
+
+
+def test_optimized_hlo_fuses_the_equations_into_fewer_loops():
+    x = jnp.ones((400, 100))
+    compiled = jax.jit(why_compile.standardize_softplus).lower(x).compile()
+    rows = programs.compiled_instructions(compiled)
+    fusions = [r for r in rows if r["opcode"] == "fusion"]
+    equations = programs.stats(why_compile.standardize_softplus, x, lower=False).equations
+    assert 1 <= len(fusions) < equations
+    big = [r for r in fusions if r["type"] == "f32[400,100]"]
+    assert 1 <= len(big) < equations  # fewer full-size arrays written than op by op, but not none
+    assert all("{" not in r["type"] for r in rows)
+
+
+def test_reduce_window_in_the_sum_comes_from_the_guard_flag():
+    script = ("import jax, jax.numpy as jnp\n"
+              "x = jnp.ones((400, 100))\n"
+              "f = lambda v: jnp.sum(v, axis=1)\n"
+              "print('reduce-window' in jax.jit(f).lower(x).compile().as_text())\n")
+    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    default = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, check=True)
+    assert default.stdout.strip() == "False"
+    guarded = jax.jit(lambda v: jnp.sum(v, axis=1)).lower(jnp.ones((400, 100))).compile().as_text()
+    assert "reduce-window" in guarded
+
+
+def test_a_nested_jit_is_one_equation():
+    j = jax.make_jaxpr(jaxprs.outer)(jnp.ones(3))
+    assert [e.primitive.name for e in j.eqns] == ["jit", "add"]
+    assert j.eqns[0].params["name"] == "inner"
+    assert programs.stats(jaxprs.outer, jnp.ones(3), lower=False).all_equations == 4
+
+
+def test_eval_shape_compiles_nothing():
+    huge = jax.ShapeDtypeStruct((100_000, 10_000), jnp.float32)
+    with count_compiles() as log:
+        out = jax.eval_shape(why_compile.standardize_softplus, huge)
+    assert (out.shape, out.dtype, log.count) == ((100_000, 10_000), jnp.float32, 0)
+
+
+def test_no_tracing_lets_cached_calls_run_and_refuses_a_new_trace():
+    def guarded(x):
+        return x * 2.0
+
+    jitted = jax.jit(guarded)
+    a, shorter = jnp.ones(4), jnp.ones(3)
+    jitted(a)
+    with jax.no_tracing(True):
+        assert errors.raised(jitted, a) is None
+        err = errors.raised(jitted, shorter)
+    assert isinstance(err, RuntimeError) and "no_tracing" in str(err)
+    assert "/" not in errors.error_line(err)
+
+
+def test_one_primitive_can_lower_to_several_stablehlo_operations():
+    cube = lambda v: v**3  # noqa: E731
+    x = jnp.ones(3)
+    assert [e.primitive.name for e in jax.make_jaxpr(cube)(x).eqns] == ["integer_pow"]
+    assert jax.jit(cube).lower(x).as_text().count("stablehlo.multiply") == 2

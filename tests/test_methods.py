@@ -126,8 +126,10 @@ def test_hashed_static_self_is_right_but_compiles_per_configuration():
         lambda: methods.HashedLayer((1.0, -2.0, 0.5), "tanh").predict(X),
     )
     assert counts == [1, 0, 1, 1]
-    hashed.activation = "tanh"
-    np.testing.assert_allclose(hashed.predict(X), ref(WEIGHT, "tanh"), atol=1e-6)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        hashed.activation = "tanh"
+    as_tanh = dataclasses.replace(hashed, activation="tanh")
+    np.testing.assert_allclose(as_tanh.predict(X), ref(WEIGHT, "tanh"), atol=1e-6)
 
 
 def test_hashing_an_array_attribute_raises_value_error_from_type_error():
@@ -342,9 +344,9 @@ def test_decision_guide_rows():
     bad = ["1. jax.jit(layer.predict)", "2. self static, identity hash"]
     for name in bad:
         assert rows[name]["right after new weights"] == "no: stale"
-    hashed = rows["2. self static, __hash__/__eq__"]
+    hashed = rows["2. self static, frozen, by value"]
     assert hashed["right after new weights"] == "yes" and hashed["compiles: new layer"] == 1
-    for name in bad + ["2. self static, __hash__/__eq__"]:
+    for name in bad + ["2. self static, frozen, by value"]:
         row = rows[name]
         assert row["compiles: new layer"] == 1 and row["compiles: new activation"] == 1
         assert row["jit(grad) w.r.t. layer"] == row["vmap over layers"] == row["scan carry"] == "no: TypeError"
@@ -360,8 +362,8 @@ def test_evaluate_does_not_depend_on_what_ran_before():
 
 
 # Exercises: plausible wrong answers fail with the intended message.
-class _IdentityPoly:
-    """Wrong: self static with the default identity hash."""
+class _MutablePoly:
+    """Wrong: hashed by value but mutable, the pattern JAX's FAQ rules out for static arguments."""
 
     def __init__(self, coeffs):
         self.coeffs = tuple(coeffs)
@@ -370,21 +372,64 @@ class _IdentityPoly:
     def evaluate(self, x):
         return sum(c * x**i for i, c in enumerate(self.coeffs))
 
+    def __hash__(self):
+        return hash(self.coeffs)
 
+    def __eq__(self, other):
+        return isinstance(other, _MutablePoly) and self.coeffs == other.coeffs
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class _IdentityPoly:
+    """Wrong: frozen, but hashed and compared by identity."""
+
+    coeffs: tuple
+
+    @functools.partial(jax.jit, static_argnums=0)
+    def evaluate(self, x):
+        return sum(c * x**i for i, c in enumerate(self.coeffs))
+
+
+@dataclasses.dataclass(frozen=True)
 class _UnjittedPoly:
     """Wrong: right values, but never compiled."""
 
-    def __init__(self, coeffs):
-        self.coeffs = tuple(coeffs)
+    coeffs: tuple
 
     def evaluate(self, x):
         return sum(c * x**i for i, c in enumerate(self.coeffs))
 
 
+@dataclasses.dataclass(frozen=True)
+class _Poly:
+    coeffs: tuple
+
+    @functools.partial(jax.jit, static_argnums=0)
+    def evaluate(self, x):
+        return sum(c * x**i for i, c in enumerate(self.coeffs))
+
+
 def test_hash_config_wrong_answers():
-    assert "still returned the old polynomial" in check("methods.hash-config", _IdentityPoly).message
-    assert "not compiled as one program" in check("methods.hash-config", _UnjittedPoly).message
+    assert "was accepted" in check("methods.hash-config", _MutablePoly).message
+    assert "compiled evaluate 1 time(s)" in check("methods.hash-config", _IdentityPoly).message
+    assert "not a jax.jit-wrapped function" in check("methods.hash-config", _UnjittedPoly).message
     assert "should be a class" in check("methods.hash-config", lambda c: None).message
+
+
+def test_hash_config_right_answer_passes_twice_without_clearing_caches():
+    assert check("methods.hash-config", _Poly).passed and check("methods.hash-config", _Poly).passed
+
+
+def test_checkers_leave_the_students_caches_alone():
+    kept = jax.jit(lambda v: v + 1)
+    kept(X)
+    for exercise, answer in (("methods.hash-config", _Poly), ("methods.pytree-trainer", _make_trainer(
+            lambda t: ((t.weight, t.learning_rate), (t.activation,)))),
+            ("methods.shared-function", lambda scales: [methods.MappedEqx(s * jnp.ones(4), jax.nn.softplus)
+                                                        for s in scales])):
+        assert check(exercise, answer).passed, exercise
+        assert check(exercise, answer).passed, exercise  # again: no cleared cache needed to pass
+    assert kept._cache_size() == 1  # jax.clear_caches() would have emptied it
 
 
 def _make_trainer(flatten, unflatten=None):
@@ -435,7 +480,7 @@ def test_closure_to_argument_wrong_answer_with_a_closure_per_call():
     def weight_grad(layer, x):
         return jax.jit(jax.grad(lambda w: methods.layer_loss(methods.EqxLayer(w, layer.activation), x)))(layer.weight)
 
-    assert "caused 3 compiles" in check("methods.closure-to-argument", weight_grad).message
+    assert "compiled one function 3 times" in check("methods.closure-to-argument", weight_grad).message
     input_grad = jax.jit(jax.grad(methods.layer_loss, argnums=1))  # the chapter's own function: wrt x, not the weight
     assert "not the gradient" in check("methods.closure-to-argument", input_grad).message
     whole_module = jax.jit(jax.grad(methods.layer_loss))
@@ -455,3 +500,93 @@ def test_optax_states_are_namedtuples():
     optax = pytest.importorskip("optax")
     state = optax.adam(1e-3).init({"w": WEIGHT})
     assert isinstance(state, tuple) and isinstance(state[0], tuple) and hasattr(state[0], "_fields")
+
+
+def test_filter_jit_compiles_per_python_float_learning_rate_and_once_for_arrays():
+    layer = methods.EqxLayer(WEIGHT, "relu")
+    rates = (0.1, 0.05, 0.01)
+    floats = count_each(*[lambda r=r: methods.eqx_sgd_step(layer, r) for r in rates], name="eqx_sgd_step")
+    arrays = count_each(*[lambda r=r: methods.eqx_sgd_step(layer, jnp.asarray(r)) for r in rates],
+                        name="eqx_sgd_step")
+    assert (floats, arrays) == ([1, 1, 1], [1, 0, 0])
+
+
+def test_pytree_aux_data_is_compared_with_eq_and_never_hashed():
+    calls = []
+    f = jax.jit(lambda layer: 2 * layer.weight)
+    seen = []
+    for tag in ("a", "a", "b"):
+        calls.clear()
+        f(methods.PytreeLayer(WEIGHT, methods.Recorded(tag, calls)))
+        seen.append(sorted(set(calls)))
+    assert seen == [[], ["eq"], ["eq"]]
+    relu, tanh = (jax.tree.structure(methods.PytreeLayer(WEIGHT, a)) for a in ("relu", "tanh"))
+    assert hash(relu) == hash(tanh) and relu != tanh
+    assert count_each(lambda: f(methods.PytreeLayer(WEIGHT, [1, 2])), lambda: f(methods.PytreeLayer(WEIGHT, [1, 2])),
+                      name="<lambda>") == [1, 0]  # unhashable aux data works: only == is used
+
+
+def test_jit_in_an_equinox_class_body_is_a_function_of_a_pytree_instance():
+    plus = methods.SignedEqx(jnp.ones(2), "plus")
+    assert hasattr(methods.SignedEqx.jit_apply, "lower")
+    np.testing.assert_allclose(methods.SignedEqx.jit_apply(plus), [1.0, 1.0])
+
+
+def test_a_closure_over_a_dataset_embeds_it_and_an_argument_does_not():
+    from jitbook.pln import load_oaks
+
+    data = jnp.asarray(load_oaks(repeat=2).Y)
+    sizes = methods.closure_and_argument_sizes(data)
+    assert sizes["argument"] < 1000 and sizes["closure"] > 50 * sizes["argument"]
+    bigger = methods.closure_and_argument_sizes(jnp.asarray(load_oaks(repeat=4).Y))
+    assert bigger["argument"] == sizes["argument"] and bigger["closure"] > 1.8 * sizes["closure"]
+
+
+def test_a_redefined_equinox_class_starts_with_an_empty_cache_and_the_old_keeps_its_own():
+    from jitbook import cache
+
+    cell = ("import equinox as eqx\nimport jax\n\n\nclass Doubler(eqx.Module):\n    values: jax.Array\n\n"
+            "    @jax.jit\n    def run(self):\n        return 2 * self.values\n")
+    old, new = cache.run_cell(cell, "Doubler"), cache.run_cell(cell, "Doubler")
+    ones = jnp.ones(2)
+    assert count_each(lambda: old(ones).run(), lambda: new(ones).run(), lambda: old(2 * ones).run(),
+                      name="run") == [1, 1, 0]
+
+
+def test_identical_handwritten_jitted_functions_compile_once_each():
+    @jax.jit
+    def first(v):
+        return 2 * v
+
+    @jax.jit
+    def second(v):
+        return 2 * v
+
+    ones, twos = jnp.ones(2), 2 * jnp.ones(2)
+    assert count_each(lambda: first(ones), lambda: second(ones), lambda: first(twos)) == [1, 1, 0]
+
+
+def test_an_instance_built_after_the_compile_reuses_the_program():
+    ones = jnp.ones(2)
+    methods.SignedEqx(ones, "plus").jit_apply()
+    later = methods.SignedEqx(5 * ones, "plus")
+    assert count_each(later.jit_apply) == [0]
+
+
+def test_cache_size_counts_dispatch_entries_not_compiles():
+    def add_half(v):
+        return v + 0.5
+
+    f = jax.jit(add_half)
+    assert count_each(lambda: f(1.0), lambda: f(jnp.array(1.0)), name="add_half") == [1, 0]
+    assert f._cache_size() == 2
+
+
+def test_closure_to_argument_counts_the_answers_function_not_eager_helpers():
+    grad_wrt_layer = jax.jit(jax.grad(methods.layer_loss))
+
+    def weight_grad(layer, x):
+        flipped = jnp.flip(layer.weight)  # an eager op: it compiles once on its own, not the student's fault
+        return grad_wrt_layer(layer, x).weight + 0.0 * jnp.flip(flipped)
+
+    assert check("methods.closure-to-argument", weight_grad).passed

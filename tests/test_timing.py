@@ -1,3 +1,5 @@
+import time
+
 import jax
 import jax.numpy as jnp
 import pytest
@@ -9,11 +11,25 @@ def square_sum(x):
     return jnp.sum(x * x)
 
 
-def test_time_call_counts_repeats_and_orders_statistics():
-    t = timing.time_call(jax.jit(square_sum), jnp.ones(100), repeats=5)
-    assert len(t.times) == 5
-    assert t.min <= t.median <= t.max
+def test_time_call_counts_repeats_and_excludes_the_warmup():
+    calls = []
+    t = timing.time_call(lambda: calls.append(1) or jnp.ones(2), repeats=5, warmup=2)
+    assert len(calls) == 7 and len(t.times) == 5
     assert "median (ms)" in t._repr_markdown_()
+
+
+def test_timing_statistics_are_read_from_the_times():
+    t = timing.Timing("f", [0.3, 0.1, 0.2, 0.5])
+    assert (t.min, t.median, t.max) == (0.1, 0.25, 0.5)
+    assert t.row()["repeats"] == 4 and t.row()["median (ms)"] == 250.0
+
+
+def test_time_call_times_the_work_not_the_dispatch():
+    def sleepy():
+        time.sleep(0.02)
+        return jnp.ones(2)
+
+    assert timing.time_call(sleepy, repeats=2, warmup=0).min >= 0.02
 
 
 def test_time_call_blocks_on_the_result():

@@ -225,15 +225,12 @@ def test_closure_goes_stale_argument_stays_fresh():
     assert log.count == 1
 
 
-def test_a_new_function_each_iteration_compiles_each_time():
-    assert tracing.compiles_when_rejitted(lambda: tracing.make_scaler(2.0), 3, 1.0) == 3
-    assert tracing.compiles_when_rejitted(lambda: functools.partial(tracing.step), 3, 1.0) == 3
-    assert tracing.compiles_when_rejitted(lambda: (lambda v: tracing.step(v)), 3, 1.0) == 3
-    local = functools.partial(tracing.step)  # one function object, jitted three times
-    assert tracing.compiles_when_rejitted(lambda: local, 3, 1.0) == 1
-
-
-# --- bad input ---------------------------------------------------------------------------------------
+def test_a_new_closure_is_a_new_function_to_jit():
+    with count_compiles() as log:
+        for _ in range(3):
+            jax.jit(tracing.make_scaler(2.0))(1.0)
+    assert log.count_for("scale_by") == 3  # equal in behaviour, not equal as objects: compiled each time
+    assert tracing.make_scaler(2.0) != tracing.make_scaler(2.0)
 
 
 def test_helpers_reject_bad_input():
@@ -247,8 +244,100 @@ def test_helpers_reject_bad_input():
         tracing.loop_growth([tracing.python_loop], [2.5], jnp.ones(2))
     with pytest.raises(ValueError, match="did not raise"):
         jitbook.error_of(tracing.step, 1.0)
-    with pytest.raises(ValueError, match="times must be an int"):
-        tracing.compiles_when_rejitted(lambda: tracing.step, 0, 1.0)
+
+
+def test_a_python_float_meeting_an_int_array_brings_its_default_float_dtype():
+    counts, floats = jnp.arange(3, dtype=jnp.int32), jnp.ones(3, dtype=jnp.float32)
+    assert (counts * 2.0).dtype == jnp.float32 and jnp.array(2.0).dtype == jnp.float32
+    with jax.enable_x64(True):
+        assert (counts * 2.0).dtype == jnp.float64 and jnp.array(2.0).dtype == jnp.float64
+        assert (floats * 2.0).dtype == jnp.float32  # weak: yields to the float32 array
+
+
+def test_cond_under_vmap_with_a_batched_predicate_becomes_select_and_runs_both():
+    x, ts = jnp.linspace(-1.0, 1.0, 3), jnp.array([1.0, -1.0])
+    assert tracing.branches_run(tracing.sin_or_cos_cond, x, 1.0) == ["sin"]
+    assert tracing.branches_run_batched(tracing.sin_or_cos_cond, x, ts) == ["cos", "sin"]
+    prims = programs.stats(jax.vmap(tracing.sin_or_cos_cond, in_axes=(None, 0)), x, ts, lower=False).primitives
+    assert prims["cond"] == 0 and prims["select_n"] >= 1
+    unbatched = programs.stats(tracing.sin_or_cos_cond, x, 1.0, lower=False).primitives
+    assert unbatched["cond"] == 1
+
+
+def test_where_gives_a_nan_gradient_and_the_double_where_fixes_it():
+    assert np.isnan(float(jax.grad(tracing.sqrt_or_zero)(0.0)))
+    assert float(jax.grad(tracing.sqrt_or_zero_safe)(0.0)) == 0.0
+    assert float(jax.grad(tracing.sqrt_or_zero_safe)(4.0)) == pytest.approx(0.25)
+    assert float(tracing.sqrt_or_zero(0.0)) == float(tracing.sqrt_or_zero_safe(0.0)) == 0.0
+
+
+def test_fori_loop_with_traced_n_is_a_while_loop_that_grad_refuses():
+    x = jnp.ones(3)
+    assert tracing.loop_primitive(tracing.fori_version, x, 3, static_argnums=1) == "scan"
+    assert tracing.loop_primitive(tracing.fori_version, x, 3) == "while"
+    err = jitbook.raised(jax.jit(jax.grad(lambda v, n: tracing.fori_version(v, n).sum())), x, 3)
+    assert isinstance(err, ValueError) and "Reverse-mode differentiation does not work" in str(err)
+
+
+def test_masked_scan_compiles_once_and_differentiates_like_the_unrolled_loop():
+    x = jnp.linspace(-1.0, 1.0, 3)
+    grad = jax.jit(jax.grad(lambda v, n: tracing.masked_scan(v, n, 10).sum()))
+    with count_compiles() as log:
+        got = {n: grad(x, n) for n in (0, 4, 10)}
+    assert log.count == 1
+    for n, g in got.items():
+        want = jax.grad(lambda v, n=n: tracing.python_loop(v, n).sum())(x)
+        np.testing.assert_allclose(np.asarray(g), np.asarray(want), atol=1e-6)
+    with pytest.raises(ValueError, match="static bound"):
+        tracing.masked_scan(x, 3, 2.5)
+
+
+def test_value_dependent_shapes_fail_under_jit_unless_sized():
+    values = jnp.array([-1.0, 2.0, -3.0, 4.0])
+    assert isinstance(jitbook.raised(jax.jit(tracing.positives), values), jax.errors.NonConcreteBooleanIndexError)
+    assert isinstance(jitbook.raised(jax.jit(jnp.nonzero), values), jax.errors.ConcretizationTypeError)
+    assert isinstance(jitbook.raised(jax.jit(jnp.unique), values), jax.errors.ConcretizationTypeError)
+    assert tracing.positives(values).tolist() == [2.0, 4.0]  # op by op every shape is known
+    padded = jax.jit(tracing.positives_padded, static_argnums=1)(values, 4)
+    assert padded.tolist() == [1, 3, -1, -1]
+
+
+def test_callbacks_run_at_every_call():
+    from jax.experimental import io_callback
+
+    seen, written = [], []
+    logged = jax.jit(lambda v: tracing.logged_square(v, seen))
+
+    def record(v):
+        written.append(float(v))
+        return v
+
+    io = jax.jit(lambda v: io_callback(record, jax.ShapeDtypeStruct((), jnp.float32), v, ordered=True))
+    for v in (1.0, 2.0, 3.0):
+        assert float(logged(v)) == v * v
+        io(v)
+    jax.effects_barrier()
+    assert seen == written == [1.0, 2.0, 3.0]
+    np.testing.assert_allclose(np.asarray(jax.jit(tracing.numpy_sine)(jnp.array([0.0, 1.0]))), np.sin([0.0, 1.0]),
+                               rtol=1e-6)
+
+
+def test_checking_leaks_catches_the_leak_when_the_trace_ends():
+    with jax.checking_leaks():
+        err = jitbook.raised(jax.jit(lambda v: tracing.remember(v) * 2), 1.0)
+    tracing.history.clear()
+    assert err is not None and str(err).startswith("Leaked trace")
+    assert jitbook.raised(jax.jit(lambda v: tracing.remember(v) * 2), 1.0) is None  # unchecked: no error
+    tracing.history.clear()
+
+
+def test_error_lines_carry_no_directories():
+    def traced_twice(v):
+        return v * 3
+
+    with jax.no_tracing(True):
+        line = jitbook.error_line(jitbook.raised(jax.jit(traced_twice), 1.0))
+    assert "test_tracing.py" in line and "/" not in line
 
 
 # --- exercises: plausible wrong answers get the intended message ----------------------------------------
@@ -294,10 +383,35 @@ def test_loop_once_wrong_answers():
     final_only = check("tracing.loop-once", tracing.fori_version)  # the chapter's loop returns the last step
     assert not final_only.passed and "n = 0" in final_only.message
 
+    def with_fori_loop(x, n):  # right values, one compile, but a while_loop: no reverse-mode gradient
+        def body(i, carry):
+            current, total = carry
+            current = tracing.step(current)
+            return current, total + current
+
+        return lax.fori_loop(0, n, body, (x, jnp.zeros_like(x)))[1]
+
+    fori = check("tracing.loop-once", with_fori_loop)
+    assert not fori.passed and "while_loop" in fori.message and "lax.scan" in fori.message
+
     def includes_x(x, n):  # off by one: starts the total at x instead of 0
         return lax.fori_loop(0, n, lambda i, c: (tracing.step(c[0]), c[1] + tracing.step(c[0])), (x, x))[1]
 
     assert "n = 0" in check("tracing.loop-once", includes_x).message
+
+
+def test_loop_once_right_answer_passes():
+    def sum_of_steps(x, n):
+        def body(carry, i):
+            current, total = carry
+            new = tracing.step(current)
+            keep = i < n
+            return (jnp.where(keep, new, current), jnp.where(keep, total + new, total)), None
+
+        return lax.scan(body, (x, jnp.zeros_like(x)), jnp.arange(10))[0][1]
+
+    report = check("tracing.loop-once", sum_of_steps)
+    assert report.passed, report.message
 
 
 def test_count_traces_wrong_answer_counts_calls():
@@ -317,3 +431,12 @@ def test_reference_trace_count():
     assert reference_trace_count(lambda v: v, [(1.0,), (2.0,)]) == 1
     assert reference_trace_count(lambda v: v, [(1.0,), (jnp.float32(1.0),)]) == 2
     assert reference_trace_count(lambda v: v, []) == 0
+
+
+def test_ordered_debug_print_prints_at_every_call_in_order():
+    def print_in_order(v):
+        jax.debug.print("call with {}", v, ordered=True)
+        return v
+
+    lines = tracing.printed_lines(jax.jit(print_in_order), [(1.0,), (2.0,), (3.0,)])
+    assert lines == ["call with 1.0", "call with 2.0", "call with 3.0"]

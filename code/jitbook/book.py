@@ -190,14 +190,6 @@ def execute(qmd: Path, timeout: int = 3600) -> nbformat.NotebookNode:
     return _fill_inline(nb)
 
 
-def check_reports(nb: nbformat.NotebookNode) -> list[dict]:
-    """The exercise reports shown in an executed notebook, in order."""
-    from .exercises import REPORT_KEY
-
-    return [out["metadata"][REPORT_KEY] for cell in nb.cells if cell.cell_type == "code"
-            for out in cell.get("outputs", []) if REPORT_KEY in out.get("metadata", {})]
-
-
 def run(qmd: Path, out_dir: Path | None = None) -> Path:
     """Execute a chapter and write the executed notebook to ``out_dir`` (``_build/notebooks``); return its path."""
     nb = execute(qmd)

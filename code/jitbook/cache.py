@@ -6,6 +6,7 @@ import dataclasses
 import functools
 import logging
 import re
+import textwrap
 from collections.abc import Callable, Iterator, Sequence
 
 import jax
@@ -92,11 +93,14 @@ class _Records(logging.Handler):
 
 
 @contextlib.contextmanager
-def capture_jax_logs(explain_cache_misses: bool = True, log_compiles: bool = True) -> Iterator[list[str]]:
-    """Capture the messages of ``jax_explain_cache_misses`` and ``jax.log_compiles()`` as a list of strings.
+def capture_jax_logs(explain_cache_misses: bool = True,
+                     log_compiles: bool = True) -> Iterator[list[str]]:
+    """Capture the messages of ``jax_explain_cache_misses`` and ``jax.log_compiles()`` as strings.
 
-    JAX writes them through the ``jax`` logger at WARNING level; we listen there instead of scraping stderr,
-    so a chapter can show the real text.
+    JAX writes them through the ``jax`` logger at WARNING level; we listen there instead of
+    scraping stderr, so a chapter can show the real text.
+
+    Taught in recompilation.qmd, "Diagnosing a recompile".
     """
     handler = _Records()
     logger = logging.getLogger("jax")
@@ -130,8 +134,10 @@ def probe(fn: Callable, cases: Sequence[tuple[str, object]]) -> list[dict]:
     for label, arg in cases:
         with count_compiles() as log:
             jitted(arg)
-        rows.append({"argument": label, "jit sees": str(jax.typeof(arg).str_short(short_dtypes=True)),
-                     "weak type": bool(jax.typeof(arg).weak_type), "compiled": log.count_for(fn.__name__)})
+        types = [jax.typeof(leaf) for leaf in jax.tree.leaves(arg)]
+        seen = jax.tree.map(lambda leaf: jax.typeof(leaf).str_short(short_dtypes=True), arg)
+        rows.append({"argument": label, "jit sees": str(seen).replace("'", ""),
+                     "weak type": any(t.weak_type for t in types), "compiled": log.count_for(fn.__name__)})
     return rows
 
 
@@ -144,14 +150,27 @@ def run_cell(source: str, name: str) -> Callable:
     return namespace[name]
 
 
+_PATH = re.compile(r"(?:[A-Za-z]:)?(?:[\\/][^\s\\/:]+)+[\\/]([^\s\\/:]+\.py)")
+_ADDRESS = re.compile(r"\b0x[0-9a-fA-F]{6,}\b|\bid=\d+")
+
+
+def without_paths(message: str) -> str:
+    """``message`` with file paths cut to their file name and memory addresses masked: no build paths on a page."""
+    return _ADDRESS.sub(lambda m: "id=..." if m.group().startswith("id") else "0x...", _PATH.sub(r"\1", message))
+
+
 def messages_about(messages: Sequence[str], name: str, max_lines: int = 8) -> str:
-    """The captured JAX log messages that concern function ``name``, without the noise of helper programs."""
+    """The captured JAX log messages that concern function ``name``, without the noise of helper programs.
+
+    File paths are cut to the file name, memory addresses masked (``without_paths``), lines wrapped at 100.
+    """
     keep = []
     for m in messages:
         if (f"for {name} defined" in m or f"jit({name})" in m or f"    {name} id=" in m
                 or f"tracing {name} for jit" in m):
             keep.append("\n".join(m.splitlines()[:max_lines]))
-    return "\n".join(keep)
+    lines = without_paths("\n".join(keep)).splitlines()
+    return "\n".join(textwrap.fill(line, 100, subsequent_indent="    ", break_on_hyphens=False) for line in lines)
 
 
 def explain_miss(fn: Callable, warm: tuple, then: tuple, config: dict | None = None, **jit_kwargs) -> str:

@@ -23,7 +23,7 @@ from pathlib import Path
 import nbformat
 
 from . import book
-from .exercises import registry
+from .exercises import registry, reports
 
 BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
 STUB = ("# YOUR CODE HERE", "raise NotImplementedError()")
@@ -39,24 +39,29 @@ STUDENT_NOTE = ("*Student notebook.* Write your code where a cell says `# YOUR C
 
 # ---- notebooks --------------------------------------------------------------------------------------------
 
-def strip_solutions(source: str) -> str:
-    """Replace each BEGIN/END SOLUTION region, markers included, by the nbgrader stub at the region's indentation."""
-    out, indent = [], None
+def check_markers(source: str) -> None:
+    """Raise a ValueError naming the line when a cell's BEGIN/END SOLUTION markers do not pair up."""
+    open_at = None
     for number, line in enumerate(source.splitlines(), 1):
+        if line.strip() == BEGIN and open_at is not None:
+            raise ValueError(f"line {number}: `{BEGIN}` inside another solution region; close it with `{END}`.")
         if line.strip() == BEGIN:
-            if indent is not None:
-                raise ValueError(f"line {number}: `{BEGIN}` inside another solution region; close it with `{END}`.")
-            indent = line[: len(line) - len(line.lstrip())]
+            open_at = number
+        elif line.strip() == END and open_at is None:
+            raise ValueError(f"line {number}: `{END}` without a `{BEGIN}` above it.")
         elif line.strip() == END:
-            if indent is None:
-                raise ValueError(f"line {number}: `{END}` without a `{BEGIN}` above it.")
-            out += [indent + s for s in STUB]
-            indent = None
-        elif indent is None:
-            out.append(line)
-    if indent is not None:
-        raise ValueError(f"a `{BEGIN}` region is never closed: add `{END}` after the solution.")
-    return "\n".join(out)
+            open_at = None
+    if open_at is not None:
+        raise ValueError(f"line {open_at}: a `{BEGIN}` region is never closed: add `{END}` after the solution.")
+
+
+def clear_solutions(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
+    """nbgrader's ClearSolutions: each solution region, markers included, becomes the stub at its indentation."""
+    from nbgrader.preprocessors import ClearSolutions
+
+    nb, _ = ClearSolutions(begin_solution_delimeter=BEGIN, end_solution_delimeter=END,
+                           code_stub={"python": "\n".join(STUB)}).preprocess(nb, {})
+    return nb
 
 
 def solution_regions(source: str) -> list[str]:
@@ -121,18 +126,19 @@ def student_notebook(qmd: Path) -> nbformat.NotebookNode:
     """The chapter without its solutions (nbgrader stubs instead), fold options dropped, outputs cleared."""
     nb = copy.deepcopy(instructor_notebook(qmd))
     for cell in nb.cells:
-        if cell.cell_type != "code":
-            continue
         if is_solution_cell(cell):
             try:
-                cell.source = strip_solutions(_drop_fold_options(cell.source))
+                check_markers(cell.source)
             except ValueError as err:
                 line = cell.metadata.get("jitbook", {}).get("qmd_line", "?")
                 raise ValueError(f"{Path(qmd).name}, code chunk at line {line}: {err}") from None
+            cell.source = _drop_fold_options(cell.source)
             options = cell.metadata.get("jitbook", {}).get("options", {})
             for key in FOLD_OPTIONS:
                 options.pop(key, None)
-        cell.outputs, cell.execution_count = [], None
+        if cell.cell_type == "code":
+            cell.outputs, cell.execution_count = [], None
+    nb = clear_solutions(nb)
     nb.cells.insert(1 if nb.cells and nb.cells[0].cell_type == "markdown" else 0,
                     nbformat.v4.new_markdown_cell(STUDENT_NOTE))
     return nb
@@ -239,12 +245,6 @@ def _stop_reason(err: Exception, cell_timeout: float) -> str:
     return f"execution stopped with {name}: {first_line}"
 
 
-def _reports(cell) -> list[dict]:
-    from .exercises import REPORT_KEY
-
-    return [o["metadata"][REPORT_KEY] for o in cell.get("outputs", []) if REPORT_KEY in o.get("metadata", {})]
-
-
 def _cell_error(cell) -> str:
     errors = [o for o in cell.get("outputs", []) if o.get("output_type") == "error"]
     return f" (it raised {errors[-1]['ename']}: {errors[-1]['evalue']})" if errors else ""
@@ -273,14 +273,14 @@ def grade_executed(name: str, nb: nbformat.NotebookNode, exercises: list[str], s
         checks = [i for i, c in enumerate(nb.cells) if checked_exercise(c) == exercise_id]
         solutions = [c for c in nb.cells if c.metadata.get("jitbook", {}).get("exercise") == exercise_id
                      and c.metadata["jitbook"].get("role") == "solution"]
-        reports = [r for i in checks for r in _reports(nb.cells[i]) if r.get("exercise") == exercise_id]
-        if reports and reports[-1].get("passed") is True:
+        shown = [r for r in reports(nb.cells[i] for i in checks) if r.get("exercise") == exercise_id]
+        if shown and shown[-1].get("passed") is True:
             rows.append(Grade(name, exercise_id, True, ""))
         elif solutions and all(_code(c.source) in stubs for c in solutions):
             rows.append(Grade(name, exercise_id, False,
                               "not attempted: its solution cell is as it was handed out"))
-        elif reports:
-            rows.append(Grade(name, exercise_id, False, str(reports[-1].get("message", ""))))
+        elif shown:
+            rows.append(Grade(name, exercise_id, False, str(shown[-1].get("message", ""))))
         elif not checks:
             rows.append(Grade(name, exercise_id, False,
                               f"not attempted: the notebook has no check(\"{exercise_id}\") cell"))

@@ -1,5 +1,8 @@
-"""Read errors from the exceptions JAX raises, so a page quotes the real message instead of a typed one."""
+"""Read errors from the exceptions JAX raises, so a page quotes the real message instead of a typed
+one.
+"""
 
+import re
 from collections.abc import Callable
 
 import jax
@@ -8,7 +11,9 @@ from .timing import check_callable
 
 
 def raised(fn: Callable, *args, **kwargs) -> BaseException | None:
-    """Call ``fn`` and return the exception it raised (``None`` if it returned): errors shown are read, not typed."""
+    """Call ``fn`` and return the exception it raised (``None`` if it returned): errors shown are
+    read, not typed.
+    """
     check_callable(fn, "raised")
     try:
         jax.block_until_ready(fn(*args, **kwargs))
@@ -18,7 +23,9 @@ def raised(fn: Callable, *args, **kwargs) -> BaseException | None:
 
 
 def error_of(fn: Callable, *args, **kwargs) -> BaseException:
-    """The exception that ``fn(*args)`` raises; a ``ValueError`` if it raises none, since the page expects one."""
+    """The exception that ``fn(*args)`` raises; a ``ValueError`` if it raises none, since the page
+    expects one.
+    """
     err = raised(fn, *args, **kwargs)
     if err is None:
         raise ValueError(f"{getattr(fn, '__name__', fn)!r} did not raise for these arguments.")
@@ -32,7 +39,12 @@ def error_line(err: BaseException | None) -> str:
     if not isinstance(err, BaseException):
         raise TypeError(f"error_line takes an exception (e.g. from raised()), got {type(err).__name__}.")
     first = str(err).strip().splitlines()[0] if str(err).strip() else ""
-    return f"{type(err).__name__}: {first}"
+    return f"{type(err).__name__}: {without_directories(first)}"
+
+
+def without_directories(text: str) -> str:
+    """``at /home/me/x.py:3`` -> ``at x.py:3``: pages show no build paths."""
+    return re.sub(r"(?:[\w.~-]*/)+([\w.-]+\.py)", r"\1", text)
 
 
 def short_type(value) -> str:
@@ -43,13 +55,17 @@ def short_type(value) -> str:
 
 
 def call_outcome(fn: Callable, *args) -> dict:
-    """Call ``fn(*args)`` and report what happened: the result's type, or the error's class, first and last line."""
+    """Call ``fn(*args)`` and report what happened: the result's type, or the error's class, first
+    and last line.
+
+    Taught in "jaxprs", "Calling an executable with other shapes".
+    """
     check_callable(fn, "call_outcome")
     called = ", ".join(short_type(a) for a in args)
     err = raised(fn, *args)
     if err is None:
-        return {"called with": called, "outcome": "returned " + short_type(fn(*args)), "first line": "",
-                "last line": ""}
+        return {"called with": called, "outcome": "returned " + short_type(fn(*args)),
+                "first line": "", "last line": ""}
     lines = str(err).strip().splitlines() or [""]
     return {"called with": called, "outcome": type(err).__name__, "first line": lines[0],
             "last line": lines[-1] if len(lines) > 1 else ""}

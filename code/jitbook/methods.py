@@ -22,7 +22,10 @@ ACTIVATIONS: dict[str, Callable] = {"relu": jax.nn.relu, "tanh": jnp.tanh}
 
 
 def activate(name: str, z: jax.Array) -> jax.Array:
-    """Apply the activation called ``name``; a Python lookup, so ``name`` must be known when tracing."""
+    """Apply the activation called ``name``; a Python lookup, so ``name`` must be known when tracing.
+
+    Taught in methods.qmd, at its start.
+    """
     if name not in ACTIVATIONS:
         raise ValueError(f"unknown activation {name!r}; use one of {sorted(ACTIVATIONS)}.")
     return ACTIVATIONS[name](z)
@@ -30,7 +33,10 @@ def activate(name: str, z: jax.Array) -> jax.Array:
 
 # The problem: jax.jit on a method of a plain class.
 class DecoratedLayer:
-    """A plain class with ``@jax.jit`` on its method: ``self`` becomes an argument jit cannot read."""
+    """A plain class with ``@jax.jit`` on its method: ``self`` becomes an argument jit cannot read.
+
+    Taught in methods.qmd, "The problem: `@jax.jit` on a method".
+    """
 
     def __init__(self, weight, activation: str) -> None:
         self.weight = weight
@@ -43,7 +49,10 @@ class DecoratedLayer:
 
 # Strategy 1: jit the bound method.
 class Layer:
-    """A plain, mutable Python class, as most Python code writes one."""
+    """A plain, mutable Python class, as most Python code writes one.
+
+    Taught in methods.qmd, "Strategy 1: jit the bound method".
+    """
 
     def __init__(self, weight, activation: str) -> None:
         self.weight = weight
@@ -55,28 +64,39 @@ class Layer:
 
 # Strategy 2: self as a static argument.
 class StaticLayer(Layer):
-    """``self`` static, with the default ``__hash__``: the hash is the object's identity."""
+    """``self`` static, with the default ``__hash__``: the hash is the object's identity.
+
+    Taught in methods.qmd, "Strategy 2: `self` as a static argument".
+    """
 
     @functools.partial(jax.jit, static_argnums=0)
     def predict(self, x):
         return activate(self.activation, jnp.asarray(self.weight) * x)
 
 
-class HashedLayer(StaticLayer):
-    """``self`` static, hashed and compared by the values ``predict`` reads, so equal layers share a compile."""
+@dataclasses.dataclass(frozen=True)
+class HashedLayer:
+    """``self`` static and frozen: hashed and compared by its fields, so equal layers share a compile.
 
-    def __hash__(self) -> int:
-        return hash((self.weight, self.activation))
+    A static argument must never change (JAX's FAQ); to change a layer, build a new one.
+    Taught in methods.qmd, "Strategy 2: `self` as a static argument".
+    """
 
-    def __eq__(self, other) -> bool:
-        return (isinstance(other, HashedLayer)
-                and (self.weight, self.activation) == (other.weight, other.activation))
+    weight: tuple
+    activation: str
+
+    @functools.partial(jax.jit, static_argnums=0)
+    def predict(self, x):
+        return activate(self.activation, jnp.asarray(self.weight) * x)
 
 
 # Strategy 3: the class is a pytree.
 @register_pytree_node_class
 class PytreeLayer:
-    """Arrays are the pytree's children (traced); the configuration is its static metadata (hashed)."""
+    """Arrays are the pytree's children (traced); the configuration is its static metadata (hashed).
+
+    Taught in methods.qmd, "Strategy 3: the class as a pytree".
+    """
 
     def __init__(self, weight, activation: str) -> None:
         self.weight = weight
@@ -102,7 +122,10 @@ class PytreeLayer:
 @jax.tree_util.register_dataclass
 @dataclasses.dataclass(frozen=True)
 class DataclassLayer:
-    """The same pytree from a frozen dataclass: fields marked ``static`` become metadata."""
+    """The same pytree from a frozen dataclass: fields marked ``static`` become metadata.
+
+    Taught in methods.qmd, "Strategy 3: the class as a pytree".
+    """
 
     weight: jax.Array
     activation: str = dataclasses.field(metadata=dict(static=True))
@@ -119,7 +142,10 @@ class DataclassLayer:
 # Strategy 3, done wrong: the three bugs of the 2023 tutorial's pytree class, one class each.
 @register_pytree_node_class
 class ArrayMetadataLayer:
-    """Bug: an array (``offset``) is put in the static metadata, where jit hashes and compares it."""
+    """Bug: an array (``offset``) is put in the static metadata, where jit hashes and compares it.
+
+    Taught in methods.qmd, "Pitfall: an array in the static metadata".
+    """
 
     def __init__(self, weight, offset, activation: str) -> None:
         self.weight = weight
@@ -141,7 +167,10 @@ class ArrayMetadataLayer:
 
 @register_pytree_node_class
 class DroppingLayer:
-    """Bug: ``tree_unflatten`` rebuilds through ``__init__`` and forgets the trained ``bias``."""
+    """Bug: ``tree_unflatten`` rebuilds through ``__init__`` and forgets the trained ``bias``.
+
+    Taught in methods.qmd, "Pitfall: an unflatten that drops a field".
+    """
 
     def __init__(self, weight, activation: str) -> None:
         self.weight = weight
@@ -163,7 +192,10 @@ class DroppingLayer:
 
 @register_pytree_node_class
 class MutatingLayer(PytreeLayer):
-    """Bug: a jitted method assigns to ``self``, which inside jit is a copy rebuilt from tracers."""
+    """Bug: a jitted method assigns to ``self``, which inside jit is a copy rebuilt from tracers.
+
+    Taught in methods.qmd, "Pitfall: a method that assigns to `self`".
+    """
 
     @jax.jit
     def sgd_step(self, grad, learning_rate):
@@ -172,7 +204,10 @@ class MutatingLayer(PytreeLayer):
 
 # Strategy 4: Equinox modules.
 class EqxLayer(eqx.Module):
-    """An Equinox module is a frozen dataclass and a pytree; ``static=True`` marks configuration."""
+    """An Equinox module is a frozen dataclass and a pytree; ``static=True`` marks configuration.
+
+    Taught in methods.qmd, "Strategy 4: Equinox modules".
+    """
 
     weight: jax.Array
     activation: str = eqx.field(static=True)
@@ -183,7 +218,10 @@ class EqxLayer(eqx.Module):
 
 
 class SignedEqx(eqx.Module):
-    """The French notebook's module: an array, a static string, and a method jitted in the class body."""
+    """The French notebook's module: an array, a static string, and a method jitted in the class body.
+
+    Taught in methods.qmd, "Methods are pytrees too".
+    """
 
     values: jax.Array
     sign: str = eqx.field(static=True)
@@ -197,7 +235,10 @@ class SignedEqx(eqx.Module):
 
 
 class MappedEqx(eqx.Module):
-    """A module whose static field is a function: jit compares it by identity, like any callable."""
+    """A module whose static field is a function: jit compares it by identity, like any callable.
+
+    Taught in methods.qmd, "Static functions are compared by identity".
+    """
 
     values: jax.Array
     fn: Callable = eqx.field(static=True)
@@ -208,31 +249,83 @@ class MappedEqx(eqx.Module):
 
 
 def signed_loss(model: SignedEqx, scale) -> jax.Array:
-    """A loss that takes the model as an argument: differentiable in ``scale``, traced in the model's arrays."""
+    """A loss that takes the model as an argument: differentiable in ``scale``, traced in the model's arrays.
+
+    Taught in methods.qmd, "`jit(grad(loss))` and static fields".
+    """
     return jnp.sum(scale * model.apply())
+
+
+@eqx.filter_jit
+def eqx_sgd_step(layer: EqxLayer, learning_rate):
+    """One step that shrinks the weight by ``learning_rate``: under ``filter_jit`` a Python float is static.
+
+    Taught in methods.qmd, "Strategy 4: Equinox modules".
+    """
+    return eqx.tree_at(lambda m: m.weight, layer, layer.weight * (1.0 - learning_rate))
+
+
+class Recorded:
+    """A value that records each ``__hash__`` and ``__eq__`` call made on it: what does jit ask of metadata?"""
+
+    def __init__(self, value, calls: list[str]) -> None:
+        self.value, self.calls = value, calls
+
+    def __hash__(self) -> int:
+        self.calls.append("hash")
+        return hash(self.value)
+
+    def __eq__(self, other) -> bool:
+        self.calls.append("eq")
+        return isinstance(other, Recorded) and self.value == other.value
+
+
+def closure_and_argument_sizes(data: jax.Array) -> dict:
+    """Characters of StableHLO text for one sum over ``data``: closed over (a constant) and as an argument.
+
+    Taught in methods.qmd, "Closures against arguments".
+    """
+    def closed(scale):
+        return jnp.sum(data * scale)
+
+    def as_argument(data, scale):
+        return jnp.sum(data * scale)
+
+    return {"closure": len(jax.jit(closed).lower(1.0).as_text()),
+            "argument": len(jax.jit(as_argument).lower(data, 1.0).as_text())}
 
 
 # Strategy 5: a state pytree and pure functions.
 class LayerParams(NamedTuple):
-    """The layer's arrays only; a NamedTuple is a pytree with no registration."""
+    """The layer's arrays only; a NamedTuple is a pytree with no registration.
+
+    Taught in methods.qmd, "Strategy 5: functions over a state pytree".
+    """
 
     weight: jax.Array
 
 
 @functools.partial(jax.jit, static_argnames="activation")
 def layer_predict(params: LayerParams, x, *, activation: str):
-    """The method as a function: state in, configuration as a static argument."""
+    """The method as a function: state in, configuration as a static argument.
+
+    Taught in methods.qmd, "Strategy 5: functions over a state pytree".
+    """
     return activate(activation, params.weight * x)
 
 
 @jax.jit
 def layer_sgd_step(params: LayerParams, grad, learning_rate) -> LayerParams:
+    """Taught in methods.qmd, "Strategy 5: functions over a state pytree"."""
     return params._replace(weight=params.weight - learning_rate * grad)
 
 
 # Closures against arguments.
 def make_loss(layer) -> Callable:
-    """A loss factory: the returned function closes over ``layer``, a new function each call."""
+    """A loss factory: the returned function closes over ``layer``, a new function each call.
+
+    Taught in methods.qmd, "Closures against arguments".
+    """
 
     def loss(x):
         return jnp.sum(layer.predict(x))
@@ -241,7 +334,10 @@ def make_loss(layer) -> Callable:
 
 
 def layer_loss(layer, x) -> jax.Array:
-    """The same loss with the layer as an argument, so one jitted function serves every layer."""
+    """The same loss with the layer as an argument, so one jitted function serves every layer.
+
+    Taught in methods.qmd, "Closures against arguments".
+    """
     return jnp.sum(layer.predict(x))
 
 
@@ -311,8 +407,8 @@ def _hashable(weight) -> tuple[float, ...]:
 STRATEGIES: tuple[Strategy, ...] = (
     Strategy("1. jax.jit(layer.predict)", Layer, _jit_bound_once, _set_weight),
     Strategy("2. self static, identity hash", StaticLayer, lambda l, x, a: l.predict(x), _set_weight),
-    Strategy("2. self static, __hash__/__eq__", lambda w, a: HashedLayer(_hashable(w), a),
-             lambda l, x, a: l.predict(x), lambda l, w: _set_weight(l, _hashable(w))),
+    Strategy("2. self static, frozen, by value", lambda w, a: HashedLayer(_hashable(w), a),
+             lambda l, x, a: l.predict(x), lambda l, w: dataclasses.replace(l, weight=_hashable(w))),
     Strategy("3. pytree class", PytreeLayer, lambda l, x, a: l.predict(x),
              lambda l, w: PytreeLayer(w, l.activation)),
     Strategy("3. register_dataclass", DataclassLayer, lambda l, x, a: l.predict(x),
@@ -337,6 +433,8 @@ def evaluate(strategy: Strategy, size: int = 3) -> dict:
     """Measure one strategy: right after new weights, compiles per new layer / new activation, grad, vmap, scan.
 
     Clears JAX's caches first, so the compile counts do not depend on what ran before.
+
+    Taught in methods.qmd, "Which strategy for my class?".
     """
     if not isinstance(strategy, Strategy):
         raise TypeError(f"evaluate takes a methods.Strategy (see methods.STRATEGIES), got {type(strategy).__name__}.")

@@ -1,12 +1,14 @@
 """Look inside programs: jaxprs, their equations, and a function walked down to compiled code.
 
 ``stats`` counts what a jaxpr holds (equations by primitive, constants, literals, text sizes) and
-``side_by_side`` puts several variants side by side. ``walk`` takes a function through jit's ahead-of-time
-stages (trace, lower, compile, call), timed by ``timing.stages``, and shows what each stage made.
+``side_by_side`` puts several variants side by side. ``walk`` takes a function through jit's ahead-
+of-time stages (trace, lower, compile, call), timed by ``timing.stages``, and shows what each stage
+made.
 """
 
 import collections
 import dataclasses
+import re
 from collections.abc import Callable, Iterator, Sequence
 
 import jax
@@ -26,10 +28,14 @@ def equations(jaxpr) -> Iterator:
 
 
 def count_equations(jaxpr) -> int:
-    """Equations in a jaxpr, counting those inside nested jaxprs (loop bodies, branches) too."""
+    """Equations in a jaxpr, counting those inside nested jaxprs (loop bodies, branches) too.
+
+    Taught in "Tracing", "Python loops unroll" (sec-tracing-loops).
+    """
     jaxpr = getattr(jaxpr, "jaxpr", jaxpr)  # a ClosedJaxpr holds its Jaxpr in .jaxpr
     if not isinstance(jaxpr, jax.extend.core.Jaxpr):
-        raise TypeError(f"count_equations takes a jaxpr (from jax.make_jaxpr), got {type(jaxpr).__name__}.")
+        raise TypeError(f"count_equations takes a jaxpr (from jax.make_jaxpr), "
+                        f"got {type(jaxpr).__name__}.")
     return sum(1 for _ in equations(jaxpr))
 
 
@@ -40,14 +46,21 @@ def _atom(v) -> str:
 
 
 def anatomy(jaxpr) -> Markdown:
-    """A jaxpr taken apart, one row per constant, input, equation and output, each with its type."""
+    """A jaxpr taken apart, one row per constant, input, equation and output, each with its type.
+
+    Taught in "jaxprs", "Reading a jaxpr".
+    """
     if not hasattr(jaxpr, "eqns"):
-        raise TypeError(f"anatomy takes a jaxpr (jax.make_jaxpr(f)(x)), got {type(jaxpr).__name__}.")
-    rows = [{"part": "constant", "primitive": "", "reads": "", "type": str(v.aval)} for v in jaxpr.constvars]
-    rows += [{"part": "input", "primitive": "", "reads": "", "type": str(v.aval)} for v in jaxpr.invars]
-    rows += [{"part": "equation", "primitive": f"`{e.primitive.name}`", "reads": ", ".join(_atom(v) for v in e.invars),
-              "type": ", ".join(str(v.aval) for v in e.outvars)} for e in jaxpr.eqns]
-    rows += [{"part": "output", "primitive": "", "reads": "", "type": _atom(v)} for v in jaxpr.outvars]
+        raise TypeError(f"anatomy takes a jaxpr (make_jaxpr(f)(x)), got {type(jaxpr).__name__}.")
+
+    def row(part, type_, primitive="", reads=""):
+        return {"part": part, "primitive": primitive, "reads": reads, "type": type_}
+
+    rows = [row("constant", str(v.aval)) for v in jaxpr.constvars]
+    rows += [row("input", str(v.aval)) for v in jaxpr.invars]
+    rows += [row("equation", ", ".join(str(v.aval) for v in e.outvars), f"`{e.primitive.name}`",
+                 ", ".join(_atom(v) for v in e.invars)) for e in jaxpr.eqns]
+    rows += [row("output", _atom(v)) for v in jaxpr.outvars]
     return table(rows)
 
 
@@ -91,6 +104,8 @@ def stats(fn: Callable, *args, name: str | None = None, static_argnums: int | Se
     """Trace ``fn(*args, **kwargs)`` with ``jax.make_jaxpr`` and count what its jaxpr holds.
 
     With ``lower=True`` it also lowers ``jax.jit(fn)`` to StableHLO to count that text's lines.
+
+    Taught in "jaxprs", "A jaxpr explorer".
     """
     timing.check_callable(fn, "stats")
     jaxpr = jax.make_jaxpr(fn, static_argnums=static_argnums)(*args, **kwargs)
@@ -137,8 +152,10 @@ COSTS = ("flops", "bytes accessed", "transcendentals")
 def cost_summary(analysis) -> dict[str, float]:
     """Flops, bytes accessed and transcendentals from XLA's cost analysis.
 
-    ``Compiled.cost_analysis()`` is a dict on current JAX and was a list of dicts (one per program) on
-    older versions; both are accepted, lists are summed. A figure XLA leaves out counts as 0.
+    ``Compiled.cost_analysis()`` is a dict on current JAX and was a list of dicts (one per program)
+    on older versions; both are accepted, lists are summed. A figure XLA leaves out counts as 0.
+
+    Taught in "jaxprs", "The road to XLA" (sec-jaxprs-stages).
     """
     if hasattr(analysis, "cost_analysis"):
         analysis = analysis.cost_analysis()
@@ -146,8 +163,8 @@ def cost_summary(analysis) -> dict[str, float]:
         return {k: 0.0 for k in COSTS}
     parts = [analysis] if isinstance(analysis, dict) else list(analysis)
     if not all(isinstance(p, dict) for p in parts):
-        raise TypeError(f"cost_summary takes a compiled function or its cost_analysis() (a dict or a list of "
-                        f"dicts), got {type(analysis).__name__}.")
+        raise TypeError(f"cost_summary takes a compiled function or its cost_analysis() (a dict "
+                        f"or a list of dicts), got {type(analysis).__name__}.")
     return {k: float(sum(p.get(k, 0.0) for p in parts)) for k in COSTS}
 
 
@@ -169,9 +186,11 @@ class Walk:
         return self.stages.compiled
 
     def excerpt(self) -> str:
-        """The first ``excerpt_lines`` lines of the StableHLO module, and how many lines were left out."""
+        """The first ``excerpt_lines`` lines of the StableHLO module, and how many lines were left
+        out.
+        """
         lines = self.stablehlo.splitlines()
-        head = lines[: self.excerpt_lines]
+        head = [line if len(line) <= 100 else line[:99] + "…" for line in lines[: self.excerpt_lines]]
         if len(lines) > len(head):
             head.append(f"// ... {len(lines) - len(head)} more lines")
         return "\n".join(head)
@@ -191,9 +210,37 @@ class Walk:
 
 def walk(fn: Callable, *args, static_argnums: int | Sequence[int] = (), excerpt_lines: int = 12,
          **kwargs) -> Walk:
-    """Take ``jax.jit(fn)`` through its ahead-of-time stages (timed by ``timing.stages``) and keep each product."""
+    """Take ``jax.jit(fn)`` through its ahead-of-time stages (timed by ``timing.stages``) and keep
+    each product.
+
+    Taught in "jaxprs", "The road to XLA" (sec-jaxprs-stages).
+    """
     timing.check_callable(fn, "walk")
     if not isinstance(excerpt_lines, int) or excerpt_lines < 1:
-        raise ValueError(f"excerpt_lines must be a positive whole number of lines, got {excerpt_lines!r}.")
+        raise ValueError(f"excerpt_lines must be a number of lines >= 1, got {excerpt_lines!r}.")
     stages = timing.stages(fn, *args, static_argnums=static_argnums, **kwargs)
     return Walk(stages, stages.lowered.as_text(), cost_summary(stages.compiled), excerpt_lines)
+
+
+_INSTRUCTION = re.compile(r"^\s*(ROOT )?%?([\w.-]+) = (\S+) (\w[\w-]*)\(")
+
+
+def compiled_instructions(compiled) -> list[dict]:
+    """The instructions of the optimized HLO's entry computation (``compiled.as_text()``), one row
+    each: name, result type and opcode. A ``fusion`` is one loop over memory that XLA made of
+    several operations.
+
+    Taught in "jaxprs", "What XLA did" (sec-jaxprs-xla).
+    """
+    if not hasattr(compiled, "as_text"):
+        raise TypeError(f"compiled_instructions takes a compiled function "
+                        f"(jax.jit(f).lower(x).compile()), got {type(compiled).__name__}.")
+    text = compiled.as_text()
+    entry = text[text.index("\nENTRY"):]
+    entry = entry[: entry.index("\n}")]
+    rows = []
+    for line in entry.splitlines()[1:]:
+        if (m := _INSTRUCTION.match(line)) is not None:
+            rows.append({"instruction": m.group(2), "type": re.sub(r"\{[\d,]*\}", "", m.group(3)),
+                         "opcode": m.group(4)})
+    return rows

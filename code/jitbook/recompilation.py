@@ -12,20 +12,22 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from .cache import count_compiles, fresh_jit
-from .display import ratio_words
 from .errors import raised
 
 # --- static arguments ------------------------------------------------------------------------------------
 
 def power(x: jax.Array, n) -> jax.Array:
-    """``x ** n`` with ``n`` meant to be static: a Python int exponent traces to ``integer_pow``, a float to ``pow``."""
+    """``x ** n`` with ``n`` meant to be static: an int exponent traces to ``integer_pow``, a float to ``pow``.
+
+    Taught in recompilation.qmd, "Static arguments".
+    """
     return x**n
 
 
@@ -81,7 +83,10 @@ def argument_cases() -> list[tuple[str, object]]:
 
 @dataclasses.dataclass(frozen=True)
 class ScaleBy:
-    """A callable object equal to (and hashing like) any other ``ScaleBy`` with the same factor."""
+    """A callable object equal to (and hashing like) any other ``ScaleBy`` with the same factor.
+
+    Taught in recompilation.qmd, "The function: by hash and equality".
+    """
 
     factor: float
 
@@ -118,29 +123,89 @@ def identity_rows(x: jax.Array | None = None) -> list[dict]:
     return rows
 
 
-class Calculator:
-    """A method whose behaviour depends on a mutable attribute: the bound-method puzzle."""
-
-    def __init__(self, x: float, mul: bool) -> None:
-        self.x = x
-        self.mul = mul
-
-    def calc(self, y):
-        return self.x * y if self.mul else y
+def total(tree):
+    """The sum of every leaf of a pytree: one function for probing how the pytree's structure enters the key."""
+    return sum(jnp.sum(leaf) for leaf in jax.tree.leaves(tree))
 
 
-def stale_bound_method() -> dict:
-    """``jit(c.calc)``, then flip ``c.mul``: the jitted method keeps the compiled behaviour."""
-    c = Calculator(2.0, True)
-    jitted = jax.jit(c.calc)
-    before = float(jitted(3.0))
-    c.mul = False
+def structure_cases() -> list[tuple[str, object]]:
+    """Pytrees of the same two arrays passed in turn to one jitted ``total``: which make a new program?"""
+    a, b = jnp.ones(3), jnp.zeros(3)
+    return [
+        ('{"a": a, "b": b}', {"a": a, "b": b}),
+        ('{"b": b, "a": a} (insertion order)', {"b": b, "a": a}),
+        ('{"a": a, "c": b} (a new key)', {"a": a, "c": b}),
+        ("(a, b) (a tuple)", (a, b)),
+        ("[a, b] (a list)", [a, b]),
+    ]
+
+
+def add(x, y):
+    return x + y
+
+
+def calling_rows() -> list[dict]:
+    """Compiles of one jitted ``add`` for the same two arrays passed by position and by keyword."""
+    x = jnp.ones(3)
+    jitted = fresh_jit(add)
+    calls = [("add(x, y)", lambda: jitted(x, x)), ("add(x, y=y)", lambda: jitted(x, y=x)),
+             ("add(x=x, y=y)", lambda: jitted(x=x, y=x)), ("add(x, y) again", lambda: jitted(x, x))]
+    rows = []
+    for label, call in calls:
+        with count_compiles() as log:
+            call()
+        rows.append({"call": label, "compiled": log.count_for("add")})
+    return rows
+
+
+def miss_cases() -> list[tuple[str, tuple]]:
+    """Calls of one jitted ``add_one``, in turn: the same array, a new shape, the array committed to a device."""
+    x = jnp.ones(3)
+    return [("ones(3)", (x,)), ("ones(3) again", (x,)), ("ones(4)", (jnp.ones(4),)),
+            ("device_put(ones(3))", (jax.device_put(x, jax.devices()[0]),))]
+
+
+def cache_misses(fn: Callable = None, cases: Sequence[tuple[str, tuple]] | None = None) -> list[dict]:
+    """Which of jit's three caches each call missed (trace, lower, compile), and what each diagnostic saw.
+
+    ``explained``: lines ``jax_explain_cache_misses`` wrote (tracing-cache misses only);
+    ``logged compiles``: "Finished XLA compilation" lines of ``jax.log_compiles()``.
+    """
     from .cache import capture_jax_logs
 
-    with count_compiles() as log, capture_jax_logs() as messages:
-        after = float(jitted(3.0))
-    return {"before": before, "after": after, "python": float(c.calc(3.0)), "compiled": log.count,
-            "log messages": len(messages)}
+    fn = add_one if fn is None else fn
+    jitted = fresh_jit(fn)
+    rows = []
+    for label, args in (miss_cases() if cases is None else cases):
+        with count_compiles() as log, capture_jax_logs() as messages:
+            jitted(*args)
+        name = fn.__name__
+        rows.append({"call": label, "traced": log.traces.count(name), "lowered": log.lowerings.count(name),
+                     "compiled": log.count_for(name),
+                     "explained": sum("CACHE MISS" in m and f"for {name} defined" in m for m in messages),
+                     "logged compiles": sum(f"XLA compilation of jit({name})" in m for m in messages)})
+    return rows
+
+
+def rejit_cost(calls: int = 200) -> dict:
+    """Microseconds per call of ``plus_one``: one jitted wrapper reused, and ``jax.jit(plus_one)`` built at each call.
+
+    Both find the same compiled program; the new wrapper loses jit's fast C++ dispatch path.
+    """
+    if not isinstance(calls, int) or calls < 1:
+        raise ValueError(f"calls must be a positive int, got {calls!r}.")
+    reused = jax.jit(plus_one)
+    reused(0)
+    cost = {}
+    with count_compiles() as log:
+        for label, call in (("reused wrapper", lambda: reused(0)), ("jax.jit(plus_one) per call",
+                                                                     lambda: jax.jit(plus_one)(0))):
+            call()
+            start = time.perf_counter()
+            for _ in range(calls):
+                call()
+            cost[label] = 1e6 * (time.perf_counter() - start) / calls
+    return {"calls": calls, "compiles": log.count_for("plus_one"), **{f"{k} (us)": v for k, v in cost.items()}}
 
 
 # --- the cache key: configuration ------------------------------------------------------------------------
@@ -185,7 +250,10 @@ def plus_one(i):
 
 
 def jit_in_a_loop(how: str, steps: int = 10) -> dict:
-    """Apply ``plus_one`` ``steps`` times through ``jax.jit(...)`` built inside the loop, three ways."""
+    """Apply ``plus_one`` ``steps`` times through ``jax.jit(...)`` built in the loop, three ways.
+
+    Taught in recompilation.qmd, "jit built inside a loop".
+    """
     makers = {"jax.jit(partial(plus_one))": lambda: jax.jit(functools.partial(plus_one)),
               "jax.jit(lambda i: plus_one(i))": lambda: jax.jit(lambda i: plus_one(i)),
               "jax.jit(plus_one)": lambda: jax.jit(plus_one)}
@@ -198,19 +266,26 @@ def jit_in_a_loop(how: str, steps: int = 10) -> dict:
         for _ in range(steps):
             i = makers[how]()(i)
         seconds = time.perf_counter() - start
-    return {"loop body": how, "steps": steps, "result": int(i), "compiles": log.count, "loop (ms)": 1e3 * seconds}
+    return {"loop body": how, "steps": steps, "result": int(i), "compiles": log.count,
+            "loop (ms)": 1e3 * seconds}
 
 
 # --- buckets ---------------------------------------------------------------------------------------------
 
 def soft_mean(x: jax.Array, mask: jax.Array) -> jax.Array:
-    """Mean of softplus(x) over the entries where ``mask`` is true: padding is ignored, so results do not move."""
+    """Mean of softplus(x) where ``mask`` is true: padding is ignored, so results do not move.
+
+    Taught in recompilation.qmd, "Variable sizes: padding to buckets".
+    """
     y = jnp.logaddexp(x, 0.0)
     return jnp.sum(jnp.where(mask, y, 0.0)) / jnp.sum(mask)
 
 
 def next_bucket(n: int, smallest: int = 16) -> int:
-    """The padded length for ``n``: the next power of two, at least ``smallest``."""
+    """The padded length for ``n``: the next power of two, at least ``smallest``.
+
+    Taught in recompilation.qmd, "Variable sizes: padding to buckets".
+    """
     if not isinstance(n, (int, np.integer)) or n < 1:
         raise ValueError(f"n must be a positive int (a sequence length), got {n!r}.")
     return max(smallest, 1 << (int(n) - 1).bit_length())
@@ -261,8 +336,12 @@ def run_stream(lengths: Sequence[int], bucketed: bool, seed: int = 1) -> StreamR
 # --- control flow without recompiling --------------------------------------------------------------------
 
 def shrink(x, mode):
-    """Three ways to shrink values, chosen by ``mode`` (0, 1 or 2) with ``lax.switch``: one program for all."""
-    return jax.lax.switch(mode, [lambda v: jnp.clip(v, -1.0, 1.0), jnp.tanh, lambda v: v / (1.0 + jnp.abs(v))], x)
+    """Three ways to shrink values, chosen by ``mode`` (0, 1 or 2) with ``lax.switch``: one program.
+
+    Taught in recompilation.qmd, "Control flow without recompiling".
+    """
+    branches = [lambda v: jnp.clip(v, -1.0, 1.0), jnp.tanh, lambda v: v / (1.0 + jnp.abs(v))]
+    return jax.lax.switch(mode, branches, x)
 
 
 def shrink_static(x, mode: int):
@@ -275,7 +354,10 @@ def shrink_static(x, mode: int):
 
 
 def sqrt_newton(a, tol):
-    """Square root by Newton's method until the step is below ``tol``: ``lax.while_loop`` with a traced stop."""
+    """Square root by Newton's method until the step is below ``tol``: a traced stop, ``lax.while_loop``.
+
+    Taught in recompilation.qmd, "Control flow without recompiling".
+    """
     def not_done(state):
         x, step = state
         return step > tol
@@ -318,26 +400,13 @@ def control_flow_rows() -> list[dict]:
     return rows
 
 
-# --- exercises' starting points -------------------------------------------------------------------------
-
-def sgd_step(w: jax.Array, x: jax.Array, y: jax.Array, lr) -> jax.Array:
-    """One gradient step of least squares ``mean((x @ w - y)**2)`` with learning rate ``lr``."""
-    grad = jax.grad(lambda w: jnp.mean((x @ w - y) ** 2))(w)
-    return w - lr * grad
-
-
-def poly_eval(coeffs: tuple, x: jax.Array) -> jax.Array:
-    """Evaluate the polynomial with ``coeffs`` (highest power first) at ``x``; ``coeffs`` is static, so unrolled."""
-    y = jnp.zeros_like(x)
-    for c in coeffs:
-        y = y * x + c
-    return y
-
-
 # --- the persistent compilation cache --------------------------------------------------------------------
 
 def deep(x, steps: int):
-    """A program that takes XLA a noticeable time to compile: ``steps`` unrolled matmul-tanh layers."""
+    """A program that takes XLA a noticeable time to compile: ``steps`` unrolled matmul-tanh layers.
+
+    Taught in recompilation.qmd, "A cache that outlives the process".
+    """
     for i in range(steps):
         x = jnp.tanh(x @ x.T * 0.01 + i)
     return x
@@ -356,7 +425,8 @@ ready = time.perf_counter()
 with jitbook.count_compiles() as log:
     jax.block_until_ready(jax.jit(recompilation.deep, static_argnums=1)(x, steps))
 done = time.perf_counter()
-print(json.dumps({"compile events": log.count_for("deep"), "compile (s)": log.compile_seconds,
+print(json.dumps({"traces": log.traces.count("deep"), "lowerings": log.lowerings.count("deep"),
+                  "compile events": log.count_for("deep"), "compile (s)": log.compile_seconds,
                   "disk cache hits": log.persistent_cache_hits, "first call (s)": done - ready,
                   "process start to result (s)": done - start, "files in cache dir": len(os.listdir(cache_dir))}))
 """
@@ -389,28 +459,29 @@ def persistent_cache_runs(steps: int, min_compile_seconds: float | None = None) 
     return rows
 
 
-# --- the summary ------------------------------------------------------------------------------------------
+_LATE_CHILD = """
+import json, os, sys
+import jitbook, jax, jax.numpy as jnp
+first, second = sys.argv[1], sys.argv[2]
+jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+jax.config.update("jax_compilation_cache_dir", first)
+jax.jit(lambda x: x * 2.0)(jnp.ones(2))
+jax.config.update("jax_compilation_cache_dir", second)
+jax.jit(lambda x: jnp.tanh(x) @ x)(jnp.ones((4, 4)))
+print(json.dumps({"files in the first directory": len(os.listdir(first)),
+                  "files in the second directory": len(os.listdir(second))}))
+"""
 
-def which_knob(static: list[dict], loops: list[dict], plain: StreamRun, bucketed: StreamRun,
-               control: list[dict], config: list[dict], disk: list[dict]) -> list[dict]:
-    """The chapter's summary: for each cause of compiling again, the knob, and what the chapter measured."""
-    compiles = {r["tool"]: r["compiles"] for r in control}
-    loop = {r["loop body"]: r for r in loops}
-    recompiling = [r["option"] for r in config if r["compiles when set"]]
-    first, second = disk[0], disk[1]
-    return [
-        {"cause": "a new value of a static argument", "knob": "static only for few values, or when shapes depend on it",
-         "measured": f"{sum(r['compiled'] for r in static)} compiles for {len(static)} calls"},
-        {"cause": "a Python if on a mode", "knob": "lax.switch / lax.cond on a traced mode",
-         "measured": f"{compiles['Python if on a static mode']} compiles -> {compiles['lax.switch on a traced mode']}"},
-        {"cause": "jax.jit(partial(...)) or jax.jit(lambda ...) in a loop", "knob": "jit once, outside the loop",
-         "measured": f"{loop['jax.jit(partial(plus_one))']['compiles']} compiles -> "
-                     f"{loop['jax.jit(plus_one)']['compiles']}"},
-        {"cause": "a new length at every call", "knob": "pad to a few bucket sizes",
-         "measured": f"{plain.compiles} compiles -> {bucketed.compiles}, "
-                     f"{ratio_words(plain.seconds, bucketed.seconds)}"},
-        {"cause": "a config option changed mid-run", "knob": "set options once, at start-up",
-         "measured": f"{len(recompiling)} of {len(config)} options tried recompile"},
-        {"cause": "a new process", "knob": "jax_compilation_cache_dir (and its thresholds)",
-         "measured": f"compile {first['compile (s)']:.3f} s -> {second['compile (s)']:.3f} s"},
-    ]
+
+def moved_cache_dir() -> dict:
+    """A new process sets a cache directory, compiles, then points the cache elsewhere and compiles again.
+
+    JAX reads the directory once, at the first compile that uses the cache: the later setting is ignored.
+    """
+    with tempfile.TemporaryDirectory(prefix="jitbook-a-") as first, \
+            tempfile.TemporaryDirectory(prefix="jitbook-b-") as second:
+        out = subprocess.run([sys.executable, "-c", _LATE_CHILD, first, second], capture_output=True, text=True,
+                             env=dict(os.environ))
+        if out.returncode != 0:
+            raise RuntimeError(f"the child process failed:\n{out.stderr[-2000:]}")
+        return json.loads(out.stdout.strip().splitlines()[-1])

@@ -54,10 +54,15 @@ def check_callable(fn, who: str) -> None:
 
 
 def time_call(fn: Callable, *args, repeats: int = 7, warmup: int = 1, **kwargs) -> Timing:
-    """Time ``fn(*args, **kwargs)``: ``warmup`` untimed calls (compiling, if jitted), then ``repeats`` timed ones."""
+    """Time ``fn(*args, **kwargs)``: ``warmup`` untimed calls (compiling, if jitted), then
+    ``repeats`` timed ones.
+
+    Taught in "Why compile?", "Asynchronous dispatch".
+    """
     check_callable(fn, "time_call")
     if repeats < 1 or warmup < 0:
-        raise ValueError(f"need repeats >= 1 and warmup >= 0, got repeats={repeats}, warmup={warmup}.")
+        raise ValueError(f"need repeats >= 1 and warmup >= 0, got repeats={repeats}, "
+                         f"warmup={warmup}.")
     for _ in range(warmup):
         jax.block_until_ready(fn(*args, **kwargs))
     times = []
@@ -100,8 +105,8 @@ class Stages:
 def stages(fn: Callable, *args, static_argnums=(), **kwargs) -> Stages:
     """Walk ``jax.jit(fn)`` through trace, lower, compile and one run, timing each stage.
 
-    jit caches traces and executables per function object, so we jit a fresh wrapper: the split is that
-    of a true first call even when ``fn`` was called before.
+    jit caches traces and executables per function object, so we jit a fresh wrapper: the split is
+    that of a true first call even when ``fn`` was called before.
     """
     check_callable(fn, "stages")
 

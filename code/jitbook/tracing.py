@@ -1,7 +1,8 @@
-"""The examples of the tracing chapter: what jit sees when it runs a Python function once, with tracers.
+"""The examples of the tracing chapter: what jit sees when it runs a Python function once, with
+tracers.
 
-Each function here is small on purpose: it shows one thing a tracer does or refuses to do. The helpers
-at the end measure what tracing produced (equation counts, compile times, printed lines).
+Each function here is small on purpose: it shows one thing a tracer does or refuses to do. The
+helpers at the end measure what tracing produced (equation counts, compile times, printed lines).
 """
 
 import contextlib
@@ -12,24 +13,30 @@ from collections.abc import Callable, Sequence
 import jax
 import jax.extend.core
 import jax.numpy as jnp
+import numpy as np
 from jax import lax
 
 from . import timing
-from .cache import count_compiles
 from .programs import count_equations
 
 # --- What a tracer is --------------------------------------------------------------------------------
 
 
 def aval_row(x) -> dict:
-    """The abstract value jit keeps of ``x``: its type, shape, dtype and weak type, as one table row."""
+    """The abstract value jit keeps of ``x``: its type, shape, dtype and weak type, as one table
+    row.
+
+    Taught in "Tracing", "A tracer, seen from inside".
+    """
     aval = jax.typeof(x)
     return {"type": type(x).__name__, "abstract value": str(aval), "shape": aval.shape,
             "dtype": str(aval.dtype), "weak_type": aval.weak_type}
 
 
 def seen_by_jit(*args) -> list[dict]:
-    """Run a fresh jitted function on ``args`` and return what each argument looked like *inside* it."""
+    """Run a fresh jitted function on ``args`` and return what each argument looked like *inside*
+    it.
+    """
     rows: list[dict] = []
 
     def look(*traced):
@@ -41,14 +48,20 @@ def seen_by_jit(*args) -> list[dict]:
 
 
 def double_and_show(x: jax.Array) -> jax.Array:
-    """Doubles ``x``, printing it twice: once with Python's print, once with ``jax.debug.print``."""
+    """Doubles ``x``, printing it twice: once with Python's print, once with ``jax.debug.print``.
+
+    Taught in "Tracing", "A tracer, seen from inside".
+    """
     print("print sees:", x)
     jax.debug.print("jax.debug.print sees: {}", x)
     return 2 * x
 
 
 class BodyCounter:
-    """Wraps ``fn`` and counts how many times its Python body runs (under jit: once per trace)."""
+    """Wraps ``fn`` and counts how many times its Python body runs (under jit: once per trace).
+
+    Taught in "Tracing", "The body runs once per new signature".
+    """
 
     def __init__(self, fn: Callable) -> None:
         if not callable(fn):
@@ -63,7 +76,9 @@ class BodyCounter:
 
 
 def printed_lines(fn: Callable, calls: Sequence[tuple]) -> list[str]:
-    """Call ``fn(*args)`` for each tuple in ``calls`` and return every line printed, run-time prints included."""
+    """Call ``fn(*args)`` for each tuple in ``calls`` and return every line printed, run-time prints
+    included.
+    """
     if not callable(fn):
         raise TypeError(f"printed_lines takes the function first, got {type(fn).__name__}.")
     buffer = io.StringIO()
@@ -81,13 +96,19 @@ SCALE = 2.0  # a global that ``scaled`` reads
 
 
 def remember(x: jax.Array) -> jax.Array:
-    """Appends its argument to the global ``history`` (a side effect) and returns ``x + 1``."""
+    """Appends its argument to the global ``history`` (a side effect) and returns ``x + 1``.
+
+    Taught in "Tracing", "Side effects happen while tracing" (sec-tracing-side-effects).
+    """
     history.append(x)
     return x + 1
 
 
 def scaled(x: jax.Array) -> jax.Array:
-    """Multiplies by the global ``SCALE``: under jit, by the value ``SCALE`` had when it was traced."""
+    """Multiplies by the global ``SCALE``: under jit, by the value ``SCALE`` had when it was traced.
+
+    Taught in "Tracing", "Reading a global that changes".
+    """
     return SCALE * x
 
 
@@ -95,14 +116,22 @@ def scaled(x: jax.Array) -> jax.Array:
 
 
 def pad_to_even(x: jax.Array) -> jax.Array:
-    """Appends a zero when ``x`` has an odd length: a branch on a shape, which jit knows while tracing."""
+    """Appends a zero when ``x`` has an odd length: a branch on a shape, which jit knows while
+    tracing.
+
+    Taught in "Tracing", "Branching on a shape works".
+    """
     if x.shape[0] % 2 == 1:
         x = jnp.concatenate([x, jnp.zeros(1, x.dtype)])
     return x
 
 
 def sin_or_cos(x: jax.Array, t) -> jax.Array:
-    """``sin(x)`` when ``t > 0``, else ``cos(x)``: a Python branch on a value, which a tracer does not have."""
+    """``sin(x)`` when ``t > 0``, else ``cos(x)``: a Python branch on a value, which a tracer does
+    not have.
+
+    Taught in "Tracing", "Branching on a value fails".
+    """
     if t > 0:
         return jnp.sin(x)
     return jnp.cos(x)
@@ -111,18 +140,29 @@ def sin_or_cos(x: jax.Array, t) -> jax.Array:
 sin_or_cos_static = jax.jit(sin_or_cos, static_argnums=1)  # way out 1: t is a Python value, part of the cache key
 
 
-def sin_or_cos_where(x: jax.Array, t, pos: Callable = jnp.sin, neg: Callable = jnp.cos) -> jax.Array:
-    """Way out 2: compute both branches and select elementwise."""
+def sin_or_cos_where(x: jax.Array, t, pos: Callable = jnp.sin,
+                     neg: Callable = jnp.cos) -> jax.Array:
+    """Way out 2: compute both branches and select elementwise.
+
+    Taught in "Tracing", "Three ways out".
+    """
     return jnp.where(t > 0, pos(x), neg(x))
 
 
-def sin_or_cos_cond(x: jax.Array, t, pos: Callable = jnp.sin, neg: Callable = jnp.cos) -> jax.Array:
-    """Way out 3: ``lax.cond`` puts both branches in the program and runs the one the predicate picks."""
+def sin_or_cos_cond(x: jax.Array, t, pos: Callable = jnp.sin,
+                    neg: Callable = jnp.cos) -> jax.Array:
+    """Way out 3: ``lax.cond`` puts both branches in the program and runs the one the predicate
+    picks.
+
+    Taught in "Tracing", "Three ways out".
+    """
     return lax.cond(t > 0, pos, neg, x)
 
 
 def announce(name: str, fn: Callable) -> Callable:
-    """``fn`` that also prints ``name`` each time it runs, at run time, so we can see which branches ran."""
+    """``fn`` that also prints ``name`` each time it runs, at run time, so we can see which branches
+    ran.
+    """
 
     def announced(x):
         jax.debug.print(name)
@@ -132,7 +172,10 @@ def announce(name: str, fn: Callable) -> Callable:
 
 
 def branches_run(version: Callable, x: jax.Array, t) -> list[str]:
-    """Which branches of ``sin_or_cos_where`` or ``sin_or_cos_cond`` ran in one jitted call."""
+    """Which branches of ``sin_or_cos_where`` or ``sin_or_cos_cond`` ran in one jitted call.
+
+    Taught in "Tracing", "Three ways out".
+    """
     loud = functools.partial(version, pos=announce("sin", jnp.sin), neg=announce("cos", jnp.cos))
     return printed_lines(jax.jit(loud), [(x, t)])
 
@@ -146,25 +189,40 @@ def step(x: jax.Array) -> jax.Array:
 
 
 def python_loop(x: jax.Array, n: int) -> jax.Array:
-    """``step`` applied ``n`` times by a Python loop: tracing records every iteration."""
+    """``step`` applied ``n`` times by a Python loop: tracing records every iteration.
+
+    Taught in "Tracing", "Python loops unroll" (sec-tracing-loops).
+    """
     for _ in range(n):
         x = step(x)
     return x
 
 
 def fori_version(x: jax.Array, n) -> jax.Array:
-    """``step`` applied ``n`` times by ``lax.fori_loop``: one loop in the program, and ``n`` may be traced."""
+    """``step`` applied ``n`` times by ``lax.fori_loop``: one loop in the program, and ``n`` may be
+    traced.
+
+    Taught in "Tracing", "Python loops unroll" (sec-tracing-loops).
+    """
     return lax.fori_loop(0, n, lambda i, c: step(c), x)
 
 
 def scan_version(x: jax.Array, n: int) -> jax.Array:
-    """``step`` applied ``n`` times by ``lax.scan``: one loop in the program; ``n`` must be a Python int."""
+    """``step`` applied ``n`` times by ``lax.scan``: one loop in the program; ``n`` must be a Python
+    int.
+
+    Taught in "Tracing", "Python loops unroll" (sec-tracing-loops).
+    """
     final, _ = lax.scan(lambda c, _: (step(c), None), x, length=n)
     return final
 
 
 def loop_growth(fns: Sequence[Callable], ns: Sequence[int], x: jax.Array) -> list[dict]:
-    """For each loop function and loop length: equations traced and milliseconds to trace, lower and compile."""
+    """For each loop function and loop length: equations traced and milliseconds to trace, lower and
+    compile.
+
+    Taught in "Tracing", "Python loops unroll" (sec-tracing-loops).
+    """
     if not ns or not all(isinstance(n, int) and n >= 0 for n in ns):
         raise ValueError(f"ns must be a non-empty list of loop lengths (ints >= 0), got {ns!r}.")
     rows = []
@@ -180,7 +238,10 @@ def loop_growth(fns: Sequence[Callable], ns: Sequence[int], x: jax.Array) -> lis
 
 
 def make_scaler(scale) -> Callable:
-    """A function that multiplies by ``scale``, captured from this call: a closure."""
+    """A function that multiplies by ``scale``, captured from this call: a closure.
+
+    Taught in "Tracing", "Closures" (sec-tracing-closures).
+    """
 
     def scale_by(x):
         return scale * x
@@ -189,7 +250,10 @@ def make_scaler(scale) -> Callable:
 
 
 def make_config_scaler(config: dict) -> Callable:
-    """A closure that reads ``config["scale"]``: under jit, at trace time only."""
+    """A closure that reads ``config["scale"]``: under jit, at trace time only.
+
+    Taught in "Tracing", "Captured values go stale" (sec-tracing-closures).
+    """
 
     def scale_by_config(x):
         return config["scale"] * x
@@ -202,11 +266,101 @@ def scale_by_argument(x: jax.Array, scale) -> jax.Array:
     return scale * x
 
 
-def compiles_when_rejitted(make_fn: Callable, times: int, *args) -> int:
-    """XLA compiles when ``jax.jit(make_fn())(*args)`` runs ``times`` times: one wrapper per iteration."""
-    if not isinstance(times, int) or times < 1:
-        raise ValueError(f"times must be an int >= 1, got {times!r}.")
-    with count_compiles() as log:
-        for _ in range(times):
-            jax.block_until_ready(jax.jit(make_fn())(*args))
-    return log.count
+# --- Loops you can differentiate ----------------------------------------------------------------------
+
+
+def masked_scan(x: jax.Array, n, max_n: int) -> jax.Array:
+    """``step`` applied ``n`` times, ``n`` traced, by a ``scan`` of ``max_n`` steps that stops
+    changing after ``n``.
+
+    A ``fori_loop`` with a traced trip count becomes a ``while_loop``, which reverse-mode AD
+    refuses; a scan with a static bound and a mask has one compiled program for every ``n <= max_n``
+    and a gradient. Taught in "Tracing", "Python loops unroll" (sec-tracing-loops).
+    """
+    if not isinstance(max_n, int) or max_n < 0:
+        raise ValueError(f"max_n must be a Python int >= 0 (the static bound), got {max_n!r}.")
+
+    def body(carry, i):
+        return jnp.where(i < n, step(carry), carry), None
+
+    final, _ = lax.scan(body, x, jnp.arange(max_n))
+    return final
+
+
+def loop_primitive(fn: Callable, *args, static_argnums: int | Sequence[int] = ()) -> str:
+    """The loop primitive (``scan`` or ``while``) that ``fn(*args)`` traces to, or ``"no loop"``."""
+    names = [e.primitive.name for e in jax.make_jaxpr(fn, static_argnums=static_argnums)(*args).eqns]
+    return next((name for name in names if name in ("scan", "while")), "no loop")
+
+
+# --- Branches under vmap, and gradients through jnp.where -----------------------------------------------
+
+
+def branches_run_batched(version: Callable, x: jax.Array, ts: jax.Array) -> list[str]:
+    """Which branches ran when ``version`` is vmapped over a batch of ``t`` (a batched predicate).
+
+    Taught in "Tracing", "Under vmap, both branches run" (sec-tracing-cond-vmap).
+    """
+    loud = functools.partial(version, pos=announce("sin", jnp.sin), neg=announce("cos", jnp.cos))
+    return sorted(set(printed_lines(jax.jit(jax.vmap(loud, in_axes=(None, 0))), [(x, ts)])))
+
+
+def sqrt_or_zero(x: jax.Array) -> jax.Array:
+    """``sqrt(x)`` where ``x > 0``, else 0: right values, but a NaN gradient at 0 (the sqrt branch
+    is still differentiated there, and 0 times its infinite slope is NaN).
+
+    Taught in "Tracing", "Under vmap, both branches run" (sec-tracing-cond-vmap).
+    """
+    return jnp.where(x > 0, jnp.sqrt(x), 0.0)
+
+
+def sqrt_or_zero_safe(x: jax.Array) -> jax.Array:
+    """The double-``where`` fix: feed the branch not taken a safe input, so its slope is finite.
+
+    Taught in "Tracing", "Under vmap, both branches run" (sec-tracing-cond-vmap).
+    """
+    safe = jnp.where(x > 0, x, 1.0)
+    return jnp.where(x > 0, jnp.sqrt(safe), 0.0)
+
+
+# --- Shapes that depend on values ----------------------------------------------------------------------
+
+
+def positives(x: jax.Array) -> jax.Array:
+    """The entries of ``x`` above 0: how many there are depends on the values, so jit cannot trace
+    it.
+
+    Taught in "Tracing", "Shapes that depend on values".
+    """
+    return x[x > 0]
+
+
+def positives_padded(x: jax.Array, size: int) -> jax.Array:
+    """The indices of the entries above 0, padded with -1 to a fixed ``size``: a shape jit knows
+    while tracing.
+
+    Taught in "Tracing", "Shapes that depend on values".
+    """
+    (where,) = jnp.nonzero(x > 0, size=size, fill_value=-1)
+    return where
+
+
+# --- Side effects done properly ------------------------------------------------------------------------
+
+
+def logged_square(x: jax.Array, log: list) -> jax.Array:
+    """``x * x`` that appends each value of ``x`` to ``log`` at run time, through
+    ``jax.debug.callback``.
+
+    Taught in "Tracing", "Side effects done properly" (sec-tracing-side-effects).
+    """
+    jax.debug.callback(lambda v: log.append(float(v)), x)
+    return x * x
+
+
+def numpy_sine(x: jax.Array) -> jax.Array:
+    """``sin`` computed by NumPy on the host, inside a jitted program, with ``jax.pure_callback``.
+
+    Taught in "Tracing", "Side effects done properly" (sec-tracing-side-effects).
+    """
+    return jax.pure_callback(lambda v: np.sin(v).astype(v.dtype), jax.ShapeDtypeStruct(x.shape, x.dtype), x)

@@ -41,6 +41,12 @@ class Exercise:
 _REGISTRY: dict[str, Exercise] = {}
 
 
+def reports(cells) -> list[dict]:
+    """The check reports shown in the outputs of executed notebook cells, in order (tests and grading read them)."""
+    return [out["metadata"][REPORT_KEY] for cell in cells if cell.get("cell_type") == "code"
+            for out in cell.get("outputs", []) if REPORT_KEY in out.get("metadata", {})]
+
+
 def exercise(id: str, *, answer: str, topic: str, difficulty: int, hint: str,
              time_limit: float = DEFAULT_TIME_LIMIT) -> Callable:
     """Register the decorated function as the checker of exercise ``id`` (``"<chapter>.<name>"``)."""
@@ -200,9 +206,6 @@ def check(exercise_id: str, answer=_MISSING) -> Report:
         _current.pop()
 
 
-__all__ = ["Exercise", "Report", "Wrong", "call_answer", "check", "exercise", "expect", "registry"]
-
-
 def close(got, want, rtol: float = 1e-4) -> bool:
     """Same shape, and every entry within ``rtol`` of the largest entry of ``want``; never raises on odd input."""
     import numpy as np
@@ -212,3 +215,6 @@ def close(got, want, rtol: float = 1e-4) -> bool:
     except (TypeError, ValueError):
         return False
     return got.shape == want.shape and bool(np.all(np.abs(got - want) <= rtol * np.abs(want).max()))
+
+
+__all__ = ["Exercise", "Report", "Wrong", "call_answer", "check", "close", "exercise", "expect", "registry", "reports"]

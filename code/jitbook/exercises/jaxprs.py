@@ -4,7 +4,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .. import jaxprs, programs
+from .. import jaxprs, programs, tracing
 from ..cache import count_compiles
 from . import Wrong, call_answer, exercise, expect
 
@@ -25,7 +25,7 @@ def _closure(x):
 def _count_equations(answer):
     x, m = jnp.ones(3), jnp.ones((3, 3))
     cases = [("x ** 2 + 1", lambda v: v**2 + 1.0, (x,)), ("tanh(a @ b) + 1", _affine, (m, m)),
-             ("a closure", _closure, (x,)), ("fori_loop of 4 steps", lambda v: jaxprs.fori_loop(v, 4), (x,))]
+             ("a closure", _closure, (x,)), ("fori_loop of 4 steps", lambda v: tracing.fori_version(v, 4), (x,))]
     for label, fn, args in cases:
         got = call_answer(answer, fn, *args)
         jaxpr = jax.make_jaxpr(fn)(*args)
@@ -64,13 +64,13 @@ def _fixed_size(answer):
         got = call_answer(answer, x, steps)
         want, current = [], x
         for _ in range(steps):
-            current = jaxprs.step(current)
+            current = jaxprs.update(current)
             want.append(np.asarray(current))
         want = np.stack(want)
         expect(np.shape(got) == want.shape and np.allclose(np.asarray(got), want, atol=1e-5),
                f"stacks the {steps} iterates for {steps} steps",
                f"trajectory(x, {steps}) should have shape {want.shape} and row i equal to x after i + 1 steps "
-               f"of jaxprs.step; got shape {np.shape(got)}" + ("" if np.shape(got) != want.shape else " with other values")
+               f"of jaxprs.update; got shape {np.shape(got)}" + ("" if np.shape(got) != want.shape else " with other values")
                + ".")
     try:
         small, large = (programs.stats(answer, x, n, static_argnums=1, lower=False) for n in (3, 30))
@@ -103,7 +103,7 @@ def _precompile(answer):
     shapes = [(2,), (5,), (3, 4)]
 
     def fresh_step(x):  # a new function each check, so no earlier compilation is reused
-        return jaxprs.step(x)
+        return jaxprs.update(x)
 
     with count_compiles() as ahead:
         table = call_answer(answer, fresh_step, shapes)
@@ -117,7 +117,7 @@ def _precompile(answer):
     with count_compiles() as later:
         outputs = {shape: call_answer(table[shape], x) for shape, x in inputs.items()}
     for shape, x in inputs.items():
-        expect(np.allclose(np.asarray(outputs[shape]), np.asarray(jaxprs.step(x)), atol=1e-6), f"{shape}: right values",
-               f"the function for shape {shape} does not compute jaxprs.step.")
+        expect(np.allclose(np.asarray(outputs[shape]), np.asarray(jaxprs.update(x)), atol=1e-6), f"{shape}: right values",
+               f"the function for shape {shape} does not compute jaxprs.update.")
     expect(later.count == 0, "no compilation when called",
            f"calling the functions compiled {later.count} times; they should be executables compiled in advance.")

@@ -1,4 +1,11 @@
-"""Exercises of the chapter "Jitting methods and classes"."""
+"""Exercises of the chapter "Jitting methods and classes".
+
+Checkers never clear the student's caches: they count compiles on shapes the kernel has not seen, or
+count only what can be counted in any kernel (no new compile for an equal object).
+"""
+
+import collections
+import itertools
 
 import jax
 import jax.numpy as jnp
@@ -20,6 +27,23 @@ def _compiles(fn, *args):
     return out, log
 
 
+_sizes = itertools.count(5)
+
+
+def _fresh_size() -> int:
+    """A new array length at each check: a shape no earlier run compiled, so counts need no cleared cache."""
+    return next(_sizes)
+
+
+def _is_jitted(fn) -> bool:
+    return callable(fn) and hasattr(fn, "lower")
+
+
+def _most_compiled(log) -> int:
+    """Compiles of the function compiled most often: what "compiles once" means, eager helpers aside."""
+    return max(collections.Counter(log.compiles).values(), default=0)
+
+
 def _close(got, want) -> bool:
     try:
         return np.allclose(np.asarray(got, dtype=np.float64), want, atol=1e-5)
@@ -28,28 +52,37 @@ def _close(got, want) -> bool:
 
 
 @exercise("methods.hash-config", answer="Poly", topic="self as a static argument", difficulty=2,
-          hint="Hash and compare exactly what evaluate reads: hash(self.coeffs), and equal coeffs mean equal.")
+          hint="A frozen dataclass compares and hashes by its fields and refuses assignment: "
+               "@dataclasses.dataclass(frozen=True) with one field, coeffs.")
 def _hash_config(answer):
     expect(isinstance(answer, type), "is a class", f"Poly should be a class, got a {type(answer).__name__}.")
-    x = jnp.linspace(-1.0, 1.0, 5)
+    expect(_is_jitted(vars(answer).get("evaluate")), "evaluate is jitted",
+           "Poly.evaluate is not a jax.jit-wrapped function; decorate it with "
+           "functools.partial(jax.jit, static_argnums=0).")
+    x = jnp.linspace(-1.0, 1.0, _fresh_size())  # a shape this kernel has not compiled yet: no cache to clear
     xs = np.asarray(x, dtype=np.float64)
-    jax.clear_caches()  # so the first call's compile is counted even if the chapter ran it already
     poly = call_answer(answer, (1.0, 2.0))
-    out, first = _compiles(poly.evaluate, x)
-    expect(first.count_for("evaluate") == 1, "evaluate is compiled by jax.jit",
-           "evaluate was not compiled as one program; decorate it with functools.partial(jax.jit, static_argnums=0).")
+    out, _ = _compiles(poly.evaluate, x)
     expect(_close(out, 1.0 + 2.0 * xs), "evaluate gives the polynomial's values",
            "Poly((1.0, 2.0)).evaluate(x) should be 1 + 2x.")
-    poly.coeffs = (0.5, 0.0, 3.0)
-    out = call_answer(poly.evaluate, x)
-    expect(_close(out, 0.5 + 3.0 * xs**2), "is right after coeffs change",
-           "after poly.coeffs = (0.5, 0.0, 3.0), evaluate still returned the old polynomial's values: the cache "
-           "key did not change. Hash and compare the coefficients, not the object's identity.")
+    try:
+        poly.coeffs = (0.5,)
+    except (AttributeError, TypeError):
+        pass
+    else:
+        raise Wrong("poly.coeffs = ... was accepted: a static argument must never change (jit keeps the object in "
+                    "its cache key). Make Poly frozen, e.g. @dataclasses.dataclass(frozen=True).")
+    other = call_answer(answer, (0.5, 0.0, 3.0))
+    out, first = _compiles(other.evaluate, x)
+    expect(_close(out, 0.5 + 3.0 * xs**2), "a new Poly gives its own values",
+           "Poly((0.5, 0.0, 3.0)).evaluate(x) returned the values of another polynomial: a stale program was "
+           "reused. Compare and hash the coefficients.")
     twin = call_answer(answer, (0.5, 0.0, 3.0))
     _, log = _compiles(twin.evaluate, x)
-    expect(log.count == 0, "an equal polynomial reuses the compiled code",
-           f"a new Poly with the same coefficients compiled {log.count} time(s); equal objects must hash equal.")
-    expect(twin == poly and not (twin == call_answer(answer, (0.5,))), "== compares coefficients",
+    expect(log.count_for("evaluate") == 0, "an equal polynomial reuses the compiled code",
+           f"a new Poly with the same coefficients compiled evaluate {log.count_for('evaluate')} time(s); "
+           "equal objects must compare and hash equal.")
+    expect(twin == other and not (twin == poly), "== compares coefficients",
            "Poly objects with equal coefficients must compare equal, different ones not.")
 
 
@@ -58,9 +91,9 @@ def _hash_config(answer):
                "must restore every field.")
 def _pytree_trainer(answer):
     expect(isinstance(answer, type), "is a class", f"Trainer should be a class, got a {type(answer).__name__}.")
-    jax.clear_caches()  # so the first call's compile is counted even if the chapter ran it already
-    w = jnp.array([0.5, -1.0, 2.0])
-    x = jnp.array([1.0, 2.0, -0.5])
+    n = _fresh_size()  # a shape this kernel has not compiled yet: no cache to clear
+    w = jnp.linspace(0.5, 2.0, n)
+    x = jnp.linspace(-1.0, 1.5, n)
     lrs = (0.1, 0.3)
     trainer = call_answer(answer, w, lrs[0], "tanh")
     new, first = _compiles(trainer.step, x)
@@ -89,7 +122,6 @@ def _pytree_trainer(answer):
 @exercise("methods.shared-function", answer="build_models", topic="static callables in Equinox", difficulty=1,
           hint="jit compares static functions by identity: create the function once, outside the loop.")
 def _shared_function(answer):
-    jax.clear_caches()
     scales = [1.0, 2.0, 3.0]
     models = call_answer(answer, scales)
     expect(isinstance(models, list) and len(models) == 3 and all(isinstance(m, methods.MappedEqx) for m in models),
@@ -99,11 +131,11 @@ def _shared_function(answer):
         expected = np.asarray(jax.nn.softplus(scale * ones), np.float64)
         expect(_close(call_answer(model.run), expected), f"model for scale {scale} applies softplus",
                f"the model for scale {scale} should return softplus of {scale} * ones(4).")
-    jax.clear_caches()
+    models = call_answer(answer, scales)  # new models: one shared function compiles run at most once
     with count_compiles() as log:
         for model in models:
             call_answer(model.run)
-    expect(log.count_for("run") == 1, "all models share one compile of run",
+    expect(log.count_for("run") <= 1, "all models share at most one compile of run",
            f"running the three models compiled run {log.count_for('run')} times: each model holds its own "
            "function object, and jit compares static functions by identity.")
 
@@ -126,6 +158,7 @@ def _closure_to_argument(answer):
         want = (1.0 - np.tanh(w * xs) ** 2) * xs
         expect(_close(g, want), "gives d layer_loss / d weight", "weight_grad(layer, x) is not the gradient of "
                "methods.layer_loss(layer, x) with respect to the layer's weight.")
-    expect(log.count <= 1, "three layers with new weights compile at most once",
-           f"three layers that differ only in their weights caused {log.count} compiles: a new closure (or a "
-           "new jax.jit) per layer compiles each time and bakes the weights in as constants.")
+    expect(_most_compiled(log) <= 1, "three layers with new weights compile at most once",
+           f"three layers that differ only in their weights compiled one function {_most_compiled(log)} "
+           "times: a new closure (or a new jax.jit) per layer compiles each time and bakes the weights in "
+           "as constants.")

@@ -73,28 +73,65 @@ def _where(answer):
            f"expected {_leaky_reference(y).tolist()}.")
 
 
+MAX_STEPS = 10  # the static bound the exercise "tracing.loop-once" gives
+
+
+def _sum_of_steps_reference(x: np.ndarray, n: int) -> np.ndarray:
+    current, total = np.asarray(x, np.float64), np.zeros(np.shape(x))
+    for _ in range(n):
+        current = np.sin(current) + 1.0
+        total = total + current
+    return total
+
+
+def _gradient_reference(x: jax.Array, n: int) -> np.ndarray:
+    """d/dx of sum(step(x) + ... + step^n(x)), by the unrolled Python loop."""
+
+    def unrolled(v):
+        total = jnp.zeros_like(v)
+        for _ in range(n):
+            v = tracing.step(v)
+            total = total + v
+        return total.sum()
+
+    return np.asarray(jax.grad(unrolled)(x))
+
+
 @exercise("tracing.loop-once", answer="sum_of_steps", topic="loops under jit", difficulty=2,
-          hint="lax.fori_loop(0, n, body, carry) takes a traced n; carry a pair (current x, running total).")
+          hint="lax.scan over jnp.arange(10) has a static length; in the body, jnp.where(i < n, new, old) "
+               "stops the carry changing after n steps, and n stays traced.")
 def _loop_once(answer):
     expect(callable(answer), "is a function", f"sum_of_steps is a {type(answer).__name__}, not a function.")
     x = jnp.array([0.5, -1.0, 2.0])
     jitted = jax.jit(answer)
     outputs = {}
     with count_compiles() as log:
-        for n in (0, 3, 7):
+        for n in (0, 3, 7, MAX_STEPS):
             outputs[n] = _call(jitted, x, n)
     for n, out in outputs.items():
-        current, want = np.asarray(x, np.float64), np.zeros(x.shape)
-        for _ in range(n):
-            current = np.sin(current) + 1.0
-            want = want + current
+        want = _sum_of_steps_reference(x, n)
         expect(np.shape(out) == x.shape and np.allclose(np.asarray(out), want, atol=1e-5),
                f"n = {n}: sums the first {n} steps",
                f"with n = {n} it returned {np.asarray(out).tolist()}, expected {want.tolist()} "
                f"(step(x) + step(step(x)) + ..., {n} terms; 0 for n = 0).")
-    expect(log.count <= 1, "compiles once for n = 0, 3 and 7",
-           f"jax.jit(sum_of_steps) compiled {log.count} times for three values of n; n must stay a traced "
+    name = getattr(answer, "__name__", None)
+    compiles = log.count_for(name) if isinstance(name, str) else log.count  # only the student's program
+    expect(compiles <= 1,
+           f"compiles once for n = 0, 3, 7 and {MAX_STEPS}",
+           f"jax.jit(sum_of_steps) compiled {compiles} times for four values of n; n must stay a traced "
            f"argument (no static_argnums, no Python loop over it).")
+    gradient = jax.jit(jax.grad(lambda v, n: answer(v, n).sum()))
+    try:
+        got = gradient(x, 3)
+    except ValueError as err:
+        if "Reverse-mode differentiation" in str(err):
+            raise Wrong("jax.grad cannot go through your loop: a fori_loop (or while_loop) with a traced n is a "
+                        "while_loop, which reverse-mode differentiation refuses. Use lax.scan with the static "
+                        f"length {MAX_STEPS} and mask the steps after n with jnp.where.") from None
+        raise Wrong(f"jax.grad of your function raised {type(err).__name__}: {err}") from None
+    want = _gradient_reference(x, 3)
+    expect(np.allclose(np.asarray(got), want, atol=1e-5), "jax.grad works through it",
+           f"the gradient of sum(sum_of_steps(x, 3)) is {np.asarray(got).tolist()}, expected {want.tolist()}.")
 
 
 @exercise("tracing.count-traces", answer="trace_count", topic="when the body runs", difficulty=2,

@@ -46,8 +46,8 @@ def _fuse(answer):
     expect(callable(answer), "is a function", f"fast_standardize is a {type(answer).__name__}, not a function.")
     x = jax.random.normal(jax.random.key(1), (64, 16))
     y = x + 1.0  # made before counting: only the answer's own compiles count
+    first = call_answer(answer, x)  # the first call may compile (eager ops around a jit included)
     with count_compiles() as log:
-        first = call_answer(answer, x)
         call_answer(answer, y)
     expected = np.asarray(why_compile.standardize_softplus(x.T).T)
     expect(getattr(first, "shape", None) == x.shape and np.allclose(np.asarray(first), expected, atol=1e-5),
@@ -55,8 +55,9 @@ def _fuse(answer):
            "(each column of the result should have mean 0 and variance 1).")
     expect(hasattr(answer, "lower"), "is a jitted function",
            "it is not compiled by jax.jit (a jitted function has a .lower method).")
-    expect(log.count <= 1, "compiles at most once for two calls of one shape",
-           f"it compiled {log.count} times for two calls with the same shape; jit once and reuse the result.")
+    expect(log.count == 0, "compiles nothing on a second call of the same shape",
+           f"a second call with the same shape compiled {log.count} time(s) ({', '.join(log.compiles)}); "
+           f"jit once, outside the function, and reuse the jitted function.")
 
 
 @exercise("why-compile.break-even", answer="calls_until_jit_pays", topic="cost of compiling", difficulty=2,

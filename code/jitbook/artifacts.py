@@ -1,0 +1,371 @@
+"""Compiled programs as things you keep, reuse and ship: buffer donation, ``jax.export``, and what compile time
+grows with, measured.
+
+Every helper jits a fresh wrapper of its function (``cache.fresh_jit``), so a figure is that of a first
+compile however often the chapter or a test runs it.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import warnings
+from collections.abc import Callable, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from jax import export
+
+from . import programs, timing
+from .cache import count_compiles, fresh_jit
+from .errors import raised
+from .pln import PLNData, closed_form_sigma, init_params, make_optimizer, neg_elbo
+
+# --- buffer donation ---------------------------------------------------------------------------------------
+
+def sgd_update(state: jax.Array, grad: jax.Array, lr: float = 0.1) -> jax.Array:
+    """One gradient step on ``state``: the output has the state's shape and dtype, so it can reuse its memory.
+
+    Defined in chapter "Keeping, reusing and shipping compiled programs", section "Buffer donation".
+    """
+    return state - lr * grad
+
+
+def total(x: jax.Array) -> jax.Array:
+    """A sum: no output has the argument's shape, so a donated ``x`` has nowhere to go.
+
+    Defined in chapter "Keeping, reusing and shipping compiled programs", section "When donation cannot be used".
+    """
+    return jnp.sum(x)
+
+
+def memory_row(fn: Callable, *args, donate_argnums: int | Sequence[int] = (), label: str = "") -> dict:
+    """Compile ``jax.jit(fn, donate_argnums=...)`` for ``args`` and read XLA's memory figures (bytes).
+
+    Defined in chapter "Keeping, reusing and shipping compiled programs", section "Buffer donation".
+    """
+    timing.check_callable(fn, "memory_row")
+    compiled = fresh_jit(fn, donate_argnums=donate_argnums).trace(*args).lower().compile()
+    m = compiled.memory_analysis()
+    return {"variant": label or f"donate_argnums={donate_argnums!r}", "arguments": m.argument_size_in_bytes,
+            "outputs": m.output_size_in_bytes, "aliased": m.alias_size_in_bytes, "temporaries": m.temp_size_in_bytes,
+            "peak": m.peak_memory_in_bytes}
+
+
+def donation_rows(size: int) -> list[dict]:
+    """``sgd_update`` on a ``size x size`` state, compiled without and with the state donated."""
+    state, grad = jnp.ones((size, size)), jnp.ones((size, size))
+    return [memory_row(sgd_update, state, grad, label="no donation"),
+            memory_row(sgd_update, state, grad, donate_argnums=0, label="donate_argnums=0 (the state)")]
+
+
+def live_buffers(donate: bool, size: int = 1000) -> dict:
+    """Call ``sgd_update`` once and look at the arrays: is the input deleted, does the output sit in its memory?"""
+    state, grad = jnp.ones(size), jnp.ones(size)
+    before = state.unsafe_buffer_pointer()  # compared, never shown: an address differs from run to run
+    new = fresh_jit(sgd_update, donate_argnums=0 if donate else ())(state, grad)
+    return {"donated": donate, "input deleted": state.is_deleted(),
+            "output reuses the input's memory": new.unsafe_buffer_pointer() == before}
+
+
+def reuse_error() -> BaseException:
+    """The exception raised when an array is used after it was donated."""
+    state = jnp.ones(3)
+    fresh_jit(sgd_update, donate_argnums=0)(state, jnp.ones(3))
+    return raised(lambda: state + 1)
+
+
+def donation_warnings(fn: Callable, *args, donate_argnums: int | Sequence[int] = 0, calls: int = 1) -> list[str]:
+    """The warnings JAX gives when a fresh ``jax.jit(fn)`` is called ``calls`` times with ``args`` donated.
+
+    Each call gets its own copies of ``args``: a donated array cannot be passed twice.
+    Defined in chapter "Keeping, reusing and shipping compiled programs", section "When donation cannot be used".
+    """
+    timing.check_callable(fn, "donation_warnings")
+    if isinstance(calls, bool) or not isinstance(calls, int) or calls < 1:
+        raise ValueError(f"calls must be a positive number of calls, got {calls!r}.")
+    jitted = fresh_jit(fn, donate_argnums=donate_argnums)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")  # show every warning, even one Python has shown before
+        for _ in range(calls):
+            jax.block_until_ready(jitted(*[jnp.array(a, copy=True) for a in args]))
+    return [str(w.message).splitlines()[0] for w in caught]
+
+
+# --- donating a PLN fit's carry ----------------------------------------------------------------------------
+
+def pln_step(params, opt_state, Omega: jax.Array, data: PLNData, lr: float = 1.0):
+    """One PLN iteration, the body of the fit's loop: the carry (params, optimizer state, Omega) in and out.
+
+    Defined in chapter "Keeping, reusing and shipping compiled programs", section "Donating a fit's carry".
+    """
+    opt = make_optimizer(lr)
+    loss, grads = jax.value_and_grad(neg_elbo)(params, data, Omega)
+    updates, opt_state = opt.update(grads, opt_state, params)
+    params = optax.apply_updates(params, updates)
+    return params, opt_state, jnp.linalg.inv(closed_form_sigma(params.M, params.S)), loss
+
+
+def pln_start(data: PLNData) -> tuple:
+    """The carry a PLN fit starts from: (params, optimizer state, Omega = identity)."""
+    params = init_params(data)
+    return params, make_optimizer().init(params), jnp.eye(data.Y.shape[1])
+
+
+def pln_memory_rows(data: PLNData) -> list[dict]:
+    """Memory figures of one compiled ``pln_step``, without and with the carry (arguments 0, 1, 2) donated."""
+    args = (*pln_start(data), jax.tree.map(jnp.asarray, data))
+    return [memory_row(pln_step, *args, label="no donation"),
+            memory_row(pln_step, *args, donate_argnums=(0, 1, 2), label="carry donated")]
+
+
+def fit_python_loop(data: PLNData, n_iter: int, donate: bool) -> np.ndarray:
+    """``n_iter`` calls of a jitted ``pln_step`` from Python, the carry donated or not; the losses."""
+    if isinstance(n_iter, bool) or not isinstance(n_iter, int) or n_iter < 1:
+        raise ValueError(f"n_iter must be a positive whole number of iterations, got {n_iter!r}.")
+    step = fresh_jit(pln_step, donate_argnums=(0, 1, 2) if donate else ())
+    params, opt_state, Omega = pln_start(data)
+    data = jax.tree.map(jnp.asarray, data)
+    losses = []
+    for _ in range(n_iter):
+        params, opt_state, Omega, loss = step(params, opt_state, Omega, data)
+        losses.append(loss)
+    return np.asarray(jnp.stack(losses))
+
+
+# --- saving and shipping a program -------------------------------------------------------------------------
+
+def predict(w: jax.Array, x: jax.Array) -> jax.Array:
+    """A small model to ship: a batch of inputs ``x`` (batch x features) through one tanh layer ``w``.
+
+    Defined in chapter "Keeping, reusing and shipping compiled programs", section "Saving and shipping a program".
+    """
+    return jnp.tanh(x @ w)
+
+
+def batch_spec(features: int, name: str = "b", constraints: Sequence[str] = ()) -> jax.ShapeDtypeStruct:
+    """The abstract input of ``predict`` for any batch size: shape ``(name, features)``, float32.
+
+    Defined in chapter "Keeping, reusing and shipping compiled programs", section "Saving and shipping a program".
+    """
+    (batch,) = export.symbolic_shape(name, constraints=tuple(constraints))
+    return jax.ShapeDtypeStruct((batch, features), jnp.float32)
+
+
+_CHILD = r"""
+import json, sys, time
+start = time.perf_counter()
+import jitbook  # noqa: F401  (the miscompile guard, as in every process of the book)
+import jax
+import numpy as np
+from jax import export
+with open(sys.argv[1], "rb") as f:
+    exported = export.deserialize(bytearray(f.read()))
+args = np.load(sys.argv[2])
+with jitbook.count_compiles() as log:
+    outputs = exported.call(*[args[f"arg{i}"] for i in range(len(args.files))])
+print(json.dumps({"function": exported.fun_name, "inputs": [str(a) for a in exported.in_avals],
+                  "outputs": np.asarray(outputs).tolist(), "jax": jax.__version__, "compiles": log.count,
+                  "seconds": time.perf_counter() - start}))
+"""
+
+
+def call_in_fresh_process(serialized: bytes, *args, time_limit: float = 120.0) -> dict:
+    """Load a serialized export in a new Python process, call it on ``args``, and report what it returned.
+
+    The child never sees the function's source: only the bytes and the arguments, through files in a
+    temporary directory that is removed afterwards.
+    Defined in chapter "Keeping, reusing and shipping compiled programs", section "Saving and shipping a program".
+    """
+    if not isinstance(serialized, (bytes, bytearray)):
+        raise TypeError(f"call_in_fresh_process takes the bytes of exported.serialize(), got {type(serialized).__name__}.")
+    with tempfile.TemporaryDirectory(prefix="jitbook-export-") as folder:
+        program, inputs = os.path.join(folder, "program.bin"), os.path.join(folder, "inputs.npz")
+        with open(program, "wb") as f:
+            f.write(serialized)
+        np.savez(inputs, **{f"arg{i}": np.asarray(a) for i, a in enumerate(args)})
+        try:
+            out = subprocess.run([sys.executable, "-c", _CHILD, program, inputs], capture_output=True, text=True,
+                                 env=dict(os.environ), timeout=time_limit)
+        except subprocess.TimeoutExpired:
+            raise RuntimeError(f"the fresh process did not finish within {time_limit:g} s.") from None
+    if out.returncode != 0:
+        raise RuntimeError(f"the fresh process failed:\n{out.stderr[-2000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def export_sizes(exported: export.Exported) -> dict:
+    """How big a shipped program is: its serialized bytes, and the StableHLO bytecode inside them."""
+    return {"function": exported.fun_name, "inputs": ", ".join(str(a) for a in exported.in_avals),
+            "serialized bytes": len(exported.serialize()), "StableHLO bytecode bytes": len(exported.mlir_module_serialized),
+            "calling convention": exported.calling_convention_version}
+
+
+# --- what compile time grows with --------------------------------------------------------------------------
+
+def unrolled_steps(x: jax.Array, n: int) -> jax.Array:
+    """``n`` damped sine steps written as a Python loop: tracing unrolls it into ``n`` copies of the body.
+
+    Defined in chapter "Keeping, reusing and shipping compiled programs", section "Keeping compile time down".
+    """
+    for _ in range(n):
+        x = jnp.sin(x) * 0.99
+    return x
+
+
+def scanned_steps(x: jax.Array, n: int) -> jax.Array:
+    """The same ``n`` steps as one ``lax.scan``: one copy of the body, whatever ``n`` is.
+
+    Defined in chapter "Keeping, reusing and shipping compiled programs", section "Keeping compile time down".
+    """
+    def body(x, _):
+        return jnp.sin(x) * 0.99, None
+
+    return jax.lax.scan(body, x, length=n)[0]
+
+
+def loop_cost_rows(lengths: Sequence[int], size: int = 64) -> list[dict]:
+    """One row per loop length: the unrolled and the scanned loop's equations, StableHLO lines and compile seconds.
+
+    One row per length, so the rows serve a table and an explorer's slider alike.
+    """
+    if not lengths or any(isinstance(n, bool) or not isinstance(n, int) or n < 1 for n in lengths):
+        raise ValueError(f"lengths must be a non-empty list of positive loop lengths, e.g. [10, 100], got {lengths!r}.")
+    x = jnp.ones(size)
+    rows = []
+    for n in lengths:
+        row = {"loop length": n}
+        for form, fn in (("unrolled", unrolled_steps), ("scan", scanned_steps)):
+            s = timing.stages(fn, x, n, static_argnums=1)
+            row[f"{form} equations"] = programs.count_equations(s.jaxpr)
+            row[f"{form} StableHLO lines"] = len(s.lowered.as_text().splitlines())
+            row[f"{form} compile (s)"] = s.compile
+        rows.append(row)
+    return rows
+
+
+def closed_over(table: np.ndarray) -> Callable:
+    """``x -> table @ x`` with ``table`` captured by the closure: it becomes a constant of the program.
+
+    Defined in chapter "Keeping, reusing and shipping compiled programs", section "Keeping compile time down".
+    """
+    def apply_table(x):
+        return jnp.asarray(table) @ x
+
+    return apply_table
+
+
+def apply_table(table: jax.Array, x: jax.Array) -> jax.Array:
+    """``table @ x`` with the table passed as an argument: the program holds only its shape."""
+    return table @ x
+
+
+def constant_rows(size: int) -> list[dict]:
+    """A ``size x size`` table closed over versus passed: constants, StableHLO size, lower and compile seconds."""
+    table = np.random.default_rng(0).normal(size=(size, size)).astype(np.float32)
+    x = jnp.ones(size)
+    rows = []
+    for how, fn, args in (("closed over", closed_over(table), (x,)), ("argument", apply_table, (jnp.asarray(table), x))):
+        s = timing.stages(fn, *args)
+        rows.append({"table": how, "constant bytes": sum(np.asarray(c).nbytes for c in s.jaxpr.consts),
+                     "StableHLO characters": len(s.lowered.as_text()), "lower (s)": s.lower, "compile (s)": s.compile})
+    return rows
+
+
+def make_piece(k: int) -> Callable:
+    """A small step that differs with ``k``; each call makes a new function, as pieces of a real program are."""
+    def piece(x):
+        return jnp.sin(x) + k
+
+    piece.__name__ = f"piece_{k}"
+    return piece
+
+
+def pieces_rows(n: int, size: int = 64) -> list[dict]:
+    """``n`` small steps, jitted one by one versus inside one jit: compiles, compile seconds, a warm run."""
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ValueError(f"n must be a positive number of pieces, got {n!r}.")
+    x = jnp.ones(size)
+    jitted_pieces = [jax.jit(make_piece(k)) for k in range(n)]
+    raw_pieces = [make_piece(k) for k in range(n)]
+
+    def one_by_one(x):
+        for p in jitted_pieces:
+            x = p(x)
+        return x
+
+    @jax.jit
+    def one_program(x):
+        for p in raw_pieces:
+            x = p(x)
+        return x
+
+    rows = []
+    for how, fn in ((f"{n} jitted pieces", one_by_one), ("one jit around them", one_program)):
+        with count_compiles() as log:
+            start = time.perf_counter()
+            jax.block_until_ready(fn(x))
+            first = time.perf_counter() - start
+        warm = timing.time_call(fn, x, repeats=5, warmup=0)
+        rows.append({"how": how, "compiles": log.count, "compile (s)": log.compile_seconds, "first call (s)": first,
+                     "warm call (ms)": 1e3 * warm.median})
+    return rows
+
+
+# --- the other knobs of jax.jit ----------------------------------------------------------------------------
+
+def ignores_second(x: jax.Array, unused: jax.Array) -> jax.Array:
+    """Uses ``x`` only: with ``keep_unused=False`` jit may drop ``unused`` from the executable.
+
+    Defined in chapter "Keeping, reusing and shipping compiled programs", section "The other knobs of jax.jit".
+    """
+    return 2 * x
+
+
+def keep_unused_rows(size: int) -> list[dict]:
+    """``ignores_second`` with a ``size x size`` unused argument, compiled with ``keep_unused`` off and on."""
+    x, unused = jnp.ones(size), jnp.ones((size, size))
+    rows = []
+    for keep in (False, True):
+        compiled = fresh_jit(ignores_second, keep_unused=keep).trace(x, unused).lower().compile()
+        rows.append({"keep_unused": keep, "argument bytes": compiled.memory_analysis().argument_size_in_bytes})
+    return rows
+
+
+def inline_rows() -> list[dict]:
+    """A function calling a jitted helper twice, ``inline`` off and on: functions and calls before and after XLA."""
+    rows = []
+    for inline in (False, True):
+        helper = jax.jit(lambda x: jnp.sin(x) * 2, inline=inline)
+
+        def twice(x, helper=helper):
+            return helper(x) + helper(x + 1)
+
+        lowered = fresh_jit(twice).trace(jnp.ones(4)).lower()
+        text, optimized = lowered.as_text(), lowered.compile().as_text()
+        rows.append({"inline": inline, "StableHLO functions": text.count("func.func"), "StableHLO calls": text.count("call @"),
+                     "calls after XLA": optimized.count(" call(")})
+    return rows
+
+
+def largest(x: jax.Array) -> jax.Array:
+    """The largest entry; XLA's default propagates a NaN, as NumPy does.
+
+    Defined in chapter "Keeping, reusing and shipping compiled programs", section "The other knobs of jax.jit".
+    """
+    return jnp.max(x)
+
+
+FAST_MIN_MAX = {"xla_cpu_enable_fast_min_max": True}
+
+
+def compiler_options_rows(x: jax.Array) -> list[dict]:
+    """``largest(x)`` compiled with XLA's default options and with ``FAST_MIN_MAX``, and NumPy's answer."""
+    rows = [{"compiled with": "NumPy (no XLA)", "result": float(np.max(np.asarray(x)))}]
+    for label, options in (("default options", None), ("compiler_options=FAST_MIN_MAX", FAST_MIN_MAX)):
+        rows.append({"compiled with": label, "result": float(fresh_jit(largest, compiler_options=options)(x))})
+    return rows

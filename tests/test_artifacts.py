@@ -1,0 +1,228 @@
+"""The artifacts chapter's claims about JAX (donation, export, compile cost, jit's knobs), its helpers' input
+checks, and its exercises' wrong answers."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax import export
+
+import jitbook
+from jitbook import artifacts, count_compiles
+from jitbook.exercises import check
+from jitbook.pln import load_oaks
+
+# --- buffer donation ---------------------------------------------------------------------------------------
+
+def test_donating_the_state_aliases_the_output_and_lowers_the_peak_by_one_state():
+    kept, donated = artifacts.donation_rows(100)
+    state_bytes = 100 * 100 * 4
+    assert kept["aliased"] == 0 and donated["aliased"] == state_bytes
+    assert kept["peak"] - donated["peak"] == state_bytes
+    assert kept["arguments"] == donated["arguments"] == 2 * state_bytes
+
+
+def test_a_donated_input_is_deleted_and_the_output_reuses_its_memory():
+    assert artifacts.live_buffers(donate=True) == {"donated": True, "input deleted": True,
+                                                   "output reuses the input's memory": True}
+    assert artifacts.live_buffers(donate=False) == {"donated": False, "input deleted": False,
+                                                    "output reuses the input's memory": False}
+
+
+def test_using_a_donated_array_raises():
+    err = artifacts.reuse_error()
+    assert isinstance(err, RuntimeError)
+    assert jitbook.error_line(err) == "RuntimeError: Array has been deleted with shape=float32[3]."
+
+
+@pytest.mark.parametrize("how", [{"donate_argnums": 0}, {"donate_argnames": "state"}])
+def test_donation_works_on_keyword_calls_too(how):
+    state = jnp.ones(4)
+    jax.jit(artifacts.sgd_update, **how)(state=state, grad=jnp.ones(4))
+    assert state.is_deleted()
+
+
+def test_an_unusable_donation_warns_once_per_compile():
+    with pytest.warns(UserWarning, match="Some donated buffers were not usable"):
+        jax.jit(artifacts.total, donate_argnums=0)(jnp.ones(5))
+    assert artifacts.donation_warnings(artifacts.total, jnp.ones(100), calls=3) == [
+        "Some donated buffers were not usable: float32[100]."]
+    assert artifacts.donation_warnings(artifacts.sgd_update, jnp.ones(3), jnp.ones(3)) == []
+
+
+def test_donating_the_pln_carry_lowers_the_peak_and_keeps_the_losses():
+    data = load_oaks(repeat=1)
+    kept, donated = artifacts.pln_memory_rows(data)
+    assert kept["aliased"] == 0 and donated["aliased"] > 0.9 * donated["outputs"]
+    assert donated["peak"] < kept["peak"]
+    losses = artifacts.fit_python_loop(data, 3, donate=True)
+    np.testing.assert_array_equal(losses, artifacts.fit_python_loop(data, 3, donate=False))
+    assert losses[-1] < losses[0]
+
+
+def test_donation_helpers_refuse_bad_input():
+    with pytest.raises(TypeError, match="takes the function first"):
+        artifacts.memory_row(jnp.ones(3))
+    with pytest.raises(ValueError, match="calls must be a positive number"):
+        artifacts.donation_warnings(artifacts.total, jnp.ones(3), calls=0)
+    with pytest.raises(ValueError, match="n_iter must be a positive whole number"):
+        artifacts.fit_python_loop(load_oaks(), 0, donate=True)
+
+
+# --- export --------------------------------------------------------------------------------------------------
+
+W = jnp.asarray(np.random.default_rng(0).normal(size=(3, 2)), jnp.float32)
+
+
+def _exported(constraints=()):
+    return export.export(jax.jit(artifacts.predict))(jax.ShapeDtypeStruct(W.shape, W.dtype),
+                                                     artifacts.batch_spec(3, constraints=constraints))
+
+
+def test_a_serialized_export_runs_in_a_fresh_process_with_the_same_results():
+    exported = _exported()
+    x = np.random.default_rng(1).normal(size=(4, 3)).astype(np.float32)
+    remote = artifacts.call_in_fresh_process(exported.serialize(), W, x)
+    assert remote["function"] == "predict" and remote["inputs"] == ["float32[3,2]", "float32[b,3]"]
+    assert remote["jax"] == jax.__version__ and remote["compiles"] >= 1  # the loading process compiles it
+    np.testing.assert_allclose(np.asarray(remote["outputs"]), np.asarray(artifacts.predict(W, x)), atol=1e-6)
+
+
+def test_export_sizes_and_calling_convention():
+    exported = _exported()
+    sizes = artifacts.export_sizes(exported)
+    assert sizes["serialized bytes"] > sizes["StableHLO bytecode bytes"] > 0
+    assert (export.minimum_supported_calling_convention_version <= sizes["calling convention"]
+            <= export.maximum_supported_calling_convention_version)
+    assert "jax_export_deserialize_expired_versions" in jax.config.values
+
+
+def test_one_symbolic_export_serves_every_batch_size():
+    exported = _exported()
+    assert str(exported.in_avals[1]) == "float32[b,3]" and str(exported.out_avals[0]) == "float32[b,2]"
+    for b in (1, 7, 128):
+        x = jnp.ones((b, 3))
+        np.testing.assert_allclose(exported.call(W, x), artifacts.predict(W, x), atol=1e-6)
+
+
+def test_a_wrong_fixed_dimension_is_refused_at_the_call():
+    err = jitbook.raised(_exported().call, W, jnp.ones((4, 5)))
+    assert isinstance(err, ValueError)
+    assert str(err).startswith("Shape mismatch for args[1].shape[1] (expected same constant)")
+
+
+def test_a_broken_constraint_is_refused_at_the_call():
+    exported = _exported(constraints=["b >= 2"])
+    assert exported.call(W, jnp.ones((2, 3))).shape == (2, 2)
+    err = jitbook.raised(exported.call, W, jnp.ones((1, 3)))
+    assert isinstance(err, ValueError)
+    assert str(err).startswith("Input shapes do not match the symbolic shape constraint b >= 2")
+
+
+def test_a_shape_that_needs_an_even_length_cannot_be_exported_for_any_length():
+    (b,) = export.symbolic_shape("b")
+    err = jitbook.raised(export.export(jax.jit(lambda v: v.reshape(2, -1))), jax.ShapeDtypeStruct((b,), jnp.float32))
+    assert type(err).__name__ == "InconclusiveDimensionOperation"
+    assert "Cannot divide evenly" in str(err)
+
+
+def test_call_in_fresh_process_needs_bytes():
+    with pytest.raises(TypeError, match="takes the bytes of exported.serialize"):
+        artifacts.call_in_fresh_process(_exported(), W)
+
+
+# --- compile cost --------------------------------------------------------------------------------------------
+
+def test_the_unrolled_program_grows_with_the_loop_and_the_scan_does_not():
+    short, long = artifacts.loop_cost_rows([5, 50])
+    assert long["unrolled equations"] == 10 * short["unrolled equations"]
+    assert long["unrolled StableHLO lines"] > 5 * short["unrolled StableHLO lines"]
+    assert (long["scan equations"], long["scan StableHLO lines"]) == (short["scan equations"], short["scan StableHLO lines"])
+    np.testing.assert_allclose(artifacts.unrolled_steps(jnp.ones(3), 7), artifacts.scanned_steps(jnp.ones(3), 7),
+                               rtol=1e-6)
+
+
+def test_a_closed_over_table_is_a_constant_and_an_argument_is_not():
+    closed, passed = artifacts.constant_rows(200)
+    assert closed["constant bytes"] == 200 * 200 * 4 and passed["constant bytes"] == 0
+    assert closed["StableHLO characters"] > 200 * 200 * 4 > 100 * passed["StableHLO characters"]
+
+
+def test_jitted_pieces_compile_once_each_and_one_jit_once():
+    many, one = artifacts.pieces_rows(6)
+    assert (many["compiles"], one["compiles"]) == (6, 1)
+
+
+def test_compile_cost_helpers_refuse_bad_input():
+    with pytest.raises(ValueError, match="positive loop lengths"):
+        artifacts.loop_cost_rows([0])
+    with pytest.raises(ValueError, match="positive number of pieces"):
+        artifacts.pieces_rows(0)
+
+
+# --- the other knobs ---------------------------------------------------------------------------------------
+
+def test_keep_unused_keeps_an_unused_argument():
+    dropped, kept = artifacts.keep_unused_rows(100)
+    assert dropped["argument bytes"] == 100 * 4
+    assert kept["argument bytes"] == 100 * 4 + 100 * 100 * 4
+
+
+def test_inline_leaves_one_stablehlo_function_and_xla_inlines_either_way():
+    nested, inlined = artifacts.inline_rows()
+    assert (nested["StableHLO functions"], inlined["StableHLO functions"]) == (2, 1)
+    assert (nested["StableHLO calls"], inlined["StableHLO calls"]) == (2, 0)
+    assert nested["calls after XLA"] == inlined["calls after XLA"] == 0
+
+
+def test_fast_min_max_drops_a_nan_and_unknown_options_are_refused():
+    numpy_row, default, fast = artifacts.compiler_options_rows(jnp.array([np.nan, 1.0, -2.0]))
+    assert np.isnan(numpy_row["result"]) and np.isnan(default["result"])
+    assert fast["result"] == 1.0
+    err = jitbook.raised(lambda: jax.jit(jnp.sin, compiler_options={"no_such_option": 1}).lower(1.0).compile())
+    assert "No such compile option: 'no_such_option'" in str(err)
+
+
+# --- exercises ------------------------------------------------------------------------------------------------
+
+def test_donate_update_answers():
+    assert check("artifacts.donate-update", jax.jit(artifacts.sgd_update, donate_argnums=0)).passed
+    assert "not a function compiled by jax.jit" in check("artifacts.donate-update", artifacts.sgd_update).message
+    plain = check("artifacts.donate-update", jax.jit(artifacts.sgd_update))
+    assert not plain.passed and "reports 0 aliased bytes" in plain.message
+    # donating the gradient also lets the output alias an argument, but the state lives on
+    gradient = check("artifacts.donate-update", jax.jit(artifacts.sgd_update, donate_argnums=1))
+    assert not gradient.passed and "it was not donated" in gradient.message
+
+
+def test_any_batch_answers():
+    assert check("artifacts.any-batch", _exported()).passed
+    fixed = export.export(jax.jit(artifacts.predict))(W, jnp.ones((7, 3)))
+    report = check("artifacts.any-batch", fixed)
+    assert not report.passed and "with a batch of 1 raised ValueError" in report.message
+    assert "build it with export.export" in check("artifacts.any-batch", jax.jit(artifacts.predict)).message
+
+
+def test_scan_loop_answers():
+    assert check("artifacts.scan-loop", artifacts.scanned_steps).passed
+    unrolled = check("artifacts.scan-loop", artifacts.unrolled_steps)
+    assert not unrolled.passed and "its program grows with n" in unrolled.message
+    wrong = check("artifacts.scan-loop", lambda x, n: artifacts.scanned_steps(x, n + 1))
+    assert not wrong.passed and "damped_steps(x, 3) differs from artifacts.unrolled_steps(x, 3)" in wrong.message
+
+
+def test_table_argument_answers():
+    assert check("artifacts.table-argument", jax.jit(artifacts.apply_table)).passed
+    table = np.ones((64, 64), np.float32)
+    baked = check("artifacts.table-argument", jax.jit(lambda w, x: jnp.asarray(table) @ x))
+    assert not baked.passed and "bytes of constants" in baked.message
+    static = check("artifacts.table-argument", jax.jit(lambda w, x: w @ x, static_argnums=0))
+    assert not static.passed and "could not be traced" in static.message
+
+
+def test_checkers_leave_the_answer_usable():
+    answer = jax.jit(artifacts.apply_table)
+    check("artifacts.table-argument", answer)
+    with count_compiles() as log:
+        answer(jnp.ones((64, 64)), jnp.ones(64))
+    assert log.count_for("apply_table") == 0  # the checker compiled it, and the cache is still there

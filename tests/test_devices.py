@@ -1,0 +1,290 @@
+"""The devices chapter's claims about JAX, its helpers' input checks, and its exercises' wrong answers.
+
+This process started JAX with one device, so the claims that need several run in one subprocess with four
+simulated CPU devices (``FACTS``), and the multi-process claims in two more processes.
+"""
+
+import json
+import subprocess
+import sys
+import textwrap
+
+import jax
+import numpy as np
+import pytest
+
+from jitbook import devices, pln
+
+FACTS = textwrap.dedent('''
+    import json
+    import jitbook
+    import jax
+    jax.config.update("jax_num_cpu_devices", 4)
+    import jax.numpy as jnp
+    import numpy as np
+    from jax.sharding import NamedSharding, PartitionSpec as P
+    from jitbook import devices, errors, pln
+    from jitbook.exercises import check
+
+    facts = {"device count": jax.device_count()}
+    facts["late jax error"] = errors.error_line(errors.error_of(jax.config.update, "jax_num_cpu_devices", 8))
+    facts["late our error"] = errors.error_line(errors.error_of(devices.use_cpu_devices, 8))
+    explicit = jax.make_mesh((4,), ("data",))
+    facts["default axis type"] = explicit.axis_types[0].name
+    x = np.arange(32, dtype=np.float32).reshape(8, 4)
+    xe = jax.device_put(x, NamedSharding(explicit, P("data", None)))
+    facts["explicit type"] = str(jax.typeof(xe))
+    facts["explicit gram"] = errors.error_line(errors.raised(jax.jit(lambda v: v.T @ v), xe))
+    mesh = devices.data_mesh(4)
+    xr = jax.device_put(x, NamedSharding(mesh, P("data", None)))
+    facts["auto type"] = str(jax.typeof(xr))
+    facts["shards"] = devices.shards(xr)
+    double = jax.jit(lambda v: 2 * v, in_shardings=NamedSharding(mesh, P("data", None)),
+                     out_shardings=NamedSharding(mesh, P(None, "data")))
+    d = double(x)
+    facts["out_shardings"] = [str(d.sharding.spec), bool(np.array_equal(np.asarray(d), 2 * x))]
+    facts["key rows"] = devices.sharding_key_rows(mesh)
+    facts["abstract"] = [[dict(jax.typeof(v).sharding.mesh.shape), str(jax.typeof(v).sharding.spec)] for v in
+                         (jnp.asarray(x), xr, jax.device_put(x, NamedSharding(mesh, P(None, "data"))))]
+    facts["explain auto"] = devices.explain_new_sharding(mesh)
+    facts["explain explicit"] = devices.explain_new_sharding(explicit)
+    facts["matmul"] = devices.matmul_rows(mesh)
+    a = np.random.default_rng(0).normal(size=(8, 8)).astype(np.float32)
+    by_hand = devices.psum_matmul(mesh)
+    facts["psum gap"] = float(np.max(np.abs(np.asarray(by_hand(a, a)) - a @ a)))
+    facts["psum collectives"] = dict(devices.collectives(by_hand.lower(a, a).compile()))
+    oaks = pln.load_oaks(1)
+    with jitbook.count_compiles() as log:
+        one = devices.pln_losses(oaks, 6)
+        four = devices.pln_losses(oaks, 6, mesh)
+    facts["pln gap"] = float(np.max(np.abs(four - one) / np.abs(one)))
+    facts["pln step compiles"] = log.count_for("pln_step")
+    data, params, Omega = devices.place_rows(oaks, mesh)
+    eager_state = pln.make_optimizer(1.0).init(params)
+    step = jitbook.cache.fresh_jit(devices.pln_step.__wrapped__, static_argnames="lr")
+    with jitbook.count_compiles() as log:
+        state = (params, eager_state, Omega)
+        for _ in range(3):
+            *state, _loss = step(*state, data, lr=1.0)
+    facts["eager optimizer state compiles"] = log.count_for("pln_step")
+    program = devices.pln_step_compiled(oaks, mesh)
+    facts["pln collectives"] = dict(devices.collectives(program))
+    facts["pln one-device collectives"] = dict(devices.collectives(devices.pln_step_compiled(oaks, None)))
+    facts["pln reduced shapes"] = devices.reduced_shapes(program)
+    try:
+        devices.place_rows(pln.check_data(np.ones((6, 2)), np.zeros((6, 2)), np.ones((6, 1))), mesh)
+    except ValueError as err:
+        facts["uneven rows"] = str(err)
+
+    def verdict(id, answer):
+        report = check(id, answer)
+        return [report.passed, report.message]
+
+    axis = "data"
+    rows = NamedSharding(mesh, P(axis, None))
+    facts["exercises"] = {
+        "batch right": verdict("devices.batch-axis", P(axis, None)),
+        "batch features": verdict("devices.batch-axis", P(None, axis)),
+        "batch replicated": verdict("devices.batch-axis", P()),
+        "batch not a spec": verdict("devices.batch-axis", ("data", None)),
+        "one right": verdict("devices.one-sharding", lambda v: jax.device_put(v, rows)),
+        "one identity": verdict("devices.one-sharding", lambda v: v),
+        "one gathered": verdict("devices.one-sharding", lambda v: jax.device_put(v, jax.devices()[0])),
+        "psum right": verdict("devices.psum", jax.shard_map(lambda a, b: jax.lax.psum(a @ b, axis), mesh=mesh,
+                                                            in_specs=(P(None, axis), P(axis, None)), out_specs=P())),
+        "psum plain": verdict("devices.psum", lambda a, b: a @ b),
+        "psum forgot": verdict("devices.psum", jax.shard_map(lambda a, b: a @ b, mesh=mesh, check_vma=False,
+                                                             in_specs=(P(None, axis), P(axis, None)), out_specs=P())),
+        "stats right": verdict("devices.column-stats", lambda v: (jnp.mean(v, 0), jnp.cov(v.T))),
+        "stats ddof0": verdict("devices.column-stats", lambda v: (jnp.mean(v, 0), jnp.cov(v.T, bias=True))),
+        "stats gathered": verdict("devices.column-stats", lambda v: (
+            jnp.mean(v, 0), jnp.cov(jax.lax.with_sharding_constraint(v, NamedSharding(mesh, P())).T))),
+    }
+    print("FACTS " + json.dumps(facts))
+''')
+
+
+@pytest.fixture(scope="module")
+def facts() -> dict:
+    out = subprocess.run([sys.executable, "-c", FACTS], capture_output=True, text=True, timeout=240)
+    lines = [line for line in out.stdout.splitlines() if line.startswith("FACTS ")]
+    assert out.returncode == 0 and lines, f"the four-device script failed:\n{out.stderr[-3000:]}"
+    return json.loads(lines[-1][len("FACTS "):])
+
+
+# --- many devices on one CPU ------------------------------------------------------------------------------
+
+def test_jax_num_cpu_devices_set_first_gives_that_many_devices(facts):
+    assert facts["device count"] == 4
+
+
+def test_the_xla_flag_gives_simulated_devices_too():
+    import os
+
+    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=3")
+    out = subprocess.run([sys.executable, "-c", "import jitbook, jax; print(jax.device_count())"],
+                         env=env, capture_output=True, text=True, timeout=120)
+    assert out.stdout.strip() == "3", out.stderr[-2000:]
+
+
+def test_a_new_device_count_is_refused_once_the_backend_runs(facts):
+    assert facts["late jax error"].startswith("RuntimeError: jax_num_cpu_devices config should be updated before")
+    assert "Restart the kernel and call use_cpu_devices(8)" in facts["late our error"]
+
+
+def test_use_cpu_devices_in_a_started_process_says_how_to_fix_it():
+    jax.devices()  # make sure this process's backend has started, so the call below cannot change it
+    with pytest.raises(RuntimeError, match="already started with 1 device"):
+        devices.use_cpu_devices(3)
+    with pytest.raises(ValueError, match="positive integer"):
+        devices.use_cpu_devices(0)
+
+
+def test_data_mesh_refuses_more_devices_than_jax_has():
+    with pytest.raises(ValueError, match="use_cpu_devices"):
+        devices.data_mesh(jax.device_count() + 1)
+
+
+# --- sharded inputs ---------------------------------------------------------------------------------------
+
+def test_make_mesh_is_explicit_by_default_and_typeof_shows_the_sharding(facts):
+    assert facts["default axis type"] == "Explicit"
+    assert facts["explicit type"] == "float32[8@data,4]"
+    assert facts["auto type"] == "float32[8,4]"
+
+
+def test_explicit_mode_refuses_a_product_over_split_rows(facts):
+    assert facts["explicit gram"].startswith("ShardingTypeError: Contracting dimensions are sharded")
+
+
+def test_rows_split_over_four_devices_and_out_shardings_is_obeyed(facts):
+    assert [(r["device"], r["slice"], r["shard shape"]) for r in facts["shards"]] == [
+        (0, "[0:2, 0:4]", "(2, 4)"), (1, "[2:4, 0:4]", "(2, 4)"), (2, "[4:6, 0:4]", "(2, 4)"), (3, "[6:8, 0:4]", "(2, 4)")]
+    assert facts["out_shardings"] == ["P(None, 'data')", True]
+
+
+# --- sharding is part of the cache key ----------------------------------------------------------------------
+
+def test_a_new_sharding_compiles_new_values_do_not_and_auto_mode_does_not_retrace(facts):
+    rows = facts["key rows"]
+    assert [r["compiled"] for r in rows] == [1, 1, 0, 1, 0]
+    assert [r["traced"] for r in rows] == [1, 1, 0, 0, 0]
+
+
+def test_on_an_auto_mesh_the_traced_type_records_the_mesh_not_the_split(facts):
+    assert facts["abstract"] == [[{}, "P(None, None)"], [{"data": 4}, "P(None, None)"], [{"data": 4}, "P(None, None)"]]
+
+
+def test_cache_miss_explanations_name_the_sharding_only_in_explicit_mode(facts):
+    auto, explicit = (" ".join(facts[k].split()) for k in ("explain auto", "explain explicit"))  # unwrap lines
+    assert "TRACING CACHE MISS" not in auto
+    assert "Argument mapping" in auto and "spec=P(None, 'data')" in auto
+    assert "TRACING CACHE MISS" in explicit
+    assert "now f32[8,4@data]" in explicit and "before f32[8@data,4]" in explicit
+    assert "/" not in explicit.split("defined at ")[1].split()[0]  # a file name, not a build path
+
+
+# --- what the compiler added ------------------------------------------------------------------------------
+
+def test_the_matmul_collectives_for_each_sharding(facts):
+    got = [(r["a"], r["b"], r["out asked"], r["collectives"], r["out per device"]) for r in facts["matmul"]]
+    assert got == [
+        ("P('data', None)", "P(None, None)", "compiler's choice", "none", "(2, 8)"),
+        ("P(None, None)", "P(None, 'data')", "compiler's choice", "none", "(8, 2)"),
+        ("P(None, 'data')", "P('data', None)", "compiler's choice", "1 all-reduce", "(8, 8)"),
+        ("P(None, 'data')", "P('data', None)", "P('data', None)", "1 all-reduce", "(2, 8)"),  # no reduce-scatter on CPU
+        ("P('data', None)", "P(None, 'data')", "compiler's choice", "1 all-gather", "(2, 8)"),
+        ("P(None, 'data')", "P(None, None)", "compiler's choice", "1 all-gather", "(8, 8)"),
+    ]
+
+
+def test_shard_map_psum_gives_the_product_with_one_all_reduce(facts):
+    assert facts["psum gap"] < 1e-4
+    assert facts["psum collectives"] == {"all-reduce": 1}
+
+
+def test_collectives_needs_a_compiled_program_and_finds_none_on_one_device():
+    with pytest.raises(TypeError, match="compiled program"):
+        devices.collectives(devices.matmul)
+    a = np.ones((4, 4), np.float32)
+    assert devices.collectives(jax.jit(devices.matmul).lower(a, a).compile()) == {}
+
+
+# --- the PLN fit, data-parallel ---------------------------------------------------------------------------
+
+def test_the_sharded_pln_fit_reproduces_the_one_device_losses(facts):
+    assert facts["pln gap"] < 1e-4  # float32 partial sums added in another order
+
+
+def test_the_sharded_pln_step_compiles_once_per_placement(facts):
+    assert facts["pln step compiles"] == 2
+    assert facts["eager optimizer state compiles"] == 2  # the counter moves from one device to the mesh
+
+
+def test_the_pln_step_synchronises_with_one_combined_all_reduce(facts):
+    assert facts["pln collectives"] == {"all-reduce": 1}
+    assert facts["pln one-device collectives"] == {}
+    shapes = [tuple(s) for s in facts["pln reduced shapes"]]
+    assert len(shapes) >= 4 and (114, 114) in shapes  # M^T M among them
+    assert max(max(s, default=1) for s in shapes) == 114  # nothing with one entry per row (116 rows) crosses devices
+
+
+def test_place_rows_refuses_rows_that_do_not_split(facts):
+    assert "6 rows do not split evenly over 4 devices" in facts["uneven rows"]
+
+
+# --- more than one process --------------------------------------------------------------------------------
+
+def test_two_processes_see_the_global_array_and_reproduce_the_one_device_losses():
+    runs = devices.run_processes(num_processes=2, devices_per_process=2, repeat=1, n_iter=3, timeout=60)
+    assert [r["process"] for r in runs] == [0, 1]
+    for r in runs:
+        assert (r["processes"], r["local devices"], r["global devices"]) == (2, 2, 4)
+        assert r["Y global shape"] == [116, 114] and r["Y local shards"] == [[29, 114], [29, 114]]
+    one_device = devices.pln_losses(pln.load_oaks(1), 3)
+    for r in runs:
+        np.testing.assert_allclose(r["losses"], one_device, rtol=1e-4)
+
+
+def test_a_failing_process_stops_the_run_with_a_clear_error():
+    with pytest.raises(RuntimeError, match=r"(?s)process [01] of 2 exited with code 1\..*positive integer"):
+        devices.run_processes(devices_per_process=0, timeout=60)
+
+
+def test_a_run_past_its_time_limit_is_stopped():
+    with pytest.raises(RuntimeError, match="did not finish within 0.5 s and was stopped"):
+        devices.run_processes(timeout=0.5)
+
+
+# --- exercises --------------------------------------------------------------------------------------------
+
+def test_reference_answers_pass_and_wrong_answers_are_told_why(facts):
+    ex = facts["exercises"]
+    for right in ("batch right", "one right", "psum right", "stats right"):
+        assert ex[right] == [True, ""], right
+    assert "devices exchange data" in ex["batch features"][1]
+    assert "the batch axis is not on the mesh" in ex["batch replicated"][1]
+    assert "PartitionSpec" in ex["batch not a spec"][1]
+    assert "compiled 3 times" in ex["one identity"][1]
+    assert "1 device(s) out of 4" in ex["one gathered"][1]
+    assert "no shard_map" in ex["psum plain"][1]
+    assert "differ from a @ b" in ex["psum forgot"][1]
+    assert "n - 1" in ex["stats ddof0"][1]
+    assert "all-gather" in ex["stats gathered"][1]
+
+
+def test_the_exercises_say_they_need_several_devices():
+    from jitbook.exercises import check
+
+    report = check("devices.batch-axis", None)
+    assert not report.passed and "need several" in report.message
+
+
+def test_picture_draws_with_rich_or_says_it_is_missing():
+    import importlib.util
+
+    text = devices.picture(jax.numpy.ones((4, 4)))
+    if importlib.util.find_spec("rich") is None:
+        assert text == "(no picture: `visualize_sharding` requires `rich` to be installed.)"
+    else:
+        assert "CPU 0" in text and "\x1b[" not in text  # plain text, no ANSI colour codes
