@@ -26,6 +26,13 @@ def _step(what: str, run: Callable):
 
 
 def _pln(args: argparse.Namespace) -> None:
+    if args.peers and not args.peers_python:
+        from .pln import peers
+
+        missing = peers.peers_missing()
+        if missing:  # said first, so nobody waits for the JAX levels to learn the peers are missing
+            print(f"--peers: {missing}\nThe JAX levels follow, without the peers.\n", flush=True)
+            args.peers = False
     from .pln import TUTORIAL_REPEAT, device_data, load_oaks
     from .pln.bench import level_row, newton_time_to_target, thread_contention
     from .pln.converge import PYPLN_REFERENCE_NEG_ELBO, PYPLN_REFERENCE_REPEAT

@@ -80,6 +80,22 @@ def time_to_target(losses, ms_per_iter: float, target: float) -> dict:
     }
 
 
+def target_curves(fits: dict[str, tuple[np.ndarray, float]], target: float) -> tuple[dict, list[dict]]:
+    """For each fit (its losses and ms per iteration): the gap to ``target`` against seconds, and its
+    ``time_to_target`` row; the explorer of the converging fit draws them.
+
+    Taught in "The PLN model, made fast and convergent", "Explore it" (sec-pln-fast-explore).
+    """
+    series, rows = {}, []
+    for name, (losses, ms_per_iter) in fits.items():
+        losses = np.asarray(losses, dtype=np.float64)
+        seconds = np.arange(1, len(losses) + 1) * ms_per_iter / 1e3
+        # |gap| on a log axis: a loss at (or a rounding below) the reference is drawn at 1e-8, not dropped
+        series[name] = (seconds, np.maximum(np.abs(losses / target - 1), 1e-8))
+        rows.append({"fit": name, **time_to_target(losses, ms_per_iter, target)})
+    return series, rows
+
+
 def newton_time_to_target(data, target: float, n_iter: int, repeats: int = 3) -> dict:
     """Run the Newton fit for `n_iter` iterations (compiled first, then timed); see `time_to_target`."""
     n_iter, data = check_n_iter(n_iter), device_data(data)
