@@ -149,6 +149,14 @@ def test_a_closed_over_table_is_a_constant_and_an_argument_is_not():
     assert closed["StableHLO characters"] > 200 * 200 * 4 > 100 * passed["StableHLO characters"]
 
 
+def test_the_constant_sweep_grows_with_the_table_only_when_closed_over():
+    small, large = artifacts.constant_sweep([50, 200])
+    assert large["table (MB)"] == 16 * small["table (MB)"]
+    assert large["closed over: StableHLO (MB)"] > 2 * large["table (MB)"] > 10 * small["closed over: StableHLO (MB)"]
+    with pytest.raises(ValueError, match="non-empty list of table sides"):
+        artifacts.constant_sweep(100)
+
+
 def test_jitted_pieces_compile_once_each_and_one_jit_once():
     many, one = artifacts.pieces_rows(6)
     assert (many["compiles"], one["compiles"]) == (6, 1)

@@ -317,3 +317,21 @@ def test_nbgrader_accepts_the_notebooks_when_it_is_installed(tmp_path):
     assert formats.SCHEMA_VERSION == classroom.NBGRADER_SCHEMA
     for path in sorted(tmp_path.glob("*/*.ipynb")):
         formats.MetadataValidator().validate_nb(nbformat.read(path, as_version=4))
+
+
+def test_body_cells_are_those_between_the_set_up_and_the_exercises():
+    md, code = nbformat.v4.new_markdown_cell, nbformat.v4.new_code_cell
+    nb = nbformat.v4.new_notebook(cells=[md("# Title"), code("import jitbook"), md("## A section"), code("body()"),
+                                         md("### Sub"), code("more()"), md("## Exercises"), code("answer()")])
+    assert classroom.body_cells(nb) == [3, 5]
+    assert classroom.body_cells(nbformat.v4.new_notebook(cells=[code("x = 1")])) == []
+
+
+def test_grading_skips_the_chapter_body(tmp_path):
+    classroom.write_notebooks(tmp_path, [book.ROOT / "chapters" / "why-compile.qmd"])
+    nb = nbformat.read(tmp_path / "instructor" / "why-compile.ipynb", as_version=4)
+    first_section = next(i for i, c in enumerate(nb.cells) if c.cell_type == "markdown" and c.source.startswith("## "))
+    nb.cells.insert(first_section + 1, nbformat.v4.new_code_cell("import os\nos._exit(1)"))  # would kill the kernel
+    nbformat.write(nb, tmp_path / "why-compile.ipynb")
+    grades = classroom.grade_notebook(tmp_path / "why-compile.ipynb")
+    assert grades and all(g.passed for g in grades), [g.message for g in grades]

@@ -297,6 +297,20 @@ def constant_rows(size: int) -> list[dict]:
     return rows
 
 
+def constant_sweep(sides: Sequence[int]) -> list[dict]:
+    """``constant_rows`` for several table sizes, one row per size: the data of the chapter's explorer."""
+    if isinstance(sides, (int, str)) or not sides:
+        raise ValueError(f"sides must be a non-empty list of table sides, e.g. [100, 1000], got {sides!r}.")
+    rows = []
+    for side in sides:
+        closed, passed = constant_rows(side)
+        rows.append({"table side": side, "table (MB)": closed["constant bytes"] / 1e6,
+                     "closed over: StableHLO (MB)": closed["StableHLO characters"] / 1e6,
+                     "closed over: lower + compile (s)": closed["lower (s)"] + closed["compile (s)"],
+                     "argument: lower + compile (s)": passed["lower (s)"] + passed["compile (s)"]})
+    return rows
+
+
 def make_piece(k: int) -> Callable:
     """A small step that differs with ``k``; each call makes a new function, as pieces of a real program are."""
     def piece(x):

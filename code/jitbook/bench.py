@@ -1,77 +1,92 @@
 """Benchmarks that print tables: ``python -m jitbook.bench pln --n-repeat 100 --iters 1000 --repeats 3``.
 
-Speed claims live here, not in timed tests.
+Speed claims live here, not in timed tests. Progress (what runs, how long it took) goes to stderr, the
+tables to stdout.
 """
 
 from __future__ import annotations
 
 import argparse
-import functools
 import sys
+from collections.abc import Callable
+from time import perf_counter
 
 import jitbook  # noqa: F401  (sets the XLA flag before JAX computes)
 
 from .display import table
 
 
+def _step(what: str, run: Callable):
+    """Run one step of a benchmark, saying on stderr what it is and how long it took."""
+    print(f"... {what}", end="", file=sys.stderr, flush=True)
+    start = perf_counter()
+    out = run()
+    print(f" done in {perf_counter() - start:.1f} s", file=sys.stderr, flush=True)
+    return out
+
+
 def _pln(args: argparse.Namespace) -> None:
-    from .pln import levels as levels_mod
-    from .pln import load_oaks
-    from .pln.bench import benchmark_levels, newton_time_to_target
+    from .pln import TUTORIAL_REPEAT, device_data, load_oaks
+    from .pln.bench import level_row, newton_time_to_target, thread_contention
     from .pln.converge import PYPLN_REFERENCE_NEG_ELBO, PYPLN_REFERENCE_REPEAT
     from .pln.levels import LEVELS
+    from .pln.profile import PROGRAMS, op_profile
+    from .pln.threads import blas_limited
 
     levels = args.levels.split(",") if args.levels else list(LEVELS)
-    unknown = [lv for lv in levels if lv not in LEVELS]
-    unknown += [lv for lv in filter(None, args.profile_levels.split(",")) if lv not in ("scan", "fast")]
+    profiled = [lv for lv in args.profile_levels.split(",") if lv]
+    unknown = [lv for lv in levels if lv not in LEVELS] + [lv for lv in profiled if lv not in PROGRAMS]
     if unknown:
-        raise SystemExit(f"unknown level(s) {unknown}; choose from {', '.join(LEVELS)}")
-    from .pln.threads import set_blas_threads
-
-    if args.blas_threads:
-        set_blas_threads(args.blas_threads)
-    data = load_oaks(args.n_repeat)
+        raise SystemExit(f"unknown level(s) {unknown}; choose from {', '.join(LEVELS)} "
+                         f"(profiles: {', '.join(PROGRAMS)})")
+    raw = load_oaks(args.n_repeat)
+    data = device_data(raw)
     n, p = data.Y.shape
-    blas = f"SciPy OpenBLAS threads: {args.blas_threads}" if args.blas_threads else "SciPy OpenBLAS threads: default"
-    print(f"PLN levels, {n:,} x {p}, {args.iters} iterations, {args.repeats} repeats; {blas}\n")
-    rows, caption, pypln_loss = benchmark_levels(data, args.iters, levels, args.repeats, args.eager_iters), None, None
+    print(f"PLN levels, {n:,} x {p}, {args.iters} iterations, median and min of {args.repeats} repeats "
+          "(OpenBLAS limited inside every fit, as pln.fit does)\n")
+    rows = [_step(f"level {lv}", lambda lv=lv: level_row(data, args.iters, lv, args.repeats, args.eager_iters))
+            for lv in levels]
+    caption, pypln_loss = None, None
     if args.peers or args.peers_python:
         from .pln.peers import add_peers
 
-        caption, pypln_loss = add_peers(rows, data, args.iters, args.repeats, args.peers_python)
+        caption, pypln_loss = _step("peers (PyTorch eager, torch.compile, pyPLNmodels)",
+                                    lambda: add_peers(rows, raw, args.iters, args.repeats, args.peers_python))
     print(table(rows, caption))
-    for level in filter(None, args.profile_levels.split(",")):
-        import jax.numpy as jnp
-
-        from .pln.data import PLNData
-        from .pln.profile import op_profile
-
-        jdata = PLNData(*map(jnp.asarray, data))
-        fit_fn = {"scan": levels_mod._fit_scan, "fast": levels_mod._fit_fast}[level]
-        fit_fn(jdata, 20, 1.0)
+    contention_iters = min(args.iters, 50)
+    print(f"\nTwo thread pools: the scan level's compiled loop, {contention_iters} iterations\n")
+    print(table(_step("thread contention", lambda: thread_contention(data, contention_iters, "scan", args.repeats))))
+    for level in profiled:
+        def profile(level=level):
+            with blas_limited():
+                PROGRAMS[level](data, 20, 1.0)[0].block_until_ready()
+                return op_profile(lambda: PROGRAMS[level](data, 20, 1.0)[0], 20)
+        rows = _step(f"profile of {level}", profile)
         print(f"\nProfile of the {level} level: most expensive XLA operations, ms per iteration\n")
-        print(table(op_profile(functools.partial(fit_fn, jdata, 20, 1.0), 20)))
+        print(table(rows))
     if args.newton_iters:
         target = pypln_loss or PYPLN_REFERENCE_NEG_ELBO * args.n_repeat / PYPLN_REFERENCE_REPEAT
-        print(f"\nNewton fit, time to the pyPLNmodels reference loss {target:,.0f}\n")
-        print(table([newton_time_to_target(data, target, args.newton_iters, args.repeats)]))
+        row = _step(f"Newton fit, {args.newton_iters} iterations",
+                    lambda: newton_time_to_target(data, target, args.newton_iters, args.repeats))
+        print(f"\nNewton fit, time to the pyPLNmodels reference loss {target:,.0f} "
+              f"(reference measured at repeat {TUTORIAL_REPEAT}, scaled)\n")
+        print(table([row]))
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m jitbook.bench", description=__doc__)
     sub = parser.add_subparsers(dest="benchmark", required=True)
     pln = sub.add_parser("pln", help="the PLN worked example: every level, compile and run time")
-    pln.add_argument("--n-repeat", type=int, default=100, help="rows of the oaks data repeated (100: 11,600 x 114)")
+    pln.add_argument("--n-repeat", type=int, default=100, help="rows of the oaks data repeated (100: the tutorial's size)")
     pln.add_argument("--iters", type=int, default=1000, help="iterations per fit")
     pln.add_argument("--repeats", type=int, default=3, help="timed runs per level, after one compiling run")
     pln.add_argument("--eager-iters", type=int, default=3, help="iterations actually run by the eager level")
     pln.add_argument("--levels", default="", help="comma-separated subset of levels (default: all)")
     pln.add_argument("--newton-iters", type=int, default=1000, help="iterations of the Newton fit (0: skip)")
     pln.add_argument("--profile-levels", default="scan,fast",
-                     help="levels to profile per XLA operation (scan, fast; empty: none)")
-    pln.add_argument("--blas-threads", type=int, default=1,
-                     help="threads for the LAPACK calls JAX makes through SciPy's OpenBLAS (0: leave as is)")
-    pln.add_argument("--peers", action="store_true", help="add PyTorch eager, torch.compile and pyPLNmodels rows")
+                     help="levels to profile per XLA operation (scan, namedtuple, fast; empty: none)")
+    pln.add_argument("--peers", action="store_true",
+                     help="also time PyTorch eager, torch.compile and pyPLNmodels (optional: pip install -e .[peers])")
     pln.add_argument("--peers-python", default=None, help="run the peers in this interpreter (e.g. a venv with torch)")
     pln.set_defaults(run=_pln)
     args = parser.parse_args(argv)

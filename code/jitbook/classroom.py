@@ -208,6 +208,24 @@ def chapter_exercises(stem: str) -> list[str]:
     return sorted(ids, key=lambda id: order.index(id) if id in order else len(order))
 
 
+def _sections(cell) -> list[str]:
+    """The ``##`` headings in a Markdown cell (a cell may hold several, and prose around them)."""
+    if cell.cell_type != "markdown":
+        return []
+    return [line for line in cell.source.splitlines() if line.startswith("## ")]
+
+
+def body_cells(nb: nbformat.NotebookNode) -> list[int]:
+    """Code cells of the chapter's body: after its set-up (the cells before the first ``##`` section) and
+    before ``## Exercises``. Grading skips them: the exercises need only the set-up, and the body holds the
+    chapter's measurements, which would make grading a class take hours."""
+    sections = [(i, h) for i, c in enumerate(nb.cells) for h in _sections(c)]
+    exercises = next((i for i, h in sections if h.startswith("## Exercises")), None)
+    if exercises is None:
+        return []
+    return [i for i in range(sections[0][0], exercises) if nb.cells[i].cell_type == "code"]
+
+
 def execute_submission(nb: nbformat.NotebookNode, cell_timeout: float, time_limit: float,
                        env: dict[str, str] | None = None) -> tuple[int | None, str]:
     """Run a notebook in a fresh kernel, errors allowed; return the cell index it stopped at (None: ran to the end).
@@ -219,6 +237,8 @@ def execute_submission(nb: nbformat.NotebookNode, cell_timeout: float, time_limi
     for cell in nb.cells:
         if cell.cell_type == "code":
             cell.outputs, cell.execution_count = [], None  # never grade what was stored: run it again
+    for i in body_cells(nb):
+        nb.cells[i].metadata.setdefault("tags", []).append("skip-execution")
     current = {"index": None, "deadline": None}
 
     def on_cell_start(cell, cell_index):  # the clock starts with the first cell, not with the kernel

@@ -1,7 +1,7 @@
 """The Poisson log-normal worked example: data, model, the levels of compilation, and a converging fit."""
 
 from .converge import fit_newton
-from .data import PLNData, check_data, load_oaks
+from .data import TUTORIAL_REPEAT, PLNData, check_data, device_data, load_oaks
 from .levels import LEVELS, FitResult, fit, fit_levels
 from .model import (
     Params,
@@ -15,6 +15,7 @@ from .model import (
 )
 
 __all__ = [
-    "LEVELS", "FitResult", "PLNData", "Params", "check_data", "closed_form_sigma", "fit", "fit_levels",
+    "LEVELS", "TUTORIAL_REPEAT", "FitResult", "PLNData", "Params", "check_data", "closed_form_sigma", "device_data",
+    "fit", "fit_levels",
     "fit_newton", "init_params", "load_oaks", "log_stirling", "make_optimizer", "neg_elbo", "neg_elbo_grads", "neg_elbo_numpy",
 ]

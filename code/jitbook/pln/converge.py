@@ -15,11 +15,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .data import PLNData, check_data
+from .data import PLNData, check_n_iter, device_data
 from .fast import gram, precision
+from .levels import FitResult
 from .model import Params, init_params, log_stirling
+from .threads import blas_limited
 
-# pyPLNmodels 1.0.10 (PyTorch, Rprop, its defaults: 400 iterations) on the 11,600 x 114 problem, its final
+# pyPLNmodels 1.0.10 (PyTorch, Rprop, its defaults: 400 iterations) on the oaks data repeated 100 times, its final
 # M and S scored by this book's ELBO evaluated in float64 (`neg_elbo_numpy`), measured outside the book:
 # pyPLNmodels is not a dependency; the recipe is in data/README.md. Its own report: ELBO -3,145,632.
 PYPLN_REFERENCE_NEG_ELBO = 3_145_640.0
@@ -34,7 +36,10 @@ class NewtonState(NamedTuple):
 
 
 def profile_B(params: Params, X: jax.Array, X_pinv: jax.Array) -> Params:
-    """Move the part of M that X explains into B: O + XB + M is unchanged and M^T M can only shrink."""
+    """Move the part of M that X explains into B: O + XB + M is unchanged and M^T M can only shrink.
+
+    Taught in chapter "The PLN model, made fast", section "Converging, not just iterating".
+    """
     shift = X_pinv @ params.M
     return Params(params.B + shift, params.M - X @ shift, params.S)
 
@@ -44,6 +49,8 @@ def newton_step(params: Params, data: PLNData, Omega: jax.Array, log_fact: jax.A
 
     The loss terms are summed entry by entry *after* combining them (a Poisson log-likelihood per count),
     so the float32 sum does not subtract large totals from each other.
+
+    Taught in chapter "The PLN model, made fast", section "Converging, not just iterating".
     """
     B, M, S = params
     Y, O, X = data
@@ -60,8 +67,9 @@ def newton_step(params: Params, data: PLNData, Omega: jax.Array, log_fact: jax.A
     return Params(B, M_new, S_new), big_terms
 
 
-@partial(jax.jit, static_argnames=("n_iter", "max_step"))
-def _fit_newton(data: PLNData, n_iter: int, max_step: float = 1.0):
+@partial(jax.jit, static_argnames="n_iter")
+def newton_program(data: PLNData, n_iter: int, max_step=1.0) -> tuple[jax.Array, NewtonState]:
+    """The compiled Newton loop: `n_iter` iterations in one scan; the losses and the final state."""
     Y, O, X = data
     n, p = Y.shape
     log_fact = log_stirling(Y)  # computed once, read every iteration
@@ -82,10 +90,12 @@ def _fit_newton(data: PLNData, n_iter: int, max_step: float = 1.0):
     return losses, state
 
 
-def fit_newton(data, n_iter: int, max_step: float = 1.0) -> tuple[np.ndarray, NewtonState]:
-    """Fit by damped per-coordinate Newton steps; returns the per-iteration loss and the final state."""
-    if isinstance(n_iter, bool) or not isinstance(n_iter, (int, np.integer)) or n_iter < 1:
-        raise ValueError(f"n_iter must be a positive integer number of iterations, got {n_iter!r}.")
-    data = PLNData(*map(jnp.asarray, check_data(*data)))
-    losses, state = _fit_newton(data, int(n_iter), float(max_step))
-    return np.asarray(losses), state
+def fit_newton(data, n_iter: int, max_step: float = 1.0) -> FitResult:
+    """Fit by damped per-coordinate Newton steps (OpenBLAS limited as in `levels.fit`).
+
+    Taught in chapter "The PLN model, made fast", section "Converging, not just iterating".
+    """
+    n_iter, data = check_n_iter(n_iter), device_data(data)
+    with blas_limited():
+        losses, state = newton_program(data, n_iter, float(max_step))
+        return FitResult(np.asarray(losses), state.params, state.gram / data.Y.shape[0], state.Omega)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import NamedTuple
 
+import jax.numpy as jnp
 import numpy as np
 
 DATA_DIR = Path(__file__).resolve().parents[3] / "data" / "oaks"
@@ -25,13 +26,16 @@ def _read_csv(name: str) -> np.ndarray:
     return np.loadtxt(path, delimiter=",", skiprows=1, dtype=np.float64)
 
 
-def load_oaks(repeat: int = 1) -> PLNData:
-    """Oaks amplicon counts (116 leaves x 114 taxa), each row repeated `repeat` times.
+TUTORIAL_REPEAT = 100  # the 2023 tutorial repeated every row this many times to get a problem worth timing
 
-    `repeat=100` gives the 11,600 x 114 problem of the 2023 tutorial. `X` is an intercept column.
+
+def load_oaks(repeat: int = 1) -> PLNData:
+    """Oaks amplicon counts (leaves x taxa), each row repeated `repeat` times; `X` is an intercept column.
+
+    `repeat=TUTORIAL_REPEAT` gives the problem size of the 2023 tutorial.
     """
     if isinstance(repeat, bool) or not isinstance(repeat, (int, np.integer)) or repeat < 1:
-        raise ValueError(f"repeat must be a positive integer (1 gives 116 rows, 100 gives 11,600), got {repeat!r}.")
+        raise ValueError(f"repeat must be a positive integer (1 gives the data as measured), got {repeat!r}.")
     counts = _read_csv("counts.csv")
     offsets = _read_csv("offsets.csv")
     Y = np.repeat(counts, repeat, axis=0)
@@ -82,3 +86,15 @@ def check_data(Y, O, X) -> PLNData:
         )
     f32 = np.float32
     return PLNData(Y.astype(f32), O.astype(f32), X.astype(f32))
+
+
+def device_data(data) -> PLNData:
+    """Check `(Y, O, X)` and hand it to JAX as float32 arrays: the one way data enters a fit."""
+    return PLNData(*map(jnp.asarray, check_data(*data)))
+
+
+def check_n_iter(n_iter) -> int:
+    """A positive Python int of iterations, or a clear error (n_iter is the one static argument of a fit)."""
+    if isinstance(n_iter, bool) or not isinstance(n_iter, (int, np.integer)) or n_iter < 1:
+        raise ValueError(f"n_iter must be a positive integer number of iterations, got {n_iter!r}.")
+    return int(n_iter)

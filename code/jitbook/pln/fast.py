@@ -18,6 +18,7 @@ import jax.numpy as jnp
 
 from .data import PLNData
 from .model import Params, init_params, log_stirling
+from .radam import RAdamState, radam_init, radam_scalars, radam_step
 
 
 class FastState(NamedTuple):
@@ -36,14 +37,20 @@ def gram(M: jax.Array, S: jax.Array) -> jax.Array:
 
 
 def precision(gram_: jax.Array, n: int) -> tuple[jax.Array, jax.Array]:
-    """Omega = (gram / n)^-1 and log det Omega, both from one Cholesky factor L (stable, no overflow)."""
+    """Omega = (gram / n)^-1 and log det Omega, both from one Cholesky factor L (stable, no overflow).
+
+    Taught in chapter "The PLN model, made fast", section "A faster level".
+    """
     L = jnp.linalg.cholesky(gram_ / n)
     Omega = jax.scipy.linalg.cho_solve((L, True), jnp.eye(L.shape[0], dtype=L.dtype))
     return Omega, -2.0 * jnp.sum(jnp.log(jnp.diag(L)))
 
 
 def loss_and_grads(params: Params, data: PLNData, state: FastState, const: jax.Array, XtY: jax.Array):
-    """Minus the ELBO and its gradient in one pass over the n x p arrays."""
+    """Minus the ELBO and its gradient in one pass over the n x p arrays.
+
+    Taught in chapter "The PLN model, made fast", section "A faster level".
+    """
     B, M, S = params
     Y, O, X = data
     n, p = Y.shape
@@ -56,40 +63,9 @@ def loss_and_grads(params: Params, data: PLNData, state: FastState, const: jax.A
     return -elbo, jax.lax.optimization_barrier(grads)
 
 
-class RAdamState(NamedTuple):
-    """Step count and RAdam's two moment estimates, one per parameter array."""
-
-    count: jax.Array
-    mu: Params
-    nu: Params
-
-
-def radam_init(params: Params) -> RAdamState:
-    zeros = Params(*(jnp.zeros_like(x) for x in params))
-    return RAdamState(jnp.zeros([], jnp.int32), zeros, zeros)
-
-
-def radam_scalars(count: jax.Array, b1: float = 0.9, b2: float = 0.999, threshold: float = 5.0):
-    """The per-step scalars of RAdam (as optax.scale_by_radam computes them): bias corrections and rectifier."""
-    ro_inf = 2.0 / (1.0 - b2) - 1.0
-    b2t = b2**count
-    ro = ro_inf - 2 * count * b2t / (1 - b2t)
-    r = jnp.sqrt((ro - 4.0) * (ro - 2.0) * ro_inf / ((ro_inf - 4.0) * (ro_inf - 2.0) * ro))
-    return 1 - b1**count, 1 - b2t, r, ro >= threshold
-
-
-def radam_step(x, g, mu, nu, scalars, lr: float, b1: float = 0.9, b2: float = 0.999, eps: float = 1e-8):
-    """One RAdam step on one array, scaled by -lr and clipped to 0.1: a single elementwise pass."""
-    c1, c2, r, rectify = scalars
-    mu = b1 * mu + (1 - b1) * g
-    nu = b2 * nu + (1 - b2) * g * g
-    mu_hat = mu / c1.astype(mu.dtype)
-    step = jnp.where(rectify, r * mu_hat / (jnp.sqrt(nu / c2.astype(nu.dtype)) + eps), mu_hat)
-    return x + jnp.clip(-lr * step, -0.1, 0.1), mu, nu
-
-
-@partial(jax.jit, static_argnames=("n_iter", "lr"))
-def _fit_fast(data: PLNData, n_iter: int, lr: float):
+@partial(jax.jit, static_argnames="n_iter")
+def fast_program(data: PLNData, n_iter: int, lr) -> tuple[jax.Array, FastState]:
+    """The compiled loop of level "fast": every change above, `n_iter` iterations in one scan."""
     Y, O, X = data
     n, p = Y.shape
     const = jnp.sum(Y * O) + 0.5 * n * p - jnp.sum(log_stirling(Y))  # does not change: computed once

@@ -1,7 +1,8 @@
-"""One algorithm, six ways to run it: from plain eager JAX to one compiled loop.
+"""One algorithm, several ways to run it: from plain eager JAX to one compiled loop.
 
 Every level runs the same iteration: a gradient step on (B, M, S) with the ELBO at the current
-Omega, then the closed-form Sigma and Omega. They differ only in what JAX gets to compile.
+Omega, then the closed-form Sigma and Omega. They differ only in what JAX gets to compile. Only the
+number of iterations is static; the learning rate is traced, so a new one reuses the compiled program.
 """
 
 from __future__ import annotations
@@ -16,9 +17,10 @@ import numpy as np
 import optax
 from jax.tree_util import register_pytree_node_class
 
-from .data import PLNData, check_data
-from .fast import _fit_fast
+from .data import PLNData, check_n_iter, device_data
+from .fast import fast_program
 from .model import Params, closed_form_sigma, init_params, make_optimizer, neg_elbo
+from .threads import blas_limited
 
 
 class FitResult(NamedTuple):
@@ -32,7 +34,10 @@ class FitResult(NamedTuple):
 
 # Level "eager": no jit at all; every jnp call dispatches one small compiled kernel.
 def fit_eager(data: PLNData, n_iter: int, lr: float = 1.0) -> FitResult:
-    """Plain Python loop, plain JAX calls."""
+    """Level "eager": a plain Python loop of plain JAX calls.
+
+    Taught in chapter "The PLN model, level by level", section "Levels of compilation".
+    """
     opt = make_optimizer(lr)
     params = init_params(data)
     Sigma = Omega = jnp.eye(data.Y.shape[1])
@@ -56,7 +61,10 @@ _apply_updates = jax.jit(optax.apply_updates)
 
 
 def fit_jit_step(data: PLNData, n_iter: int, lr: float = 1.0) -> FitResult:
-    """Python loop over jitted pieces: one dispatch per piece per iteration."""
+    """Level "jit_step": a Python loop over jitted pieces, one dispatch per piece per iteration.
+
+    Taught in chapter "The PLN model, level by level", section "Levels of compilation".
+    """
     opt = make_optimizer(lr)
     update = jax.jit(opt.update)
     params = init_params(data)
@@ -74,8 +82,12 @@ def fit_jit_step(data: PLNData, n_iter: int, lr: float = 1.0) -> FitResult:
 
 
 # Level "scan": the whole loop is one lax.scan inside one jit; the carry is a plain tuple.
-@partial(jax.jit, static_argnames=("n_iter", "lr"))
-def _fit_scan(data: PLNData, n_iter: int, lr: float):
+@partial(jax.jit, static_argnames="n_iter")
+def scan_program(data: PLNData, n_iter: int, lr):
+    """The compiled loop of level "scan": `n_iter` iterations in one `lax.scan`, the carry a plain tuple.
+
+    Taught in chapter "The PLN model, level by level", section "Levels of compilation".
+    """
     opt = make_optimizer(lr)
     params = init_params(data)
     eye = jnp.eye(data.Y.shape[1])
@@ -93,8 +105,8 @@ def _fit_scan(data: PLNData, n_iter: int, lr: float):
 
 
 def fit_scan(data: PLNData, n_iter: int, lr: float = 1.0) -> FitResult:
-    """One compiled program for all iterations."""
-    losses, params, Sigma, Omega = _fit_scan(data, n_iter, lr)
+    """Level "scan": one compiled program for all iterations."""
+    losses, params, Sigma, Omega = scan_program(data, n_iter, lr)
     return FitResult(np.asarray(losses), params, Sigma, Omega)
 
 
@@ -108,8 +120,12 @@ class FitState(NamedTuple):
     opt_state: optax.OptState
 
 
-@partial(jax.jit, static_argnames=("n_iter", "lr"))
-def _fit_namedtuple(data: PLNData, n_iter: int, lr: float) -> tuple[jax.Array, FitState]:
+@partial(jax.jit, static_argnames="n_iter")
+def namedtuple_program(data: PLNData, n_iter: int, lr) -> tuple[jax.Array, FitState]:
+    """The compiled loop of level "namedtuple": the same scan, its carry a `FitState`.
+
+    Taught in chapter "The PLN model, level by level", section "Levels of compilation".
+    """
     opt = make_optimizer(lr)
 
     def body(state: FitState, _) -> tuple[FitState, jax.Array]:
@@ -126,15 +142,48 @@ def _fit_namedtuple(data: PLNData, n_iter: int, lr: float) -> tuple[jax.Array, F
 
 
 def fit_namedtuple(data: PLNData, n_iter: int, lr: float = 1.0) -> FitResult:
-    """State carried as a NamedTuple (a pytree JAX already knows)."""
-    losses, state = _fit_namedtuple(data, n_iter, lr)
+    """Level "namedtuple": the state carried as a NamedTuple (a pytree JAX already knows)."""
+    losses, state = namedtuple_program(data, n_iter, lr)
     return FitResult(np.asarray(losses), state.params, state.Sigma, state.Omega)
+
+
+# Level "jit_iteration": the level most users write: one jitted iteration, called from a Python loop.
+@jax.jit
+def one_iteration(state: FitState, data: PLNData, lr) -> tuple[FitState, jax.Array]:
+    """A whole iteration as one compiled program: the state goes in, the next state and the loss come out.
+
+    Taught in chapter "The PLN model, level by level", section "Levels of compilation".
+    """
+    opt = make_optimizer(lr)
+    loss, grads = jax.value_and_grad(neg_elbo)(state.params, data, state.Omega)
+    updates, opt_state = opt.update(grads, state.opt_state, state.params)
+    params = optax.apply_updates(state.params, updates)
+    Sigma = closed_form_sigma(params.M, params.S)
+    return FitState(params, Sigma, jnp.linalg.inv(Sigma), opt_state), loss
+
+
+def fit_jit_iteration(data: PLNData, n_iter: int, lr: float = 1.0) -> FitResult:
+    """Level "jit_iteration": a Python loop calling `one_iteration`, one dispatch per iteration.
+
+    Taught in chapter "The PLN model, level by level", section "Levels of compilation".
+    """
+    params = init_params(data)
+    eye = jnp.eye(data.Y.shape[1])
+    state = FitState(params, eye, eye, make_optimizer(lr).init(params))
+    losses = []
+    for _ in range(n_iter):
+        state, loss = one_iteration(state, data, lr)
+        losses.append(loss)
+    return FitResult(np.asarray(jnp.stack(losses)), state.params, state.Sigma, state.Omega)
 
 
 # Level "pytree": a class with methods, registered as a pytree. Methods return new objects.
 @register_pytree_node_class
 class PLN:
-    """Data, parameters and closed-form Sigma/Omega in one object; every array is a pytree child."""
+    """Data, parameters and closed-form Sigma/Omega in one object; every array is a pytree child.
+
+    Taught in chapter "The PLN model, level by level", section "Levels of compilation".
+    """
 
     def __init__(self, data: PLNData, params: Params, Sigma: jax.Array, Omega: jax.Array):
         self.data, self.params, self.Sigma, self.Omega = data, params, Sigma, Omega
@@ -160,8 +209,9 @@ class PLN:
         return cls(*children)  # every field comes back
 
 
-@partial(jax.jit, static_argnames=("n_iter", "lr"))
-def _fit_pytree(pln: PLN, n_iter: int, lr: float) -> tuple[jax.Array, PLN]:
+@partial(jax.jit, static_argnames="n_iter")
+def pytree_program(pln: PLN, n_iter: int, lr) -> tuple[jax.Array, PLN]:
+    """The compiled loop of level "pytree": a `PLN` object carried by scan."""
     opt = make_optimizer(lr)
 
     def body(carry, _):
@@ -175,14 +225,17 @@ def _fit_pytree(pln: PLN, n_iter: int, lr: float) -> tuple[jax.Array, PLN]:
 
 
 def fit_pytree(data: PLNData, n_iter: int, lr: float = 1.0) -> FitResult:
-    """A registered pytree class with methods, carried by scan."""
-    losses, pln = _fit_pytree(PLN.start(data), n_iter, lr)
+    """Level "pytree": a registered pytree class with methods, carried by scan."""
+    losses, pln = pytree_program(PLN.start(data), n_iter, lr)
     return FitResult(np.asarray(losses), pln.params, pln.Sigma, pln.Omega)
 
 
 # Level "equinox": the same class as an eqx.Module, compiled with eqx.filter_jit.
 class PLNModule(eqx.Module):
-    """Parameters and closed-form Sigma/Omega as an immutable Equinox module (a pytree by construction)."""
+    """Parameters and closed-form Sigma/Omega as an immutable Equinox module (a pytree by construction).
+
+    Taught in chapter "The PLN model, level by level", section "Levels of compilation".
+    """
 
     params: Params
     Sigma: jax.Array
@@ -197,7 +250,11 @@ class PLNModule(eqx.Module):
 
 
 @eqx.filter_jit
-def _fit_equinox(model: PLNModule, data: PLNData, n_iter: int, lr: float):
+def equinox_program(model: PLNModule, data: PLNData, n_iter: int, lr):
+    """The compiled loop of level "equinox"; a Python `lr` would be static here, so `fit_equinox` passes an array.
+
+    Taught in chapter "The PLN model, level by level", section "Levels of compilation".
+    """
     opt = make_optimizer(lr)
 
     def body(carry, _):
@@ -211,15 +268,16 @@ def _fit_equinox(model: PLNModule, data: PLNData, n_iter: int, lr: float):
 
 
 def fit_equinox(data: PLNData, n_iter: int, lr: float = 1.0) -> FitResult:
-    """An Equinox module; eqx.filter_jit treats the Python ints and floats as static."""
+    """Level "equinox": an Equinox module, compiled by eqx.filter_jit (which holds Python numbers static)."""
     eye = jnp.eye(data.Y.shape[1])
-    losses, model = _fit_equinox(PLNModule(init_params(data), eye, eye), data, n_iter, lr)
+    model = PLNModule(init_params(data), eye, eye)
+    losses, model = equinox_program(model, data, n_iter, jnp.asarray(lr, jnp.float32))
     return FitResult(np.asarray(losses), model.params, model.Sigma, model.Omega)
 
 
 def fit_fast(data: PLNData, n_iter: int, lr: float = 1.0) -> FitResult:
-    """The optimized level (see `fast.py`): same iteration, less work per iteration."""
-    losses, state = _fit_fast(data, n_iter, lr)
+    """Level "fast" (see `fast.py`): the same iteration, less work per iteration."""
+    losses, state = fast_program(data, n_iter, lr)
     Sigma = state.gram / data.Y.shape[0]
     return FitResult(np.asarray(losses), state.params, Sigma, state.Omega)
 
@@ -227,6 +285,7 @@ def fit_fast(data: PLNData, n_iter: int, lr: float = 1.0) -> FitResult:
 LEVELS = {
     "eager": fit_eager,
     "jit_step": fit_jit_step,
+    "jit_iteration": fit_jit_iteration,
     "scan": fit_scan,
     "namedtuple": fit_namedtuple,
     "pytree": fit_pytree,
@@ -235,14 +294,17 @@ LEVELS = {
 }
 
 
-def fit(data: PLNData, n_iter: int, level: str = "scan", lr: float = 1.0) -> FitResult:
-    """Fit the PLN model for `n_iter` iterations at the given level of compilation."""
+def fit(data, n_iter: int, level: str = "scan", lr: float = 1.0) -> FitResult:
+    """Fit the PLN model for `n_iter` iterations at the given level of compilation.
+
+    The OpenBLAS pool that JAX's LAPACK calls borrow is limited for the fit and restored after it (see
+    `threads`), so a plain call runs at the speed the chapter measures.
+    """
     if level not in LEVELS:
         raise ValueError(f"unknown level {level!r}; choose one of {', '.join(map(repr, LEVELS))}.")
-    if isinstance(n_iter, bool) or not isinstance(n_iter, (int, np.integer)) or n_iter < 1:
-        raise ValueError(f"n_iter must be a positive integer number of iterations, got {n_iter!r}.")
-    data = check_data(*data)
-    return LEVELS[level](PLNData(*map(jnp.asarray, data)), int(n_iter), float(lr))
+    n_iter, data = check_n_iter(n_iter), device_data(data)
+    with blas_limited():
+        return LEVELS[level](data, n_iter, float(lr))
 
 
 def fit_levels(data, n_iter: int, levels=tuple(LEVELS), lr: float = 1.0) -> dict[str, FitResult]:

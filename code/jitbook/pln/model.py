@@ -31,13 +31,16 @@ def init_params(data) -> Params:
 
 
 def log_stirling(k: jax.Array) -> jax.Array:
-    """Stirling's approximation of log(k!), with 0! = 1! (the convention of pyPLNmodels and the seed)."""
+    """Stirling's approximation of log(k!), with 0! = 1! (as pyPLNmodels and the seed): off by a constant per count."""
     k1 = k + (k == 0)
     return 0.5 * jnp.log(2 * jnp.pi * k1) + k1 * (jnp.log(k1) - 1.0)
 
 
 def neg_elbo(params: Params, data, Omega: jax.Array) -> jax.Array:
-    """Minus the ELBO at (B, M, S) for a fixed precision matrix Omega (the loss we minimise)."""
+    """Minus the ELBO at (B, M, S) for a fixed precision matrix Omega (the loss we minimise).
+
+    Taught in chapter "The PLN model, level by level", section "The model".
+    """
     B, M, S = params
     Y, O, X = data
     n, p = Y.shape
@@ -52,12 +55,18 @@ def neg_elbo(params: Params, data, Omega: jax.Array) -> jax.Array:
 
 
 def closed_form_sigma(M: jax.Array, S: jax.Array) -> jax.Array:
-    """The Sigma that maximises the ELBO for given M and S: (M^T M + diag(sum_i S_i^2)) / n."""
+    """The Sigma that maximises the ELBO for given M and S: (M^T M + diag(sum_i S_i^2)) / n.
+
+    Taught in chapter "The PLN model, level by level", section "The model".
+    """
     return (M.T @ M + jnp.diag(jnp.sum(S * S, axis=0))) / M.shape[0]
 
 
 def neg_elbo_grads(params: Params, data, Omega: jax.Array) -> Params:
-    """The gradient of `neg_elbo` written out by hand (the chapter derives it; tests compare it to jax.grad)."""
+    """The gradient of `neg_elbo` written out by hand (the tests compare it to jax.grad).
+
+    Taught in chapter "The PLN model, level by level", section "The model".
+    """
     B, M, S = params
     Y, O, X = data
     A = jnp.exp(O + M + X @ B + S * S / 2)
@@ -69,7 +78,10 @@ def neg_elbo_grads(params: Params, data, Omega: jax.Array) -> Params:
 
 
 def make_optimizer(lr: float = 1.0) -> optax.GradientTransformation:
-    """RAdam, then a step of size `lr`, each coordinate's step clipped to 0.1 (the seed's recipe, with lr used)."""
+    """RAdam, then a step of size `lr`, each coordinate's step clipped to 0.1 (the seed's recipe, with lr used).
+
+    Taught in chapter "The PLN model, level by level", section "The model".
+    """
     return optax.chain(optax.scale_by_radam(), optax.scale(-lr), optax.clip(0.1))
 
 
@@ -86,20 +98,3 @@ def neg_elbo_numpy(params: Params, data, Omega) -> float:
     elbo -= 0.5 * np.trace((M.T @ M + np.diag(S2.sum(axis=0))) @ np.asarray(Omega, np.float64))
     elbo += 0.5 * n * p - np.sum(0.5 * np.log(2 * np.pi * k) + k * (np.log(k) - 1.0))
     return float(-elbo)
-
-
-def radam_unit_steps(n_steps: int = 8) -> jax.Array:
-    """optax RAdam's first updates for a constant unit gradient; jit it or not to compare float32 rounding."""
-    radam, g = optax.scale_by_radam(), jnp.ones(1)
-    state, updates = radam.init(g), []
-    for _ in range(n_steps):
-        u, state = radam.update(g, state)
-        updates.append(u[0])
-    return jnp.stack(updates)
-
-
-def radam_rectifier_float64(step: int, b2: float = 0.999) -> float:
-    """RAdam's rectifier r_t in float64: rho_inf - 2 t b2^t / (1 - b2^t) cancels, which float32 rounds badly."""
-    rho_inf = 2 / (1 - b2) - 1
-    rho = rho_inf - 2 * step * b2**step / (1 - b2**step)
-    return float(np.sqrt((rho - 4) * (rho - 2) * rho_inf / ((rho_inf - 4) * (rho_inf - 2) * rho)))

@@ -1,4 +1,4 @@
-"""Where the time goes: XLA's cost estimate and a measured per-operation profile of a compiled fit."""
+"""Where the time goes: the compiled program of a one-program level, and a measured per-operation profile."""
 
 from __future__ import annotations
 
@@ -9,28 +9,19 @@ import tempfile
 from pathlib import Path
 
 import jax
-import jax.numpy as jnp
 
-from .data import PLNData, check_data
-from .fast import _fit_fast
-from .levels import _fit_namedtuple, _fit_scan
+from .data import device_data
+from .fast import fast_program
+from .levels import namedtuple_program, scan_program
 
-_PROGRAMS = {"scan": _fit_scan, "namedtuple": _fit_namedtuple, "fast": _fit_fast}
+PROGRAMS = {"scan": scan_program, "namedtuple": namedtuple_program, "fast": fast_program}
 
 
 def compiled_fit(data, n_iter: int, level: str = "scan") -> jax.stages.Compiled:
     """The compiled XLA program of a one-program level (scan, namedtuple, fast), for its cost or HLO text."""
-    if level not in _PROGRAMS:
-        raise ValueError(f"compiled_fit covers the one-program levels {', '.join(map(repr, _PROGRAMS))}, got {level!r}.")
-    data = PLNData(*map(jnp.asarray, check_data(*data)))
-    return _PROGRAMS[level].lower(data, int(n_iter), 1.0).compile()
-
-
-def cost(compiled) -> dict:
-    """XLA's static estimate for one compiled program: flops, transcendentals, bytes accessed."""
-    analysis = compiled.cost_analysis()
-    analysis = analysis[0] if isinstance(analysis, (list, tuple)) else analysis
-    return {k: float(analysis.get(k, 0.0)) for k in ("flops", "transcendentals", "bytes accessed")}
+    if level not in PROGRAMS:
+        raise ValueError(f"compiled_fit covers the one-program levels {', '.join(map(repr, PROGRAMS))}, got {level!r}.")
+    return PROGRAMS[level].lower(device_data(data), int(n_iter), 1.0).compile()
 
 
 def op_profile(run, n_iter: int, top: int | None = 8) -> list[dict]:
@@ -58,3 +49,20 @@ def op_profile(run, n_iter: int, top: int | None = 8) -> list[dict]:
 def ms_of(rows: list[dict], prefixes: tuple[str, ...]) -> float:
     """Total ms / iter of the profiled operations whose names start with one of `prefixes` (e.g. LAPACK calls)."""
     return round(sum(r["ms / iter"] for r in rows if r["operation"].startswith(tuple(prefixes))), 3)
+
+
+def big_sum_in_fresh_process(xla_flags: str, shape: tuple[int, int]) -> dict:
+    """How XLA compiles `jnp.sum` of a `shape` array in a new process run with `xla_flags` (the guard's effect).
+
+    A new process, because XLA reads its flags once, when the CPU backend starts.
+    """
+    import os
+    import subprocess
+    import sys
+
+    code = ("import jax, jax.numpy as jnp\n"
+            f"print(jax.jit(jnp.sum).lower(jnp.ones({tuple(shape)!r})).compile().as_text())")
+    env = {**os.environ, "XLA_FLAGS": xla_flags}
+    text = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
+    return {"XLA_FLAGS": xla_flags or "(none)", "reduce-window": "reduce-window" in text,
+            "fusions": text.count(" fusion(")}

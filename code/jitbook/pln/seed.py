@@ -16,7 +16,10 @@ from .model import Params, closed_form_sigma, init_params, log_stirling, make_op
 
 
 def seed_neg_elbo(params: Params, data, Omega: jax.Array) -> jax.Array:
-    """The seed's loss: log(det(Omega)), and a trace whose parentheses are in the wrong place."""
+    """The seed's loss: log(det(Omega)), and a trace whose parentheses are in the wrong place.
+
+    Taught in chapter "The PLN model, level by level", section "Bugs in the 2023 code".
+    """
     B, M, S = params
     Y, O, X = data
     n, p = Y.shape
@@ -39,11 +42,14 @@ def trace_bug_neg_elbo(params: Params, data, Omega: jax.Array) -> jax.Array:
 
 
 def seed_optimizer(lr: float) -> optax.GradientTransformation:
-    """The seed's optimizer: `lr` is accepted and never used, so the step is RAdam's own, clipped to 0.1."""
+    """The seed's optimizer: `lr` is accepted and never used, so the step is RAdam's own, clipped to 0.1.
+
+    Taught in chapter "The PLN model, level by level", section "Bugs in the 2023 code".
+    """
     return optax.chain(optax.scale_by_radam(), optax.scale(-1.0), optax.clip(0.1))
 
 
-@partial(jax.jit, static_argnames=("n_iter", "loss_fn", "make_opt", "lr"))
+@partial(jax.jit, static_argnames=("n_iter", "loss_fn", "make_opt"))
 def fit_with(data, n_iter: int, loss_fn=neg_elbo, make_opt=make_optimizer, lr: float = 1.0):
     """The "scan" level with the loss and optimizer swapped for the seed's; returns losses, params, Omega."""
     opt = make_opt(lr)
@@ -63,7 +69,10 @@ def fit_with(data, n_iter: int, loss_fn=neg_elbo, make_opt=make_optimizer, lr: f
 
 @register_pytree_node_class
 class SeedPLN:
-    """The seed's level-4 class, trimmed to its bugs: a global write, arrays as aux data, fields lost."""
+    """The seed's level-4 class, trimmed to its bugs: a global write, arrays as aux data, fields lost.
+
+    Taught in chapter "The PLN model, level by level", section "Bugs in the 2023 code".
+    """
 
     def __init__(self, Y, O, X):
         self.Y, self.O, self.X = Y, O, X

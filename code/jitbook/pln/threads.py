@@ -1,40 +1,29 @@
-"""The BLAS thread pool that JAX's CPU linear algebra borrows, and how to keep it from fighting XLA.
+"""Two thread pools on two cores: XLA's, and the OpenBLAS pool that JAX's CPU linear algebra borrows.
 
 On CPU, `jnp.linalg.inv`, `cholesky` and `triangular_solve` call LAPACK through SciPy's bundled
-OpenBLAS, which runs its own pool of threads next to XLA's. On a small machine the two pools compete
-for the same cores, and a 114 x 114 triangular solve can take milliseconds instead of microseconds.
+OpenBLAS, which keeps its own threads next to XLA's. When the two pools compete for the same cores, a
+114 x 114 triangular solve can take milliseconds instead of microseconds. `threadpoolctl` limits the
+OpenBLAS pool for the duration of a fit and restores it afterwards.
 """
 
 from __future__ import annotations
 
-import ctypes
-from pathlib import Path
+import scipy.linalg  # noqa: F401  loads SciPy's OpenBLAS now: threadpoolctl only limits libraries already loaded
+from threadpoolctl import threadpool_info, threadpool_limits
+
+BLAS_THREADS = 1  # what every fit uses; the chapter measures the default against it
 
 
-def _scipy_openblas() -> ctypes.CDLL | None:
-    import scipy
-
-    libs = Path(scipy.__file__).resolve().parent.parent / "scipy.libs"
-    for path in sorted(libs.glob("libscipy_openblas*.so*")):
-        return ctypes.CDLL(str(path))
-    return None
+def blas_threads() -> int:
+    """Threads the loaded BLAS libraries (SciPy's OpenBLAS among them) may use now: the largest setting."""
+    return max(info["num_threads"] for info in threadpool_info() if info["user_api"] == "blas")
 
 
-def blas_threads() -> int | None:
-    """Threads SciPy's OpenBLAS may use (None if this SciPy does not bundle OpenBLAS)."""
-    lib = _scipy_openblas()
-    if lib is None or not hasattr(lib, "scipy_openblas_get_num_threads"):
-        return None
-    return int(lib.scipy_openblas_get_num_threads())
+def blas_limited(threads: int = BLAS_THREADS) -> threadpool_limits:
+    """A context manager: BLAS uses `threads` threads inside it and its previous setting after it.
 
-
-def set_blas_threads(n: int) -> int | None:
-    """Let SciPy's OpenBLAS use `n` threads; returns the previous setting (None if not found)."""
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise ValueError(f"n must be a positive integer number of threads, got {n!r}.")
-    lib = _scipy_openblas()
-    if lib is None or not hasattr(lib, "scipy_openblas_set_num_threads"):
-        return None
-    previous = blas_threads()
-    lib.scipy_openblas_set_num_threads(ctypes.c_int(n))
-    return previous
+    Taught in chapter "The PLN model, made fast", section "Two thread pools".
+    """
+    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
+        raise ValueError(f"threads must be a positive integer number of threads, got {threads!r}.")
+    return threadpool_limits(limits=threads, user_api="blas")
