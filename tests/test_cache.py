@@ -2,7 +2,7 @@ import jax
 import jax.numpy as jnp
 import pytest
 
-from jitbook import cache, capture_jax_logs, count_compiles
+from jitbook import cache, capture_jax_logs, count_compiles, display
 
 
 def scale(x):
@@ -70,4 +70,7 @@ def test_messages_about_strips_paths_and_addresses_and_wraps():
                "  for step defined at /home/someone/project/code/mod.py:3 id=140234 at 0x7f3a2b1c9d")
     text = cache.messages_about([message], "step")
     assert "/home" not in text and "mod.py:3" in text and "0x7f" not in text and "140234" not in text
-    assert all(len(line) <= 100 for line in cache.messages_about(["x " * 90 + "jit(step)"], "step").splitlines())
+    assert all(len(line) <= display.COLUMN for line in cache.messages_about(["x " * 90 + "jit(step)"], "step").splitlines())
+    glued = cache.messages_about(["  * at x, now f32[] and before f32[]{weak_type=True}https://docs.jax.dev/x.html "
+                                  "in jit(step)"], "step")
+    assert "{weak_type=True} https://docs.jax.dev/x.html" in glued, "a glued link is set apart, so it wraps whole"

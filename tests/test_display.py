@@ -20,7 +20,7 @@ def test_show_source_refuses_a_value_with_a_hint():
 
 def test_table_renders_markdown_and_rejects_bad_rows():
     md = jitbook.table([{"a": 1, "b": 0.123456}, {"a": 2, "b": "x|y"}], caption="cap").text
-    assert md.splitlines()[:3] == ["| a | b |", "|---|---|", "| 1 | 0.1235 |"]
+    assert md.splitlines()[:3] == ["| a | b |", "|---|------|", "| 1 | 0.1235 |"], "dashes as wide as the column"
     assert r"x\|y" in md and md.endswith(": cap")
     with pytest.raises(ValueError, match="list of dicts"):
         jitbook.table([])
@@ -52,6 +52,13 @@ def test_fit_wraps_long_lines_at_spaces_with_a_hanging_indent():
     assert lines[1].startswith("  hint: word") and all(line.startswith("      word") for line in lines[2:])
     assert " ".join(" ".join(lines[1:]).split()) == " ".join(text.splitlines()[1].split()), "no word is lost"
     assert display.fit("x" * 50, width=40) == "x" * 50, "a long word is kept whole rather than cut"
+
+
+def test_clip_lines_cuts_each_line_to_the_column_and_says_so():
+    text = "short\n" + "x" * 200
+    lines = display.clip_lines(text).splitlines()
+    assert lines[0] == "short" and len(lines[1]) == display.COLUMN and lines[1].endswith("…")
+    assert display.clip_lines("abcdef", width=4) == "abc…"
 
 
 def test_table_escapes_tags_outside_code_so_markdown_keeps_the_words():

@@ -6,7 +6,7 @@ import numpy as np
 import plotly.graph_objects as go
 import pytest
 
-from jitbook import explore
+from jitbook import display, explore
 
 ROWS = [{"n": 1, "eager ms": 2.0, "jit ms": 1.0}, {"n": 10, "eager ms": 20.0, "jit ms": 3.0},
         {"n": 100, "eager ms": 200.0, "jit ms": 9.0}]
@@ -156,7 +156,7 @@ def test_variant_explorer_closure_constant_is_in_the_stablehlo():
     assert by["with_closure"]["equations"] == by["with_argument"]["equations"]
     assert by["with_closure"]["StableHLO characters"] > by["with_argument"]["StableHLO characters"] + 16 * 16 * 8
     assert by["update_f32_constant, float16"]["equations"] > by["update, float16"]["equations"]  # the converts
-    assert all(len(line) <= 200 for p in panels for line in p["StableHLO (excerpt)"].splitlines())
+    assert all(len(line) <= display.COLUMN for p in panels for line in p["StableHLO (excerpt)"].splitlines())
 
 
 def test_call_story_compiles_for_each_new_key_part_and_explains():

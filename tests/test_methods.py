@@ -66,6 +66,11 @@ def test_raised_and_error_line():
     assert isinstance(err, ZeroDivisionError) and error_line(err) == "ZeroDivisionError: division by zero"
 
 
+def test_error_line_goes_on_after_a_colon_and_masks_addresses():
+    err = ValueError("Could not hash <object at 0x7f3a2b1c9d10>. The error was:\n\nTypeError: unhashable\nmore")
+    assert error_line(err) == "ValueError: Could not hash <object at 0x...>. The error was: TypeError: unhashable"
+
+
 def test_count_each_counts_compiles_per_call_and_by_name():
     def twice(v):
         return v * 2.0

@@ -22,17 +22,12 @@ ADDRESS = re.compile(r"\b0x[0-9a-fA-F]{6,}\b|\bid=\d{6,}")  # repr()'s hex addre
 # Pages whose outputs break a rule today, each fixed in the chapter (not here): a strict xfail turns red
 # the day the page is fixed, so the mark is removed then. Issue 13, items 5 and 6.
 KNOWN_WIDE = {
-    "tracing.qmd": "an unexpected-tracer error printed whole",
-    "jaxprs.qmd": "StableHLO text and an error printed whole",
-    "recompilation.qmd": "JAX's cache-miss log lines and an error printed whole",
-    "methods.qmd": "JAX errors printed whole; a list of stale-method results",
     "pln.qmd": "errors and a summary sentence printed whole",
     "artifacts.qmd": "export's shape errors printed whole",
-    "devices.qmd": "JAX's device and sharding errors printed whole",
 }
-KNOWN_CAPTIONS = {"methods.qmd": "the strategies table's tbl-cap writes 'no: <Error>' outside a code span"}
+KNOWN_CAPTIONS: dict[str, str] = {}  # none today: methods' strategies caption writes `<Error>` in code
 KNOWN_STARS: dict[str, str] = {}
-KNOWN_TAGS = {"methods.qmd": "'<Error>' in prose and in the strategies table's caption"}
+KNOWN_TAGS: dict[str, str] = {}  # none today: methods' `<Error>` is written in code spans
 KNOWN_EQUATIONS: dict[str, str] = {}
 KNOWN_LEAKS: dict[str, str] = {}  # none today: recompilation's logs and methods' addresses were fixed
 BUILD_PATHS = [str(ROOT), "site-packages", "/.venv/", "/tmp/", str(Path.home()) + "/"]

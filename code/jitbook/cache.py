@@ -6,11 +6,12 @@ import dataclasses
 import functools
 import logging
 import re
-import textwrap
 from collections.abc import Callable, Iterator, Sequence
 
 import jax
 import jax.monitoring
+
+from .display import fit
 
 _TRACE = "/jax/core/compile/jaxpr_trace_duration"
 _LOWER = "/jax/core/compile/jaxpr_to_mlir_module_duration"
@@ -162,15 +163,15 @@ def without_paths(message: str) -> str:
 def messages_about(messages: Sequence[str], name: str, max_lines: int = 8) -> str:
     """The captured JAX log messages that concern function ``name``, without the noise of helper programs.
 
-    File paths are cut to the file name, memory addresses masked (``without_paths``), lines wrapped at 100.
+    File paths are cut to the file name, memory addresses masked (``without_paths``), lines wrapped to the
+    page's column (``display.fit``); a link JAX glues to the word before it gets a space, so it can wrap.
     """
     keep = []
     for m in messages:
         if (f"for {name} defined" in m or f"jit({name})" in m or f"    {name} id=" in m
                 or f"tracing {name} for jit" in m):
             keep.append("\n".join(m.splitlines()[:max_lines]))
-    lines = without_paths("\n".join(keep)).splitlines()
-    return "\n".join(textwrap.fill(line, 100, subsequent_indent="    ", break_on_hyphens=False) for line in lines)
+    return fit(re.sub(r"(?<=\S)(https?://)", r" \1", without_paths("\n".join(keep))))
 
 
 def explain_miss(fn: Callable, warm: tuple, then: tuple, config: dict | None = None, **jit_kwargs) -> str:

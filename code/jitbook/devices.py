@@ -28,6 +28,7 @@ import optax
 from jax.sharding import AxisType, Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
+from .display import clip_lines
 from .pln import PLNData, closed_form_sigma, init_params, load_oaks, make_optimizer, neg_elbo
 
 COLLECTIVES = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all", "collective-permute")
@@ -95,11 +96,11 @@ def collectives(compiled) -> Counter:
     return Counter({op: ops.count(op) for op in COLLECTIVES if op in ops})
 
 
-def collective_lines(compiled, width: int = 110) -> list[str]:
-    """The optimized HLO's collective instructions, cut after their operands (metadata dropped)."""
+def collective_lines(compiled) -> list[str]:
+    """The optimized HLO's collective instructions, each cut to the page's column (``display.clip_lines``)."""
     pattern = re.compile(r"\b(" + "|".join(COLLECTIVES) + r")(?:-start)?\(")
     lines = [line.strip() for line in compiled.as_text().splitlines() if pattern.search(line)]
-    return [line if len(line) <= width else line[:width] + " ..." for line in lines]
+    return clip_lines("\n".join(lines)).splitlines()
 
 
 def reduced_shapes(compiled) -> list[tuple[int, ...]]:

@@ -61,6 +61,12 @@ def fit(text: str, width: int = COLUMN, indent: str = "    ") -> str:
     return "\n".join(lines)
 
 
+def clip_lines(text: str, width: int = COLUMN) -> str:
+    """``text`` with each line longer than ``width`` cut to it, ending in ``…``: program text (StableHLO, HLO)
+    keeps its layout, where wrapping would misread it, and a 1 MB constant stays one short line."""
+    return "\n".join(line if len(line) <= width else line[: width - 1] + "…" for line in text.splitlines())
+
+
 def _cell(value) -> str:
     if isinstance(value, float):
         return f"{value:.4g}"
@@ -79,7 +85,10 @@ def table(rows: Sequence[dict], caption: str | None = None) -> Markdown:
     if not rows or not all(isinstance(r, dict) for r in rows):
         raise ValueError("table() takes a non-empty list of dicts, one dict per row, e.g. [{'level': 'eager', 's': 1.2}].")
     columns = list(rows[0])
-    lines = ["| " + " | ".join(columns) + " |", "|" + "|".join("---" for _ in columns) + "|"]
+    # Dashes as long as a column's widest cell: Pandoc sizes the columns of a wide table by them, not equally.
+    widths = [max([3, *map(len, columns[i].split())] + [len(_cell(r.get(c, ""))) for r in rows])
+              for i, c in enumerate(columns)]
+    lines = ["| " + " | ".join(columns) + " |", "|" + "|".join("-" * w for w in widths) + "|"]
     for row in rows:
         lines.append("| " + " | ".join(_cell(row.get(c, "")) for c in columns) + " |")
     if caption:  # escaped like a cell, so `<Error>` stays a word instead of an HTML tag

@@ -2,11 +2,11 @@
 one.
 """
 
-import re
 from collections.abc import Callable
 
 import jax
 
+from .cache import without_paths
 from .timing import check_callable
 
 
@@ -33,18 +33,15 @@ def error_of(fn: Callable, *args, **kwargs) -> BaseException:
 
 
 def error_line(err: BaseException | None) -> str:
-    """``"TypeError: <first line of the message>"``, the way a page quotes an error."""
+    """``"TypeError: <first line of the message>"``, the way a page quotes an error: no build paths or memory
+    addresses, and a first line ending in a colon ("The error was:") goes on with the line it introduces."""
     if err is None:
         return "no error"
     if not isinstance(err, BaseException):
         raise TypeError(f"error_line takes an exception (e.g. from raised()), got {type(err).__name__}.")
-    first = str(err).strip().splitlines()[0] if str(err).strip() else ""
-    return f"{type(err).__name__}: {without_directories(first)}"
-
-
-def without_directories(text: str) -> str:
-    """``at /home/me/x.py:3`` -> ``at x.py:3``: pages show no build paths."""
-    return re.sub(r"(?:[\w.~-]*/)+([\w.-]+\.py)", r"\1", text)
+    lines = [line.strip() for line in str(err).splitlines() if line.strip()] or [""]
+    first = " ".join(lines[:2]) if lines[0].endswith(":") else lines[0]
+    return f"{type(err).__name__}: {without_paths(first)}"
 
 
 def short_type(value) -> str:

@@ -110,12 +110,6 @@ def variants(size: int) -> dict[str, tuple[Callable, tuple, tuple[int, ...]]]:
     }
 
 
-def clip_lines(text: str, width: int = 160) -> str:
-    """``text`` with each line cut to ``width`` characters, saying how many were cut (a constant can be 1 MB)."""
-    return "\n".join(line if len(line) <= width else f"{line[:width]}... ({len(line) - width:,} more characters)"
-                     for line in text.splitlines())
-
-
 def variant_explorer(size: int) -> tuple[list[dict], list[dict]]:
     """Each of ``variants(size)`` walked through trace, lower, compile: its sizes, XLA's costs, and the texts.
 
@@ -129,5 +123,5 @@ def variant_explorer(size: int) -> tuple[list[dict], list[dict]]:
         rows.append({"variant": name, "equations": count_equations(road.stages.jaxpr),
                      "StableHLO characters": len(road.stablehlo), **{k: road.cost[k] for k in COSTS}})
         costs = "\n".join(f"{k}: {road.cost[k]:g}" for k in COSTS)
-        panels.append({"jaxpr": road.jaxpr_text, "StableHLO (excerpt)": clip_lines(road.excerpt()), "cost_analysis": costs})
+        panels.append({"jaxpr": road.jaxpr_text, "StableHLO (excerpt)": road.excerpt(), "cost_analysis": costs})
     return rows, panels

@@ -16,7 +16,7 @@ import jax.extend.core
 import numpy as np
 
 from . import timing
-from .display import Markdown, table
+from .display import Markdown, clip_lines, table
 
 
 def equations(jaxpr) -> Iterator:
@@ -190,7 +190,7 @@ class Walk:
         out.
         """
         lines = self.stablehlo.splitlines()
-        head = [line if len(line) <= 100 else line[:99] + "…" for line in lines[: self.excerpt_lines]]
+        head = clip_lines("\n".join(lines[: self.excerpt_lines])).splitlines()
         if len(lines) > len(head):
             head.append(f"// ... {len(lines) - len(head)} more lines")
         return "\n".join(head)
