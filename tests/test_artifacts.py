@@ -136,9 +136,9 @@ def test_call_in_fresh_process_needs_bytes():
 
 def test_the_unrolled_program_grows_with_the_loop_and_the_scan_does_not():
     short, long = artifacts.loop_cost_rows([5, 50])
-    assert long["unrolled equations"] == 10 * short["unrolled equations"]
-    assert long["unrolled StableHLO lines"] > 5 * short["unrolled StableHLO lines"]
-    assert (long["scan equations"], long["scan StableHLO lines"]) == (short["scan equations"], short["scan StableHLO lines"])
+    assert long["unrolled eqns"] == 10 * short["unrolled eqns"]
+    assert long["unrolled HLO lines"] > 5 * short["unrolled HLO lines"]
+    assert (long["scan eqns"], long["scan HLO lines"]) == (short["scan eqns"], short["scan HLO lines"])
     np.testing.assert_allclose(artifacts.unrolled_steps(jnp.ones(3), 7), artifacts.scanned_steps(jnp.ones(3), 7),
                                rtol=1e-6)
 

@@ -1,7 +1,7 @@
 import pytest
 
 import jitbook
-from jitbook import display, why_compile
+from jitbook import display, guard, why_compile
 
 
 def test_show_source_is_the_exact_source_in_a_python_block():
@@ -67,6 +67,6 @@ def test_table_escapes_tags_outside_code_so_markdown_keeps_the_words():
 
 
 def test_the_xla_flags_row_is_a_code_span_so_its_dashes_stay_two(monkeypatch):
-    monkeypatch.setenv("XLA_FLAGS", "--xla_cpu_experimental_ynn_fusion_type=")
+    monkeypatch.setenv("XLA_FLAGS", guard.XLA_FLAG)
     rows = {r["component"]: r["version"] for r in display.version_rows()}
-    assert rows["XLA_FLAGS"] == "`--xla_cpu_experimental_ynn_fusion_type=`"
+    assert rows["XLA_FLAGS"] == f"`{guard.XLA_FLAG}`"

@@ -587,3 +587,12 @@ def test_exercise_pytree_rejects_int_as_child_and_arrays_as_aux():
     assert "n_steps became a child" in check("pln.pytree", AllChildren).message
     assert "n_steps is 1" in check("pln.pytree", DropsSteps).message
     assert "flattening gave 0 leaves" in check("pln.pytree", ArraysAsAux).message
+
+
+def test_the_reduce_window_is_the_guard_flags_doing():
+    from jitbook.guard import XLA_FLAG
+    from jitbook.pln.profile import big_sum_in_fresh_process
+
+    default, guarded = (big_sum_in_fresh_process(flags, (11_600, 114)) for flags in ("", XLA_FLAG))
+    assert not default["reduce-window"] and default["fusions"] >= 1
+    assert guarded["reduce-window"] and guarded["XLA_FLAGS"] == f"`{XLA_FLAG}`"

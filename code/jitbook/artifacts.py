@@ -258,12 +258,12 @@ def loop_cost_rows(lengths: Sequence[int], size: int = 64) -> list[dict]:
     x = jnp.ones(size)
     rows = []
     for n in lengths:
-        row = {"loop length": n}
+        row = {"length": n}
         for form, fn in (("unrolled", unrolled_steps), ("scan", scanned_steps)):
             s = timing.stages(fn, x, n, static_argnums=1)
-            row[f"{form} equations"] = programs.count_equations(s.jaxpr)
-            row[f"{form} StableHLO lines"] = len(s.lowered.as_text().splitlines())
-            row[f"{form} compile (s)"] = s.compile
+            row[f"{form} eqns"] = programs.count_equations(s.jaxpr)
+            row[f"{form} HLO lines"] = len(s.lowered.as_text().splitlines())
+            row[f"{form} compile s"] = s.compile
         rows.append(row)
     return rows
 

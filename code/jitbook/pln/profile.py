@@ -64,5 +64,5 @@ def big_sum_in_fresh_process(xla_flags: str, shape: tuple[int, int]) -> dict:
             f"print(jax.jit(jnp.sum).lower(jnp.ones({tuple(shape)!r})).compile().as_text())")
     env = {**os.environ, "XLA_FLAGS": xla_flags}
     text = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
-    return {"XLA_FLAGS": f"`{xla_flags}`" if xla_flags else "(none)",  # a code span keeps "--" two hyphens "reduce-window": "reduce-window" in text,
-            "fusions": text.count(" fusion(")}
+    flags = f"`{xla_flags}`" if xla_flags else "(none)"  # in a code span "--" stays two hyphens on the site
+    return {"XLA_FLAGS": flags, "reduce-window": "reduce-window" in text, "fusions": text.count(" fusion(")}
