@@ -54,13 +54,3 @@ def test_newton_time_to_target_reports_first_hit():
     out = newton_time_to_target(load_oaks(1), target=0.0, n_iter=5, repeats=1)
     assert out["iterations to target"] is None and out["seconds to target"] is None
 
-
-def test_bench_peers_says_how_to_get_them_when_missing(monkeypatch, capsys):
-    from jitbook.pln import peers
-
-    monkeypatch.setattr(peers, "peers_missing", lambda: "torch is not installed: pip install -e .[peers]")
-    bench.main(["pln", "--peers", "--n-repeat", "1", "--iters", "2", "--levels", "scan", "--repeats", "1",
-                "--profile-levels", "", "--newton-iters", "0"])
-    out = capsys.readouterr().out
-    assert out.startswith("--peers: torch is not installed: pip install -e .[peers]")
-    assert "| scan |" in out and "PyTorch" not in out  # the JAX table still comes, without peer rows

@@ -97,6 +97,17 @@ def expect(condition: bool, passed: str, failed: str) -> None:
         _current[-1].passed.append(passed)
 
 
+def is_jitted(fn) -> bool:
+    """Whether ``fn`` was made by ``jax.jit`` (it can be lowered ahead of time)."""
+    return callable(fn) and hasattr(fn, "lower")
+
+
+def expect_jitted(answer, name: str) -> None:
+    """The expectation every "jit it" exercise starts with, in one wording."""
+    expect(is_jitted(answer), "is a jitted function",
+           f"{name} is {type(answer).__name__}, not a function compiled by jax.jit (it has no .lower).")
+
+
 def call_answer(fn, *args, **kwargs):
     """Call the student's function; an exception in it becomes a ``Wrong`` that quotes it."""
     if not callable(fn):
@@ -219,4 +230,17 @@ def close(got, want, rtol: float = 1e-4) -> bool:
     return got.shape == want.shape and bool(np.all(np.abs(got - want) <= rtol * np.abs(want).max()))
 
 
-__all__ = ["Exercise", "Report", "Wrong", "call_answer", "check", "close", "exercise", "expect", "registry", "reports"]
+__all__ = [
+    "Exercise",
+    "Report",
+    "Wrong",
+    "call_answer",
+    "check",
+    "close",
+    "exercise",
+    "expect",
+    "expect_jitted",
+    "is_jitted",
+    "registry",
+    "reports",
+]

@@ -10,11 +10,7 @@ from jax import export
 
 from .. import artifacts, programs
 from ..cache import count_compiles
-from . import Wrong, call_answer, exercise, expect
-
-
-def _is_jitted(answer) -> bool:
-    return callable(answer) and hasattr(answer, "lower")
+from . import Wrong, call_answer, exercise, expect, expect_jitted
 
 
 def _compile(answer, *args):
@@ -28,8 +24,7 @@ def _compile(answer, *args):
           hint="jax.jit(artifacts.sgd_update, donate_argnums=0) (or donate_argnames='state') hands the state's "
                "memory to the result.")
 def _donate_update(answer):
-    expect(_is_jitted(answer), "is a jitted function",
-           f"donating_update is {type(answer).__name__}, not a function compiled by jax.jit (it has no .lower).")
+    expect_jitted(answer, "donating_update")
     state, grad = jnp.ones((256, 256)), jnp.full((256, 256), 2.0)
     memory = _compile(answer, state, grad).memory_analysis()
     expect(memory.alias_size_in_bytes >= state.nbytes, "memory_analysis shows the state's bytes aliased to the output",
@@ -88,8 +83,7 @@ def _scan_loop(answer):
 @exercise("artifacts.table-argument", answer="apply_weights", topic="constants versus arguments", difficulty=2,
           hint="Take the weights as an argument of the jitted function instead of closing over them.")
 def _table_argument(answer):
-    expect(_is_jitted(answer), "is a jitted function",
-           f"apply_weights is {type(answer).__name__}, not a function compiled by jax.jit (it has no .lower).")
+    expect_jitted(answer, "apply_weights")
     rng = np.random.default_rng(1)
     weights = [jnp.asarray(rng.normal(size=(64, 64)), jnp.float32) for _ in range(2)]
     x = jnp.ones(64)

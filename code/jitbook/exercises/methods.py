@@ -13,7 +13,7 @@ import numpy as np
 
 from .. import methods
 from ..cache import count_compiles
-from . import Wrong, call_answer, exercise, expect
+from . import Wrong, call_answer, exercise, expect, is_jitted
 
 
 def _compiles(fn, *args):
@@ -35,9 +35,6 @@ def _fresh_size() -> int:
     return next(_sizes)
 
 
-def _is_jitted(fn) -> bool:
-    return callable(fn) and hasattr(fn, "lower")
-
 
 def _most_compiled(log) -> int:
     """Compiles of the function compiled most often: what "compiles once" means, eager helpers aside."""
@@ -56,7 +53,7 @@ def _close(got, want) -> bool:
                "@dataclasses.dataclass(frozen=True) with one field, coeffs.")
 def _hash_config(answer):
     expect(isinstance(answer, type), "is a class", f"Poly should be a class, got a {type(answer).__name__}.")
-    expect(_is_jitted(vars(answer).get("evaluate")), "evaluate is jitted",
+    expect(is_jitted(vars(answer).get("evaluate")), "evaluate is jitted",
            "Poly.evaluate is not a jax.jit-wrapped function; decorate it with "
            "functools.partial(jax.jit, static_argnums=0).")
     x = jnp.linspace(-1.0, 1.0, _fresh_size())  # a shape this kernel has not compiled yet: no cache to clear

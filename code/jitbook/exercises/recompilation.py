@@ -6,11 +6,7 @@ import numpy as np
 
 from .. import recompilation
 from ..cache import count_compiles, fresh_jit
-from . import Wrong, call_answer, exercise, expect
-
-
-def _is_jitted(answer) -> bool:
-    return callable(answer) and hasattr(answer, "lower")
+from . import Wrong, call_answer, exercise, expect, expect_jitted
 
 
 def _sgd_step(w, x, y, lr):
@@ -30,8 +26,7 @@ def _poly_eval(coeffs, x):
 @exercise("recompilation.lr-traced", answer="train_step", topic="static vs traced arguments", difficulty=1,
           hint="A learning rate is a number that changes, not a choice of program: let jit trace it.")
 def _lr_traced(answer):
-    expect(_is_jitted(answer), "is a jitted function",
-           f"train_step is {type(answer).__name__}, not a function compiled by jax.jit (it has no .lower).")
+    expect_jitted(answer, "train_step")
     rng = np.random.default_rng(0)
     x, y, w = (jnp.asarray(rng.normal(size=s), jnp.float32) for s in ((16, 3), (16,), (3,)))
     schedule = [0.1, 0.05, 0.01]
@@ -55,8 +50,7 @@ def _clip_reference(v: np.ndarray, max_norm: float) -> np.ndarray:
 @exercise("recompilation.clip-norm", answer="clip_norm", topic="jnp.where instead of Python if", difficulty=2,
           hint="Compute both outcomes and choose with jnp.where(norm > max_norm, scaled, v); keep max_norm traced.")
 def _clip_norm(answer):
-    expect(_is_jitted(answer), "is a jitted function",
-           f"clip_norm is {type(answer).__name__}, not a function compiled by jax.jit (it has no .lower).")
+    expect_jitted(answer, "clip_norm")
     v = jnp.asarray([3.0, 4.0, 0.0], jnp.float32)  # norm 5
     limits = [1.0, 2.5, 10.0]
     with count_compiles() as log:
