@@ -17,6 +17,7 @@ for free), a live caption, text panels and a folded table, its text equivalent; 
 picks a precomputed choice and calls ``Plotly.restyle``. Nothing recomputes JAX in JavaScript.
 """
 
+import functools
 import html
 import json
 import math
@@ -226,6 +227,7 @@ class Explorer:
         return data, {METADATA_KEY: self.spec()}
 
 
+@functools.cache  # 4.8 MB, read once per process: every explorer page and the site checks want it
 def plotly_js() -> str:
     """The plotly.js bundled with the installed ``plotly`` package (no CDN)."""
     return resources.files("plotly").joinpath("package_data", "plotly.min.js").read_text(encoding="utf-8")
