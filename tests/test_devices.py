@@ -288,3 +288,9 @@ def test_picture_draws_with_rich_or_says_it_is_missing():
         assert text == "(no picture: `visualize_sharding` requires `rich` to be installed.)"
     else:
         assert "CPU 0" in text and "\x1b[" not in text  # plain text, no ANSI colour codes
+
+
+def test_picture_drops_the_colour_codes_rich_adds_in_a_kernel(monkeypatch):
+    monkeypatch.setattr(jax.debug, "visualize_array_sharding",
+                        lambda array, use_color: print("│  CPU \x1b[1;36m0\x1b[0m   │"))
+    assert devices.picture(None) == "│  CPU 0   │"

@@ -74,6 +74,9 @@ def shards(array: jax.Array) -> list[dict]:
     return rows
 
 
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
 def picture(array: jax.Array) -> str:
     """The text of ``jax.debug.visualize_array_sharding`` without colours, or why it cannot be drawn here."""
     try:
@@ -81,7 +84,7 @@ def picture(array: jax.Array) -> str:
             jax.debug.visualize_array_sharding(array, use_color=False)
     except ValueError as err:  # JAX draws with the optional `rich` package
         return f"(no picture: {err})"
-    return out.getvalue().rstrip()
+    return ANSI.sub("", out.getvalue()).rstrip()  # rich still bolds the device numbers in a Jupyter kernel
 
 
 def collectives(compiled) -> Counter:
