@@ -5,7 +5,12 @@ import pytest
 import jitbook  # noqa: F401
 from jitbook import bench
 from jitbook.pln import load_oaks
-from jitbook.pln.bench import benchmark_levels, newton_time_to_target, thread_contention, time_to_target
+from jitbook.pln.bench import (
+    benchmark_levels,
+    newton_time_to_target,
+    thread_contention,
+    time_to_target,
+)
 
 
 def test_bench_pln_prints_tables_and_progress(capsys):

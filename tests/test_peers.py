@@ -13,7 +13,15 @@ import pytest
 
 import jitbook  # noqa: F401
 from jitbook import bench
-from jitbook.pln import closed_form_sigma, fit, init_params, load_oaks, neg_elbo, neg_elbo_numpy, peers
+from jitbook.pln import (
+    closed_form_sigma,
+    fit,
+    init_params,
+    load_oaks,
+    neg_elbo,
+    neg_elbo_numpy,
+    peers,
+)
 
 PEERS_PYTHON = os.environ.get("JITBOOK_PEERS_PYTHON")
 HAS_TORCH = importlib.util.find_spec("torch") is not None

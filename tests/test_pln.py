@@ -7,7 +7,16 @@ import pytest
 
 import jitbook  # noqa: F401  (sets the XLA flag before JAX computes)
 from jitbook import count_compiles
-from jitbook.pln import Params, check_data, closed_form_sigma, fit, load_oaks, neg_elbo, neg_elbo_grads, seed
+from jitbook.pln import (
+    Params,
+    check_data,
+    closed_form_sigma,
+    fit,
+    load_oaks,
+    neg_elbo,
+    neg_elbo_grads,
+    seed,
+)
 from jitbook.pln.converge import fit_newton
 from jitbook.pln.data import PLNData
 from jitbook.pln.fast import FastState, fast_program, loss_and_grads, precision

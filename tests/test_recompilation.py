@@ -379,7 +379,9 @@ def test_the_persistent_cache_directory_is_fixed_at_its_first_use():
 def test_the_persistent_cache_key_hashes_versions_flags_options_and_devices():
     import inspect
 
-    from jax._src import cache_key  # private: the test fails if JAX changes what the key holds
+    from jax._src import (
+        cache_key,  # private: the test fails if JAX changes what the key holds
+    )
 
     source = inspect.getsource(cache_key.get)
     for part in ('"computation"', '"jax_lib version"', '"backend version"', '"XLA flags"', '"compile_options"',

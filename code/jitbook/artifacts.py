@@ -30,11 +30,14 @@ from .pln import PLNData, closed_form_sigma, init_params, make_optimizer, neg_el
 def _count(value, what: str, example: str) -> int:
     """``value`` if it is a positive whole number, else a ValueError that says what was expected."""
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{what} must be a positive whole number, e.g. {example}, got {value!r}.")
+        raise ValueError(
+            f"{what} must be a positive whole number, e.g. {example}, got {value!r}."
+        )
     return value
 
 
 # --- buffer donation ---------------------------------------------------------------------------------------
+
 
 def sgd_update(state: jax.Array, grad: jax.Array, lr: float = 0.1) -> jax.Array:
     """One gradient step on ``state``: the output has the state's shape and dtype, so it can reuse its memory.
@@ -55,17 +58,27 @@ def total(x: jax.Array) -> jax.Array:
 def memory_figures(compiled, label: str) -> dict:
     """XLA's memory figures (bytes) of a compiled program, as one row."""
     m = compiled.memory_analysis()
-    return {"variant": label, "arguments": m.argument_size_in_bytes, "outputs": m.output_size_in_bytes,
-            "aliased": m.alias_size_in_bytes, "temporaries": m.temp_size_in_bytes, "peak": m.peak_memory_in_bytes}
+    return {
+        "variant": label,
+        "arguments": m.argument_size_in_bytes,
+        "outputs": m.output_size_in_bytes,
+        "aliased": m.alias_size_in_bytes,
+        "temporaries": m.temp_size_in_bytes,
+        "peak": m.peak_memory_in_bytes,
+    }
 
 
-def memory_row(fn: Callable, *args, donate_argnums: int | Sequence[int] = (), label: str = "") -> dict:
+def memory_row(
+    fn: Callable, *args, donate_argnums: int | Sequence[int] = (), label: str = ""
+) -> dict:
     """Compile ``jax.jit(fn, donate_argnums=...)`` for ``args`` and read XLA's memory figures (bytes).
 
     Defined in chapter "Keeping, reusing and shipping compiled programs", section "Buffer donation".
     """
     timing.check_callable(fn, "memory_row")
-    compiled = fresh_jit(fn, donate_argnums=donate_argnums).trace(*args).lower().compile()
+    compiled = (
+        fresh_jit(fn, donate_argnums=donate_argnums).trace(*args).lower().compile()
+    )
     return memory_figures(compiled, label or f"donate_argnums={donate_argnums!r}")
 
 
@@ -73,17 +86,30 @@ def donation_rows(size: int) -> list[dict]:
     """``sgd_update`` on a ``size x size`` state, compiled without and with the state donated."""
     _count(size, "size (the side of the square array)", "size=1000")
     state, grad = jnp.ones((size, size)), jnp.ones((size, size))
-    return [memory_row(sgd_update, state, grad, label="no donation"),
-            memory_row(sgd_update, state, grad, donate_argnums=0, label="donate_argnums=0 (the state)")]
+    return [
+        memory_row(sgd_update, state, grad, label="no donation"),
+        memory_row(
+            sgd_update,
+            state,
+            grad,
+            donate_argnums=0,
+            label="donate_argnums=0 (the state)",
+        ),
+    ]
 
 
 def live_buffers(donate: bool, size: int = 1000) -> dict:
     """Call ``sgd_update`` once and look at the arrays: is the input deleted, does the output sit in its memory?"""
     state, grad = jnp.ones(size), jnp.ones(size)
-    before = state.unsafe_buffer_pointer()  # compared, never shown: an address differs from run to run
+    before = (
+        state.unsafe_buffer_pointer()
+    )  # compared, never shown: an address differs from run to run
     new = fresh_jit(sgd_update, donate_argnums=0 if donate else ())(state, grad)
-    return {"donated": donate, "input deleted": state.is_deleted(),
-            "output reuses the input's memory": new.unsafe_buffer_pointer() == before}
+    return {
+        "donated": donate,
+        "input deleted": state.is_deleted(),
+        "output reuses the input's memory": new.unsafe_buffer_pointer() == before,
+    }
 
 
 def reuse_error() -> BaseException:
@@ -93,7 +119,9 @@ def reuse_error() -> BaseException:
     return raised(lambda: state + 1)
 
 
-def donation_warnings(fn: Callable, *args, donate_argnums: int | Sequence[int] = 0, calls: int = 1) -> list[str]:
+def donation_warnings(
+    fn: Callable, *args, donate_argnums: int | Sequence[int] = 0, calls: int = 1
+) -> list[str]:
     """The warnings JAX gives when a fresh ``jax.jit(fn)`` is called ``calls`` times with ``args`` donated.
 
     Each call gets its own copies of ``args``: a donated array cannot be passed twice.
@@ -103,13 +131,16 @@ def donation_warnings(fn: Callable, *args, donate_argnums: int | Sequence[int] =
     _count(calls, "calls (how many times to call)", "calls=3")
     jitted = fresh_jit(fn, donate_argnums=donate_argnums)
     with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")  # show every warning, even one Python has shown before
+        warnings.simplefilter(
+            "always"
+        )  # show every warning, even one Python has shown before
         for _ in range(calls):
             jax.block_until_ready(jitted(*[jnp.array(a, copy=True) for a in args]))
     return [str(w.message).splitlines()[0] for w in caught]
 
 
 # --- donating a PLN fit's carry ----------------------------------------------------------------------------
+
 
 def pln_step(params, opt_state, Omega: jax.Array, data: PLNData, lr: float = 1.0):
     """One PLN iteration, the body of the fit's loop: the carry (params, optimizer state, Omega) in and out.
@@ -120,7 +151,12 @@ def pln_step(params, opt_state, Omega: jax.Array, data: PLNData, lr: float = 1.0
     loss, grads = jax.value_and_grad(neg_elbo)(params, data, Omega)
     updates, opt_state = opt.update(grads, opt_state, params)
     params = optax.apply_updates(params, updates)
-    return params, opt_state, jnp.linalg.inv(closed_form_sigma(params.M, params.S)), loss
+    return (
+        params,
+        opt_state,
+        jnp.linalg.inv(closed_form_sigma(params.M, params.S)),
+        loss,
+    )
 
 
 def pln_start(data: PLNData) -> tuple:
@@ -146,7 +182,12 @@ def fit_python_loop(data: PLNData, n_iter: int, donate: bool) -> PythonLoopFit:
     params, opt_state, Omega = pln_start(data)
     data = jax.tree.map(jnp.asarray, data)
     donate_argnums = (0, 1, 2) if donate else ()
-    step = fresh_jit(pln_step, donate_argnums=donate_argnums).trace(params, opt_state, Omega, data).lower().compile()
+    step = (
+        fresh_jit(pln_step, donate_argnums=donate_argnums)
+        .trace(params, opt_state, Omega, data)
+        .lower()
+        .compile()
+    )
     losses = []
     for _ in range(n_iter):
         params, opt_state, Omega, loss = step(params, opt_state, Omega, data)
@@ -157,6 +198,7 @@ def fit_python_loop(data: PLNData, n_iter: int, donate: bool) -> PythonLoopFit:
 
 # --- saving and shipping a program -------------------------------------------------------------------------
 
+
 def predict(w: jax.Array, x: jax.Array) -> jax.Array:
     """A small model to ship: a batch of inputs ``x`` (batch x features) through one tanh layer ``w``.
 
@@ -165,7 +207,9 @@ def predict(w: jax.Array, x: jax.Array) -> jax.Array:
     return jnp.tanh(x @ w)
 
 
-def batch_spec(features: int, name: str = "b", constraints: Sequence[str] = ()) -> jax.ShapeDtypeStruct:
+def batch_spec(
+    features: int, name: str = "b", constraints: Sequence[str] = ()
+) -> jax.ShapeDtypeStruct:
     """The abstract input of ``predict`` for any batch size: shape ``(name, features)``, float32.
 
     Defined in chapter "Keeping, reusing and shipping compiled programs", section "Saving and shipping a program".
@@ -200,17 +244,29 @@ def call_in_fresh_process(serialized: bytes, *args, time_limit: float = 120.0) -
     Defined in chapter "Keeping, reusing and shipping compiled programs", section "Saving and shipping a program".
     """
     if not isinstance(serialized, (bytes, bytearray)):
-        raise TypeError(f"call_in_fresh_process takes the bytes of exported.serialize(), got {type(serialized).__name__}.")
+        raise TypeError(
+            f"call_in_fresh_process takes the bytes of exported.serialize(), got {type(serialized).__name__}."
+        )
     with tempfile.TemporaryDirectory(prefix="jitbook-export-") as folder:
-        program, inputs = os.path.join(folder, "program.bin"), os.path.join(folder, "inputs.npz")
+        program, inputs = (
+            os.path.join(folder, "program.bin"),
+            os.path.join(folder, "inputs.npz"),
+        )
         with open(program, "wb") as f:
             f.write(serialized)
         np.savez(inputs, **{f"arg{i}": np.asarray(a) for i, a in enumerate(args)})
         try:
-            out = subprocess.run([sys.executable, "-c", _CHILD, program, inputs], capture_output=True, text=True,
-                                 env=dict(os.environ), timeout=time_limit)
+            out = subprocess.run(
+                [sys.executable, "-c", _CHILD, program, inputs],
+                capture_output=True,
+                text=True,
+                env=dict(os.environ),
+                timeout=time_limit,
+            )
         except subprocess.TimeoutExpired:
-            raise RuntimeError(f"the fresh process did not finish within {time_limit:g} s.") from None
+            raise RuntimeError(
+                f"the fresh process did not finish within {time_limit:g} s."
+            ) from None
     if out.returncode != 0:
         raise RuntimeError(f"the fresh process failed:\n{out.stderr[-2000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -218,12 +274,17 @@ def call_in_fresh_process(serialized: bytes, *args, time_limit: float = 120.0) -
 
 def export_sizes(exported: export.Exported) -> dict:
     """How big a shipped program is: its serialized bytes, and the StableHLO bytecode inside them."""
-    return {"function": exported.fun_name, "inputs": ", ".join(str(a) for a in exported.in_avals),
-            "serialized bytes": len(exported.serialize()), "StableHLO bytecode bytes": len(exported.mlir_module_serialized),
-            "calling convention": exported.calling_convention_version}
+    return {
+        "function": exported.fun_name,
+        "inputs": ", ".join(str(a) for a in exported.in_avals),
+        "serialized bytes": len(exported.serialize()),
+        "StableHLO bytecode bytes": len(exported.mlir_module_serialized),
+        "calling convention": exported.calling_convention_version,
+    }
 
 
 # --- what compile time grows with --------------------------------------------------------------------------
+
 
 def unrolled_steps(x: jax.Array, n: int) -> jax.Array:
     """``n`` damped sine steps written as a Python loop: tracing unrolls it into ``n`` copies of the body.
@@ -240,6 +301,7 @@ def scanned_steps(x: jax.Array, n: int) -> jax.Array:
 
     Defined in chapter "Keeping, reusing and shipping compiled programs", section "Keeping compile time down".
     """
+
     def body(x, _):
         return jnp.sin(x) * 0.99, None
 
@@ -252,7 +314,9 @@ def loop_cost_rows(lengths: Sequence[int], size: int = 64) -> list[dict]:
     One row per length, so the rows serve a table and an explorer's slider alike.
     """
     if isinstance(lengths, (int, str)) or not lengths:
-        raise ValueError(f"lengths must be a non-empty list of loop lengths, e.g. [10, 100], got {lengths!r}.")
+        raise ValueError(
+            f"lengths must be a non-empty list of loop lengths, e.g. [10, 100], got {lengths!r}."
+        )
     for n in lengths:
         _count(n, "each loop length", "[10, 100]")
     x = jnp.ones(size)
@@ -273,6 +337,7 @@ def closed_over(table: np.ndarray) -> Callable:
 
     Defined in chapter "Keeping, reusing and shipping compiled programs", section "Keeping compile time down".
     """
+
     def apply_table(x):
         return jnp.asarray(table) @ x
 
@@ -290,29 +355,49 @@ def constant_rows(size: int) -> list[dict]:
     table = np.random.default_rng(0).normal(size=(size, size)).astype(np.float32)
     x = jnp.ones(size)
     rows = []
-    for how, fn, args in (("closed over", closed_over(table), (x,)), ("argument", apply_table, (jnp.asarray(table), x))):
+    for how, fn, args in (
+        ("closed over", closed_over(table), (x,)),
+        ("argument", apply_table, (jnp.asarray(table), x)),
+    ):
         s = timing.stages(fn, *args)
-        rows.append({"table": how, "constant bytes": sum(np.asarray(c).nbytes for c in s.jaxpr.consts),
-                     "StableHLO characters": len(s.lowered.as_text()), "lower (s)": s.lower, "compile (s)": s.compile})
+        rows.append(
+            {
+                "table": how,
+                "constant bytes": sum(np.asarray(c).nbytes for c in s.jaxpr.consts),
+                "StableHLO characters": len(s.lowered.as_text()),
+                "lower (s)": s.lower,
+                "compile (s)": s.compile,
+            }
+        )
     return rows
 
 
 def constant_sweep(sides: Sequence[int]) -> list[dict]:
     """``constant_rows`` for several table sizes, one row per size: the data of the chapter's explorer."""
     if isinstance(sides, (int, str)) or not sides:
-        raise ValueError(f"sides must be a non-empty list of table sides, e.g. [100, 1000], got {sides!r}.")
+        raise ValueError(
+            f"sides must be a non-empty list of table sides, e.g. [100, 1000], got {sides!r}."
+        )
     rows = []
     for side in sides:
         closed, passed = constant_rows(side)
-        rows.append({"table side": side, "table (MB)": closed["constant bytes"] / 1e6,
-                     "closed over: StableHLO (MB)": closed["StableHLO characters"] / 1e6,
-                     "closed over: lower + compile (s)": closed["lower (s)"] + closed["compile (s)"],
-                     "argument: lower + compile (s)": passed["lower (s)"] + passed["compile (s)"]})
+        rows.append(
+            {
+                "table side": side,
+                "table (MB)": closed["constant bytes"] / 1e6,
+                "closed over: StableHLO (MB)": closed["StableHLO characters"] / 1e6,
+                "closed over: lower + compile (s)": closed["lower (s)"]
+                + closed["compile (s)"],
+                "argument: lower + compile (s)": passed["lower (s)"]
+                + passed["compile (s)"],
+            }
+        )
     return rows
 
 
 def make_piece(k: int) -> Callable:
     """A small step that differs with ``k``; each call makes a new function, as pieces of a real program are."""
+
     def piece(x):
         return jnp.sin(x) + k
 
@@ -339,18 +424,29 @@ def pieces_rows(n: int, size: int = 64) -> list[dict]:
         return x
 
     rows = []
-    for how, fn in ((f"{n} jitted pieces", one_by_one), ("one jit around them", one_program)):
+    for how, fn in (
+        (f"{n} jitted pieces", one_by_one),
+        ("one jit around them", one_program),
+    ):
         with count_compiles() as log:
             start = time.perf_counter()
             jax.block_until_ready(fn(x))
             first = time.perf_counter() - start
         warm = timing.time_call(fn, x, repeats=5, warmup=0)
-        rows.append({"how": how, "compiles": log.count, "compile (s)": log.compile_seconds, "first call (s)": first,
-                     "warm call (ms)": 1e3 * warm.median})
+        rows.append(
+            {
+                "how": how,
+                "compiles": log.count,
+                "compile (s)": log.compile_seconds,
+                "first call (s)": first,
+                "warm call (ms)": 1e3 * warm.median,
+            }
+        )
     return rows
 
 
 # --- the other knobs of jax.jit ----------------------------------------------------------------------------
+
 
 def ignores_second(x: jax.Array, unused: jax.Array) -> jax.Array:
     """Uses ``x`` only: with ``keep_unused=False`` jit may drop ``unused`` from the executable.
@@ -366,8 +462,18 @@ def keep_unused_rows(size: int) -> list[dict]:
     x, unused = jnp.ones(size), jnp.ones((size, size))
     rows = []
     for keep in (False, True):
-        compiled = fresh_jit(ignores_second, keep_unused=keep).trace(x, unused).lower().compile()
-        rows.append({"keep_unused": keep, "argument bytes": compiled.memory_analysis().argument_size_in_bytes})
+        compiled = (
+            fresh_jit(ignores_second, keep_unused=keep)
+            .trace(x, unused)
+            .lower()
+            .compile()
+        )
+        rows.append(
+            {
+                "keep_unused": keep,
+                "argument bytes": compiled.memory_analysis().argument_size_in_bytes,
+            }
+        )
     return rows
 
 
@@ -382,8 +488,14 @@ def inline_rows() -> list[dict]:
 
         lowered = fresh_jit(twice).trace(jnp.ones(4)).lower()
         text, optimized = lowered.as_text(), lowered.compile().as_text()
-        rows.append({"inline": inline, "StableHLO functions": text.count("func.func"), "StableHLO calls": text.count("call @"),
-                     "calls after XLA": optimized.count(" call(")})
+        rows.append(
+            {
+                "inline": inline,
+                "StableHLO functions": text.count("func.func"),
+                "StableHLO calls": text.count("call @"),
+                "calls after XLA": optimized.count(" call("),
+            }
+        )
     return rows
 
 
@@ -401,6 +513,14 @@ FAST_MIN_MAX = {"xla_cpu_enable_fast_min_max": True}
 def compiler_options_rows(x: jax.Array) -> list[dict]:
     """``largest(x)`` compiled with XLA's default options and with ``FAST_MIN_MAX``, and NumPy's answer."""
     rows = [{"compiled with": "NumPy (no XLA)", "result": float(np.max(np.asarray(x)))}]
-    for label, options in (("default options", None), ("compiler_options=FAST_MIN_MAX", FAST_MIN_MAX)):
-        rows.append({"compiled with": label, "result": float(fresh_jit(largest, compiler_options=options)(x))})
+    for label, options in (
+        ("default options", None),
+        ("compiler_options=FAST_MIN_MAX", FAST_MIN_MAX),
+    ):
+        rows.append(
+            {
+                "compiled with": label,
+                "result": float(fresh_jit(largest, compiler_options=options)(x)),
+            }
+        )
     return rows

@@ -31,7 +31,10 @@ def _pln(args: argparse.Namespace) -> None:
 
         missing = peers.peers_missing()
         if missing:  # said first, so nobody waits for the JAX levels to learn the peers are missing
-            print(f"--peers: {missing}\nThe JAX levels follow, without the peers.\n", flush=True)
+            print(
+                f"--peers: {missing}\nThe JAX levels follow, without the peers.\n",
+                flush=True,
+            )
             args.peers = False
     from .pln import TUTORIAL_REPEAT, device_data, load_oaks
     from .pln.bench import level_row, newton_time_to_target, thread_contention
@@ -42,59 +45,132 @@ def _pln(args: argparse.Namespace) -> None:
 
     levels = args.levels.split(",") if args.levels else list(LEVELS)
     profiled = [lv for lv in args.profile_levels.split(",") if lv]
-    unknown = [lv for lv in levels if lv not in LEVELS] + [lv for lv in profiled if lv not in PROGRAMS]
+    unknown = [lv for lv in levels if lv not in LEVELS] + [
+        lv for lv in profiled if lv not in PROGRAMS
+    ]
     if unknown:
-        raise SystemExit(f"unknown level(s) {unknown}; choose from {', '.join(LEVELS)} "
-                         f"(profiles: {', '.join(PROGRAMS)})")
+        raise SystemExit(
+            f"unknown level(s) {unknown}; choose from {', '.join(LEVELS)} "
+            f"(profiles: {', '.join(PROGRAMS)})"
+        )
     raw = load_oaks(args.n_repeat)
     data = device_data(raw)
     n, p = data.Y.shape
-    print(f"PLN levels, {n:,} x {p}, {args.iters} iterations, median and min of {args.repeats} repeats "
-          "(OpenBLAS limited inside every fit, as pln.fit does)\n")
-    rows = [_step(f"level {lv}", lambda lv=lv: level_row(data, args.iters, lv, args.repeats, args.eager_iters))
-            for lv in levels]
+    print(
+        f"PLN levels, {n:,} x {p}, {args.iters} iterations, median and min of {args.repeats} repeats "
+        "(OpenBLAS limited inside every fit, as pln.fit does)\n"
+    )
+    rows = [
+        _step(
+            f"level {lv}",
+            lambda lv=lv: level_row(
+                data, args.iters, lv, args.repeats, args.eager_iters
+            ),
+        )
+        for lv in levels
+    ]
     caption, pypln_loss = None, None
     if args.peers or args.peers_python:
         from .pln.peers import add_peers
 
-        caption, pypln_loss = _step("peers (PyTorch eager, torch.compile, pyPLNmodels)",
-                                    lambda: add_peers(rows, raw, args.iters, args.repeats, args.peers_python))
+        caption, pypln_loss = _step(
+            "peers (PyTorch eager, torch.compile, pyPLNmodels)",
+            lambda: add_peers(rows, raw, args.iters, args.repeats, args.peers_python),
+        )
     print(table(rows, caption))
     contention_iters = min(args.iters, 50)
-    print(f"\nTwo thread pools: the scan level's compiled loop, {contention_iters} iterations\n")
-    print(table(_step("thread contention", lambda: thread_contention(data, contention_iters, "scan", args.repeats))))
+    print(
+        f"\nTwo thread pools: the scan level's compiled loop, {contention_iters} iterations\n"
+    )
+    print(
+        table(
+            _step(
+                "thread contention",
+                lambda: thread_contention(data, contention_iters, "scan", args.repeats),
+            )
+        )
+    )
     for level in profiled:
+
         def profile(level=level):
             with blas_limited():
                 PROGRAMS[level](data, 20, 1.0)[0].block_until_ready()
                 return op_profile(lambda: PROGRAMS[level](data, 20, 1.0)[0], 20)
+
         rows = _step(f"profile of {level}", profile)
-        print(f"\nProfile of the {level} level: most expensive XLA operations, ms per iteration\n")
+        print(
+            f"\nProfile of the {level} level: most expensive XLA operations, ms per iteration\n"
+        )
         print(table(rows))
     if args.newton_iters:
-        target = pypln_loss or PYPLN_REFERENCE_NEG_ELBO * args.n_repeat / PYPLN_REFERENCE_REPEAT
-        row = _step(f"Newton fit, {args.newton_iters} iterations",
-                    lambda: newton_time_to_target(data, target, args.newton_iters, args.repeats))
-        print(f"\nNewton fit, time to the pyPLNmodels reference loss {target:,.0f} "
-              f"(reference measured at repeat {TUTORIAL_REPEAT}, scaled)\n")
+        target = (
+            pypln_loss
+            or PYPLN_REFERENCE_NEG_ELBO * args.n_repeat / PYPLN_REFERENCE_REPEAT
+        )
+        row = _step(
+            f"Newton fit, {args.newton_iters} iterations",
+            lambda: newton_time_to_target(
+                data, target, args.newton_iters, args.repeats
+            ),
+        )
+        print(
+            f"\nNewton fit, time to the pyPLNmodels reference loss {target:,.0f} "
+            f"(reference measured at repeat {TUTORIAL_REPEAT}, scaled)\n"
+        )
         print(table([row]))
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m jitbook.bench", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="python -m jitbook.bench", description=__doc__
+    )
     sub = parser.add_subparsers(dest="benchmark", required=True)
-    pln = sub.add_parser("pln", help="the PLN worked example: every level, compile and run time")
-    pln.add_argument("--n-repeat", type=int, default=100, help="rows of the oaks data repeated (100: the tutorial's size)")
+    pln = sub.add_parser(
+        "pln", help="the PLN worked example: every level, compile and run time"
+    )
+    pln.add_argument(
+        "--n-repeat",
+        type=int,
+        default=100,
+        help="rows of the oaks data repeated (100: the tutorial's size)",
+    )
     pln.add_argument("--iters", type=int, default=1000, help="iterations per fit")
-    pln.add_argument("--repeats", type=int, default=3, help="timed runs per level, after one compiling run")
-    pln.add_argument("--eager-iters", type=int, default=3, help="iterations actually run by the eager level")
-    pln.add_argument("--levels", default="", help="comma-separated subset of levels (default: all)")
-    pln.add_argument("--newton-iters", type=int, default=1000, help="iterations of the Newton fit (0: skip)")
-    pln.add_argument("--profile-levels", default="scan,fast",
-                     help="levels to profile per XLA operation (scan, namedtuple, fast; empty: none)")
-    pln.add_argument("--peers", action="store_true",
-                     help="also time PyTorch eager, torch.compile and pyPLNmodels (optional: pip install -e .[peers])")
-    pln.add_argument("--peers-python", default=None, help="run the peers in this interpreter (e.g. a venv with torch)")
+    pln.add_argument(
+        "--repeats",
+        type=int,
+        default=3,
+        help="timed runs per level, after one compiling run",
+    )
+    pln.add_argument(
+        "--eager-iters",
+        type=int,
+        default=3,
+        help="iterations actually run by the eager level",
+    )
+    pln.add_argument(
+        "--levels", default="", help="comma-separated subset of levels (default: all)"
+    )
+    pln.add_argument(
+        "--newton-iters",
+        type=int,
+        default=1000,
+        help="iterations of the Newton fit (0: skip)",
+    )
+    pln.add_argument(
+        "--profile-levels",
+        default="scan,fast",
+        help="levels to profile per XLA operation (scan, namedtuple, fast; empty: none)",
+    )
+    pln.add_argument(
+        "--peers",
+        action="store_true",
+        help="also time PyTorch eager, torch.compile and pyPLNmodels (optional: pip install -e .[peers])",
+    )
+    pln.add_argument(
+        "--peers-python",
+        default=None,
+        help="run the peers in this interpreter (e.g. a venv with torch)",
+    )
     pln.set_defaults(run=_pln)
     args = parser.parse_args(argv)
     args.run(args)

@@ -65,7 +65,7 @@ def _split_front_matter(text: str) -> tuple[dict, list[str], int]:
     lines = text.splitlines()
     if lines and lines[0].strip() == "---":
         end = next(i for i in range(1, len(lines)) if lines[i].strip() == "---")
-        return yaml.safe_load("\n".join(lines[1:end])) or {}, lines[end + 1:], end + 1
+        return yaml.safe_load("\n".join(lines[1:end])) or {}, lines[end + 1 :], end + 1
     return {}, lines, 0
 
 
@@ -110,7 +110,11 @@ def to_notebook(qmd: Path) -> nbformat.NotebookNode:
         i += 1
     flush_markdown()
     nb = nbformat.v4.new_notebook(cells=cells)
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb.metadata["kernelspec"] = {
+        "name": "python3",
+        "display_name": "Python 3",
+        "language": "python",
+    }
     nb.metadata["language_info"] = {"name": "python"}
     nb.metadata["jitbook"] = {"source": qmd.name}
     return nb
@@ -138,7 +142,9 @@ def _with_inline_cells(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
         exprs = INLINE.findall(cell.source) if cell.cell_type == "markdown" else []
         if exprs:
             values = ", ".join(f"str({e.strip()})" for e in exprs)
-            helper = nbformat.v4.new_code_cell(f"print({_INLINE_MARK!r}, __import__('json').dumps([{values}]))")
+            helper = nbformat.v4.new_code_cell(
+                f"print({_INLINE_MARK!r}, __import__('json').dumps([{values}]))"
+            )
             helper.metadata["jitbook"] = {"inline_helper": True}
             cells.append(helper)
     nb.cells = cells
@@ -155,10 +161,14 @@ def _fill_inline(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
     cells = []
     for cell in nb.cells:
         if cell.metadata.get("jitbook", {}).get("inline_helper"):
-            text = "".join(o.get("text", "") for o in cell.outputs if o.get("name") == "stdout")
+            text = "".join(
+                o.get("text", "") for o in cell.outputs if o.get("name") == "stdout"
+            )
             values = iter(json.loads(text.split(_INLINE_MARK, 1)[1]))
             markdown = cells[-1]
-            markdown.source = INLINE.sub(lambda m, values=values: _escape_markdown(next(values)), markdown.source)
+            markdown.source = INLINE.sub(
+                lambda m, values=values: _escape_markdown(next(values)), markdown.source
+            )
         else:
             cells.append(cell)
     nb.cells = cells
@@ -166,8 +176,15 @@ def _fill_inline(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
 
 
 def _cell_failure(qmd: Path, nb, err: CellExecutionError) -> ChapterError:
-    failed = next((c for c in nb.cells if c.cell_type == "code" and any(
-        o.get("output_type") == "error" for o in c.get("outputs", []))), None)
+    failed = next(
+        (
+            c
+            for c in nb.cells
+            if c.cell_type == "code"
+            and any(o.get("output_type") == "error" for o in c.get("outputs", []))
+        ),
+        None,
+    )
     if failed is not None and failed.metadata.get("jitbook", {}).get("inline_helper"):
         where = "an inline `{python} ...` expression in the Markdown just above"
         index = nb.cells.index(failed)
@@ -188,10 +205,17 @@ def execute(qmd: Path, timeout: int = 3600) -> nbformat.NotebookNode:
     """
     qmd = Path(qmd).resolve()
     if not qmd.exists() or qmd.suffix != ".qmd":
-        raise FileNotFoundError(f"no chapter at {qmd}; give the path of a .qmd file, e.g. chapters/why-compile.qmd.")
+        raise FileNotFoundError(
+            f"no chapter at {qmd}; give the path of a .qmd file, e.g. chapters/why-compile.qmd."
+        )
     nb = _with_inline_cells(to_notebook(qmd))
-    client = NotebookClient(nb, timeout=timeout, kernel_name="python3", extra_arguments=QUIET_KERNEL,
-                            resources={"metadata": {"path": str(qmd.parent)}})
+    client = NotebookClient(
+        nb,
+        timeout=timeout,
+        kernel_name="python3",
+        extra_arguments=QUIET_KERNEL,
+        resources={"metadata": {"path": str(qmd.parent)}},
+    )
     try:
         client.execute()
     except CellExecutionError as err:
@@ -213,10 +237,20 @@ def run(qmd: Path, out_dir: Path | None = None) -> Path:
 
 REF = re.compile(r"\[?-?@((sec|fig|tbl|lst|exr)-[\w-]*\w)\]?")
 HEADING_LABEL = re.compile(r"^#+\s+(.+?)\s*\{#((?:sec|exr)-[\w-]+)[^}]*\}\s*$", re.M)
-HEADING_ATTRIBUTES = re.compile(r"^(#+ .*?)\s*\{[#.][^}]*\}[ \t]*$", re.M)  # `{#sec-x}`, `{.unnumbered}`
-KINDS = {"sec": "section", "exr": "exercise", "tbl": "table", "fig": "figure", "lst": "listing"}
-SMALL_NOTE = ("*This notebook ran at the small problem sizes (`JITBOOK_SMALL=1`), so its numbers are not the "
-              "full-size ones the book describes.*")
+HEADING_ATTRIBUTES = re.compile(
+    r"^(#+ .*?)\s*\{[#.][^}]*\}[ \t]*$", re.M
+)  # `{#sec-x}`, `{.unnumbered}`
+KINDS = {
+    "sec": "section",
+    "exr": "exercise",
+    "tbl": "table",
+    "fig": "figure",
+    "lst": "listing",
+}
+SMALL_NOTE = (
+    "*This notebook ran at the small problem sizes (`JITBOOK_SMALL=1`), so its numbers are not the "
+    "full-size ones the book describes.*"
+)
 
 
 def label_titles(root: Path = ROOT) -> dict[str, str]:
@@ -225,9 +259,18 @@ def label_titles(root: Path = ROOT) -> dict[str, str]:
     for qmd in chapter_files(root):
         if not qmd.exists():
             continue
-        titles.update({label: title.strip() for title, label in HEADING_LABEL.findall(qmd.read_text())})
+        titles.update(
+            {
+                label: title.strip()
+                for title, label in HEADING_LABEL.findall(qmd.read_text())
+            }
+        )
         for cell in to_notebook(qmd).cells:
-            options = cell.metadata.get("jitbook", {}).get("options", {}) if cell.cell_type == "code" else {}
+            options = (
+                cell.metadata.get("jitbook", {}).get("options", {})
+                if cell.cell_type == "code"
+                else {}
+            )
             label = str(options.get("label", ""))
             caption = options.get(f"{label.split('-')[0]}-cap")
             if label and caption:
@@ -258,18 +301,26 @@ def _inline_values(cell) -> str:
     return INLINE.sub(value, cell.source)
 
 
-def reader_notebook(nb: nbformat.NotebookNode, titles: dict[str, str] | None = None) -> nbformat.NotebookNode:
+def reader_notebook(
+    nb: nbformat.NotebookNode, titles: dict[str, str] | None = None
+) -> nbformat.NotebookNode:
     """The executed notebook as a Jupyter reader gets it: inline values filled, cross-references in words."""
     titles = label_titles() if titles is None else titles
     for cell in nb.cells:
         if cell.cell_type == "markdown":
-            source = _inline_values(cell) if cell.metadata.get("user_expressions") else cell.source
+            source = (
+                _inline_values(cell)
+                if cell.metadata.get("user_expressions")
+                else cell.source
+            )
             source = HEADING_ATTRIBUTES.sub(r"\1", source)
             cell.source = REF.sub(lambda m: words_for(m.group(1), titles), source)
             cell.metadata.pop("user_expressions", None)
     if size.is_small() and not any(SMALL_NOTE in c.source for c in nb.cells):
-        nb.cells.insert(1 if nb.cells and nb.cells[0].cell_type == "markdown" else 0,
-                        nbformat.v4.new_markdown_cell(SMALL_NOTE))
+        nb.cells.insert(
+            1 if nb.cells and nb.cells[0].cell_type == "markdown" else 0,
+            nbformat.v4.new_markdown_cell(SMALL_NOTE),
+        )
     return nb
 
 
@@ -277,19 +328,39 @@ def reader_notebook(nb: nbformat.NotebookNode, titles: dict[str, str] | None = N
 
 # Quarto 1.7 adds require.js and jQuery from a CDN to a page whose notebook has any of these outputs
 # (src/core/jupyter/widgets.ts); the site step removes those tags, so the book's HTML outputs must not need them.
-CDN_TRIGGERS = ("text/html", "application/javascript", "application/vnd.jupyter.widget-view+json")
-REMOTE_TAG = re.compile(r"""<script\b[^>]*\bsrc=["']?(?:https?:)?//[^>]*>\s*</script>\s*"""
-                        r"""|<link\b[^>]*\bhref=["']?(?:https?:)?//[^>]*>\s*""", re.I)
-JQUERY_SHIM = re.compile(r"""<script type="application/javascript">define\('jquery'.*?</script>\s*""", re.S)
-REMOTE_LOAD = re.compile(r"""<(?:script|img|iframe|audio|video|source|embed)\b[^>]*\bsrc=["']?((?:https?:)?//[^"'\s>]+)"""
-                         r"""|<link\b[^>]*\bhref=["']?((?:https?:)?//[^"'\s>]+)""", re.I)
-NEEDS_REQUIRE = re.compile(r"\brequire(?:js)?\s*[(.\[]|\bdefine\s*\(|\bjQuery\b|\$\s*\(")
+CDN_TRIGGERS = (
+    "text/html",
+    "application/javascript",
+    "application/vnd.jupyter.widget-view+json",
+)
+REMOTE_TAG = re.compile(
+    r"""<script\b[^>]*\bsrc=["']?(?:https?:)?//[^>]*>\s*</script>\s*"""
+    r"""|<link\b[^>]*\bhref=["']?(?:https?:)?//[^>]*>\s*""",
+    re.I,
+)
+JQUERY_SHIM = re.compile(
+    r"""<script type="application/javascript">define\('jquery'.*?</script>\s*""", re.S
+)
+REMOTE_LOAD = re.compile(
+    r"""<(?:script|img|iframe|audio|video|source|embed)\b[^>]*\bsrc=["']?((?:https?:)?//[^"'\s>]+)"""
+    r"""|<link\b[^>]*\bhref=["']?((?:https?:)?//[^"'\s>]+)""",
+    re.I,
+)
+NEEDS_REQUIRE = re.compile(
+    r"\brequire(?:js)?\s*[(.\[]|\bdefine\s*\(|\bjQuery\b|\$\s*\("
+)
 
 
 def cdn_triggers(nb: nbformat.NotebookNode) -> list[tuple[int, str]]:
     """The (cell index, MIME type) of each output that makes Quarto add its CDN scripts to the page."""
-    return [(i, mime) for i, cell in enumerate(nb.cells) if cell.cell_type == "code"
-            for out in cell.get("outputs", []) for mime in out.get("data", {}) if mime in CDN_TRIGGERS]
+    return [
+        (i, mime)
+        for i, cell in enumerate(nb.cells)
+        if cell.cell_type == "code"
+        for out in cell.get("outputs", [])
+        for mime in out.get("data", {})
+        if mime in CDN_TRIGGERS
+    ]
 
 
 def remote_loads(html: str) -> list[str]:
@@ -301,7 +372,9 @@ def needs_require_or_jquery(html: str) -> bool:
     """Whether an HTML output's scripts use require.js or jQuery, which the offline site does not ship."""
     from .explore import plotly_js
 
-    vendored = plotly_js().strip()  # minified plotly.js has "$(" but no AMD branch (tests/test_browser.py)
+    vendored = (
+        plotly_js().strip()
+    )  # minified plotly.js has "$(" but no AMD branch (tests/test_browser.py)
     scripts = re.findall(r"<script\b[^>]*>(.*?)</script>", html, re.S | re.I)
     return any(NEEDS_REQUIRE.search(s) for s in scripts if s.strip() != vendored)
 
@@ -318,7 +391,9 @@ def chapter_pages(root: Path = ROOT) -> list[Path]:
 
 def quarto_notebook(qmd: Path) -> Path | None:
     """The executed notebook Quarto kept for a chapter (``keep-ipynb``), newest first if several were left."""
-    kept = sorted(qmd.parent.glob(f"{qmd.stem}.quarto_ipynb*"), key=lambda p: p.stat().st_mtime)
+    kept = sorted(
+        qmd.parent.glob(f"{qmd.stem}.quarto_ipynb*"), key=lambda p: p.stat().st_mtime
+    )
     return kept[-1] if kept else None
 
 
@@ -334,7 +409,9 @@ def build_site(site: Path, root: Path = ROOT) -> list[Path]:
     """
     site = Path(site)
     if not site.is_dir():
-        raise FileNotFoundError(f"no rendered site at {site}; run `quarto render` (or `make book`) first.")
+        raise FileNotFoundError(
+            f"no rendered site at {site}; run `quarto render` (or `make book`) first."
+        )
     for page in site.rglob("*.html"):
         text = page.read_text()
         if offline_html(text) != text:
@@ -361,26 +438,41 @@ def build_site(site: Path, root: Path = ROOT) -> list[Path]:
         BUILD.mkdir(parents=True, exist_ok=True)
         nbformat.write(nb, BUILD / path.name)
         written.append(path)
-    for page in chapter_files(root):  # pages without a download (the preface) leave theirs too
+    for page in chapter_files(
+        root
+    ):  # pages without a download (the preface) leave theirs too
         for stale in page.parent.glob(f"{page.stem}.quarto_ipynb*"):
             stale.unlink()
     if missing:
         names = ", ".join(str(q.relative_to(root)) for q in missing)
         raise FileNotFoundError(
             f"no executed notebook for {names}: Quarto keeps one as chapters/<name>.quarto_ipynb only with "
-            f"`execute: keep-ipynb: true` in _quarto.yml; render the whole book with `make book`.")
+            f"`execute: keep-ipynb: true` in _quarto.yml; render the whole book with `make book`."
+        )
     return written
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m jitbook.book", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m jitbook.book", description=__doc__.split("\n\n")[0]
+    )
     sub = parser.add_subparsers(dest="command", required=True)
-    run_p = sub.add_parser("run", help="execute chapters and write notebooks to _build/notebooks/")
+    run_p = sub.add_parser(
+        "run", help="execute chapters and write notebooks to _build/notebooks/"
+    )
     run_p.add_argument("chapters", nargs="*", type=Path)
-    run_p.add_argument("--all", action="store_true", help="every chapter listed in _quarto.yml")
-    site_p = sub.add_parser("site", help="Quarto's post-render step: offline pages, a notebook per chapter")
-    site_p.add_argument("site", type=Path, nargs="?",
-                        default=Path(os.environ.get("QUARTO_PROJECT_OUTPUT_DIR", SITE)))
+    run_p.add_argument(
+        "--all", action="store_true", help="every chapter listed in _quarto.yml"
+    )
+    site_p = sub.add_parser(
+        "site", help="Quarto's post-render step: offline pages, a notebook per chapter"
+    )
+    site_p.add_argument(
+        "site",
+        type=Path,
+        nargs="?",
+        default=Path(os.environ.get("QUARTO_PROJECT_OUTPUT_DIR", SITE)),
+    )
     args = parser.parse_args(argv)
     if args.command == "site":
         try:
@@ -388,13 +480,22 @@ def main(argv: list[str] | None = None) -> int:
         except FileNotFoundError as err:
             print(err, file=sys.stderr)
             return 1
-        print(f"site: {len(written)} chapter notebooks written to {args.site}/notebooks, remote scripts removed")
+        print(
+            f"site: {len(written)} chapter notebooks written to {args.site}/notebooks, remote scripts removed"
+        )
         return 0
     chapters = chapter_files() if args.all else args.chapters
     if not chapters:
         parser.error("name chapters to run, or pass --all")
-    sizes = "small problem sizes (JITBOOK_SMALL=1)" if size.is_small() else "full problem sizes"
-    print(f"Executing {len(chapters)} chapter(s) at {sizes}, one fresh kernel each.", flush=True)
+    sizes = (
+        "small problem sizes (JITBOOK_SMALL=1)"
+        if size.is_small()
+        else "full problem sizes"
+    )
+    print(
+        f"Executing {len(chapters)} chapter(s) at {sizes}, one fresh kernel each.",
+        flush=True,
+    )
     total = time.perf_counter()
     for n, qmd in enumerate(chapters, 1):
         start = time.perf_counter()
@@ -404,9 +505,15 @@ def main(argv: list[str] | None = None) -> int:
         except (ChapterError, FileNotFoundError) as err:
             print(err, file=sys.stderr)
             return 1
-        print(f"[{n}/{len(chapters)}] {Path(qmd).name}: ran in {time.perf_counter() - start:.1f} s -> "
-              f"{_shown(path)}", flush=True)
-    print(f"All {len(chapters)} chapter(s) ran in {time.perf_counter() - total:.1f} s.", flush=True)
+        print(
+            f"[{n}/{len(chapters)}] {Path(qmd).name}: ran in {time.perf_counter() - start:.1f} s -> "
+            f"{_shown(path)}",
+            flush=True,
+        )
+    print(
+        f"All {len(chapters)} chapter(s) ran in {time.perf_counter() - total:.1f} s.",
+        flush=True,
+    )
     return 0
 
 

@@ -48,8 +48,10 @@ class CompileLog:
     def count_for(self, name: str) -> int:
         """XLA compilations of functions called ``name`` (as in ``def name``)."""
         if not isinstance(name, str):
-            raise TypeError(f"count_for takes a function name as a string, got {type(name).__name__}; "
-                            f"pass f.__name__ for a function f.")
+            raise TypeError(
+                f"count_for takes a function name as a string, got {type(name).__name__}; "
+                f"pass f.__name__ for a function f."
+            )
         return sum(_plain_name(n) == name for n in self.compiles)
 
     def _on_duration(self, event: str, duration: float, **kwargs) -> None:
@@ -67,8 +69,10 @@ class CompileLog:
             self.persistent_cache_hits += 1
 
     def __repr__(self) -> str:
-        return (f"CompileLog(count={self.count}, compiles={self.compiles}, traces={self.traces}, "
-                f"compile_seconds={self.compile_seconds:.3f})")
+        return (
+            f"CompileLog(count={self.count}, compiles={self.compiles}, traces={self.traces}, "
+            f"compile_seconds={self.compile_seconds:.3f})"
+        )
 
 
 @contextlib.contextmanager
@@ -94,8 +98,9 @@ class _Records(logging.Handler):
 
 
 @contextlib.contextmanager
-def capture_jax_logs(explain_cache_misses: bool = True,
-                     log_compiles: bool = True) -> Iterator[list[str]]:
+def capture_jax_logs(
+    explain_cache_misses: bool = True, log_compiles: bool = True
+) -> Iterator[list[str]]:
     """Capture the messages of ``jax_explain_cache_misses`` and ``jax.log_compiles()`` as strings.
 
     JAX writes them through the ``jax`` logger at WARNING level; we listen there instead of
@@ -136,9 +141,17 @@ def probe(fn: Callable, cases: Sequence[tuple[str, object]]) -> list[dict]:
         with count_compiles() as log:
             jitted(arg)
         types = [jax.typeof(leaf) for leaf in jax.tree.leaves(arg)]
-        seen = jax.tree.map(lambda leaf: jax.typeof(leaf).str_short(short_dtypes=True), arg)
-        rows.append({"argument": label, "jit sees": str(seen).replace("'", ""),
-                     "weak type": any(t.weak_type for t in types), "compiled": log.count_for(fn.__name__)})
+        seen = jax.tree.map(
+            lambda leaf: jax.typeof(leaf).str_short(short_dtypes=True), arg
+        )
+        rows.append(
+            {
+                "argument": label,
+                "jit sees": str(seen).replace("'", ""),
+                "weak type": any(t.weak_type for t in types),
+                "compiled": log.count_for(fn.__name__),
+            }
+        )
     return rows
 
 
@@ -147,7 +160,9 @@ def run_cell(source: str, name: str) -> Callable:
     namespace: dict = {}
     exec(compile(source, f"<cell defining {name}>", "exec"), namespace)
     if name not in namespace:
-        raise ValueError(f"the cell does not define {name!r}; it defines {sorted(k for k in namespace if k != '__builtins__')}.")
+        raise ValueError(
+            f"the cell does not define {name!r}; it defines {sorted(k for k in namespace if k != '__builtins__')}."
+        )
     return namespace[name]
 
 
@@ -157,7 +172,10 @@ _ADDRESS = re.compile(r"\b0x[0-9a-fA-F]{6,}\b|\bid=\d+")
 
 def without_paths(message: str) -> str:
     """``message`` with file paths cut to their file name and memory addresses masked: no build paths on a page."""
-    return _ADDRESS.sub(lambda m: "id=..." if m.group().startswith("id") else "0x...", _PATH.sub(r"\1", message))
+    return _ADDRESS.sub(
+        lambda m: "id=..." if m.group().startswith("id") else "0x...",
+        _PATH.sub(r"\1", message),
+    )
 
 
 def messages_about(messages: Sequence[str], name: str, max_lines: int = 8) -> str:
@@ -168,13 +186,19 @@ def messages_about(messages: Sequence[str], name: str, max_lines: int = 8) -> st
     """
     keep = []
     for m in messages:
-        if (f"for {name} defined" in m or f"jit({name})" in m or f"    {name} id=" in m
-                or f"tracing {name} for jit" in m):
+        if (
+            f"for {name} defined" in m
+            or f"jit({name})" in m
+            or f"    {name} id=" in m
+            or f"tracing {name} for jit" in m
+        ):
             keep.append("\n".join(m.splitlines()[:max_lines]))
     return fit(re.sub(r"(?<=\S)(https?://)", r" \1", without_paths("\n".join(keep))))
 
 
-def explain_miss(fn: Callable, warm: tuple, then: tuple, config: dict | None = None, **jit_kwargs) -> str:
+def explain_miss(
+    fn: Callable, warm: tuple, then: tuple, config: dict | None = None, **jit_kwargs
+) -> str:
     """Call a fresh ``jax.jit(fn)`` on ``warm``, then on ``then`` (with ``config`` options set): JAX's own words."""
     jitted = fresh_jit(fn, **jit_kwargs)
     jitted(*warm)

@@ -56,15 +56,23 @@ def fit(text: str, width: int = COLUMN, indent: str = "    ") -> str:
     lines = []
     for line in text.splitlines():
         lead = line[: len(line) - len(line.lstrip())]
-        lines += textwrap.wrap(line, width, subsequent_indent=lead + indent, break_long_words=False,
-                               break_on_hyphens=False) or [line]
+        lines += textwrap.wrap(
+            line,
+            width,
+            subsequent_indent=lead + indent,
+            break_long_words=False,
+            break_on_hyphens=False,
+        ) or [line]
     return "\n".join(lines)
 
 
 def clip_lines(text: str, width: int = COLUMN) -> str:
     """``text`` with each line longer than ``width`` cut to it, ending in ``…``: program text (StableHLO, HLO)
     keeps its layout, where wrapping would misread it, and a 1 MB constant stays one short line."""
-    return "\n".join(line if len(line) <= width else line[: width - 1] + "…" for line in text.splitlines())
+    return "\n".join(
+        line if len(line) <= width else line[: width - 1] + "…"
+        for line in text.splitlines()
+    )
 
 
 def _cell(value) -> str:
@@ -76,19 +84,32 @@ def _cell(value) -> str:
 def _escape_html(text: str) -> str:
     """``<`` and ``>`` outside code spans escaped, so Markdown shows ``<Error>`` instead of dropping it as a tag."""
     parts = re.split(r"(`+[^`]*`+)", text)
-    return "".join(p if p.startswith("`") else p.replace("<", r"\<").replace(">", r"\>") for p in parts)
+    return "".join(
+        p if p.startswith("`") else p.replace("<", r"\<").replace(">", r"\>")
+        for p in parts
+    )
 
 
 def table(rows: Sequence[dict], caption: str | None = None) -> Markdown:
     """A list of dicts (one per row, same keys) as a Markdown table."""
     rows = list(rows)
     if not rows or not all(isinstance(r, dict) for r in rows):
-        raise ValueError("table() takes a non-empty list of dicts, one dict per row, e.g. [{'level': 'eager', 's': 1.2}].")
+        raise ValueError(
+            "table() takes a non-empty list of dicts, one dict per row, e.g. [{'level': 'eager', 's': 1.2}]."
+        )
     columns = list(rows[0])
     # Dashes as long as a column's widest cell: Pandoc sizes the columns of a wide table by them, not equally.
-    widths = [max([3, *map(len, columns[i].split())] + [len(_cell(r.get(c, ""))) for r in rows])
-              for i, c in enumerate(columns)]
-    lines = ["| " + " | ".join(columns) + " |", "|" + "|".join("-" * w for w in widths) + "|"]
+    widths = [
+        max(
+            [3, *map(len, columns[i].split())]
+            + [len(_cell(r.get(c, ""))) for r in rows]
+        )
+        for i, c in enumerate(columns)
+    ]
+    lines = [
+        "| " + " | ".join(columns) + " |",
+        "|" + "|".join("-" * w for w in widths) + "|",
+    ]
     for row in rows:
         lines.append("| " + " | ".join(_cell(row.get(c, "")) for c in columns) + " |")
     if caption:  # escaped like a cell, so `<Error>` stays a word instead of an HTML tag
@@ -108,11 +129,23 @@ def version_rows() -> list[dict]:
     import os
 
     rows = [{"component": "Python", "version": platform.python_version()}]
-    rows += [{"component": d, "version": _version(d)} for d in ("jax", "jaxlib", "equinox", "optax", "numpy")]
+    rows += [
+        {"component": d, "version": _version(d)}
+        for d in ("jax", "jaxlib", "equinox", "optax", "numpy")
+    ]
     device = jax.devices()[0]
-    rows.append({"component": "device", "version": f"{device.platform} ({device.device_kind}), {len(jax.devices())} device(s)"})
-    flags = os.environ.get("XLA_FLAGS", "")  # in a code span: Markdown would set `--` as an en dash
-    rows.append({"component": "XLA_FLAGS", "version": f"`{flags}`" if flags else "(none)"})
+    rows.append(
+        {
+            "component": "device",
+            "version": f"{device.platform} ({device.device_kind}), {len(jax.devices())} device(s)",
+        }
+    )
+    flags = os.environ.get(
+        "XLA_FLAGS", ""
+    )  # in a code span: Markdown would set `--` as an en dash
+    rows.append(
+        {"component": "XLA_FLAGS", "version": f"`{flags}`" if flags else "(none)"}
+    )
     return rows
 
 

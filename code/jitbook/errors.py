@@ -28,7 +28,9 @@ def error_of(fn: Callable, *args, **kwargs) -> BaseException:
     """
     err = raised(fn, *args, **kwargs)
     if err is None:
-        raise ValueError(f"{getattr(fn, '__name__', fn)!r} did not raise for these arguments.")
+        raise ValueError(
+            f"{getattr(fn, '__name__', fn)!r} did not raise for these arguments."
+        )
     return err
 
 
@@ -38,7 +40,9 @@ def error_line(err: BaseException | None) -> str:
     if err is None:
         return "no error"
     if not isinstance(err, BaseException):
-        raise TypeError(f"error_line takes an exception (e.g. from raised()), got {type(err).__name__}.")
+        raise TypeError(
+            f"error_line takes an exception (e.g. from raised()), got {type(err).__name__}."
+        )
     lines = [line.strip() for line in str(err).splitlines() if line.strip()] or [""]
     first = " ".join(lines[:2]) if lines[0].endswith(":") else lines[0]
     return f"{type(err).__name__}: {without_paths(first)}"
@@ -60,9 +64,20 @@ def call_outcome(fn: Callable, *args) -> dict:
     check_callable(fn, "call_outcome")
     called = ", ".join(short_type(a) for a in args)
     try:
-        out = jax.block_until_ready(fn(*args))  # called once: a second call could compile or fail anew
+        out = jax.block_until_ready(
+            fn(*args)
+        )  # called once: a second call could compile or fail anew
     except Exception as err:  # noqa: BLE001 - the point is to report the error
         lines = str(err).strip().splitlines() or [""]
-        return {"called with": called, "outcome": type(err).__name__, "first line": lines[0],
-                "last line": lines[-1] if len(lines) > 1 else ""}
-    return {"called with": called, "outcome": "returned " + short_type(out), "first line": "", "last line": ""}
+        return {
+            "called with": called,
+            "outcome": type(err).__name__,
+            "first line": lines[0],
+            "last line": lines[-1] if len(lines) > 1 else "",
+        }
+    return {
+        "called with": called,
+        "outcome": "returned " + short_type(out),
+        "first line": "",
+        "last line": "",
+    }

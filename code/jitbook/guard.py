@@ -20,7 +20,9 @@ def apply_cpu_guard() -> bool:
     if XLA_FLAG not in flags.split():
         os.environ["XLA_FLAGS"] = f"{flags} {XLA_FLAG}".strip()
     if "jax" in sys.modules:
-        from jax._src import xla_bridge  # no public way to ask whether a backend has started
+        from jax._src import (
+            xla_bridge,
+        )  # no public way to ask whether a backend has started
 
         if xla_bridge.backends_are_initialized() and XLA_FLAG not in flags.split():
             warnings.warn(
@@ -64,7 +66,15 @@ def probe_in_fresh_process(guarded: bool) -> dict:
     flags = [f for f in env.get("XLA_FLAGS", "").split() if f != XLA_FLAG]
     env["XLA_FLAGS"] = " ".join(flags + ([XLA_FLAG] if guarded else []))
     # The probe's own source, not an import: importing jitbook would set the flag we are testing without.
-    code = (f"import json, os\nXLA_FLAG = {XLA_FLAG!r}\nPROBE_SHAPE = {PROBE_SHAPE!r}\n{inspect.getsource(miscompile_probe)}\n"
-            "print(json.dumps(miscompile_probe()))")
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    code = (
+        f"import json, os\nXLA_FLAG = {XLA_FLAG!r}\nPROBE_SHAPE = {PROBE_SHAPE!r}\n{inspect.getsource(miscompile_probe)}\n"
+        "print(json.dumps(miscompile_probe()))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return json.loads(out.stdout.strip().splitlines()[-1])

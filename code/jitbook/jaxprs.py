@@ -102,7 +102,11 @@ def variants(size: int) -> dict[str, tuple[Callable, tuple, tuple[int, ...]]]:
     return {
         "update, float32": (update, (x,), ()),
         "update, float16": (update, (x.astype(jnp.float16),), ()),
-        "update_f32_constant, float16": (update_f32_constant, (x.astype(jnp.float16),), ()),
+        "update_f32_constant, float16": (
+            update_f32_constant,
+            (x.astype(jnp.float16),),
+            (),
+        ),
         "scaled_by(3.0)": (scaled_by(3.0), (x,), ()),
         "outer (calls a jitted inner)": (outer, (x,), ()),
         "with_closure": (with_closure(table), (x[None, :],), ()),
@@ -120,8 +124,20 @@ def variant_explorer(size: int) -> tuple[list[dict], list[dict]]:
     rows, panels = [], []
     for name, (fn, args, static) in variants(size).items():
         road = walk(fn, *args, static_argnums=static, excerpt_lines=14)
-        rows.append({"variant": name, "equations": count_equations(road.stages.jaxpr),
-                     "StableHLO characters": len(road.stablehlo), **{k: road.cost[k] for k in COSTS}})
+        rows.append(
+            {
+                "variant": name,
+                "equations": count_equations(road.stages.jaxpr),
+                "StableHLO characters": len(road.stablehlo),
+                **{k: road.cost[k] for k in COSTS},
+            }
+        )
         costs = "\n".join(f"{k}: {road.cost[k]:g}" for k in COSTS)
-        panels.append({"jaxpr": road.jaxpr_text, "StableHLO (excerpt)": road.excerpt(), "cost_analysis": costs})
+        panels.append(
+            {
+                "jaxpr": road.jaxpr_text,
+                "StableHLO (excerpt)": road.excerpt(),
+                "cost_analysis": costs,
+            }
+        )
     return rows, panels

@@ -27,7 +27,9 @@ def activate(name: str, z: jax.Array) -> jax.Array:
     Taught in methods.qmd, at its start.
     """
     if name not in ACTIVATIONS:
-        raise ValueError(f"unknown activation {name!r}; use one of {sorted(ACTIVATIONS)}.")
+        raise ValueError(
+            f"unknown activation {name!r}; use one of {sorted(ACTIVATIONS)}."
+        )
     return ACTIVATIONS[name](z)
 
 
@@ -285,14 +287,17 @@ def closure_and_argument_sizes(data: jax.Array) -> dict:
 
     Taught in methods.qmd, "Closures against arguments".
     """
+
     def closed(scale):
         return jnp.sum(data * scale)
 
     def as_argument(data, scale):
         return jnp.sum(data * scale)
 
-    return {"closure": len(jax.jit(closed).lower(1.0).as_text()),
-            "argument": len(jax.jit(as_argument).lower(data, 1.0).as_text())}
+    return {
+        "closure": len(jax.jit(closed).lower(1.0).as_text()),
+        "argument": len(jax.jit(as_argument).lower(data, 1.0).as_text()),
+    }
 
 
 # Strategy 5: a state pytree and pure functions.
@@ -347,7 +352,9 @@ def count_each(*calls: Callable, name: str | None = None) -> list[int]:
     counts = []
     for call in calls:
         if not callable(call):
-            raise TypeError(f"count_each takes no-argument callables (lambdas), got {type(call).__name__}.")
+            raise TypeError(
+                f"count_each takes no-argument callables (lambdas), got {type(call).__name__}."
+            )
         with count_compiles() as log:
             jax.block_until_ready(call())
         counts.append(log.count if name is None else log.count_for(name))
@@ -357,24 +364,36 @@ def count_each(*calls: Callable, name: str | None = None) -> list[int]:
 def array_constants(jitted: Callable, *args) -> list[str]:
     """The array constants (``stablehlo.constant dense<[...]>``) baked into the program ``jitted`` compiles for ``args``."""
     if not hasattr(jitted, "lower"):
-        raise TypeError(f"array_constants takes a jax.jit-wrapped function, got {type(jitted).__name__}; "
-                        f"wrap it first: array_constants(jax.jit(f), x).")
+        raise TypeError(
+            f"array_constants takes a jax.jit-wrapped function, got {type(jitted).__name__}; "
+            f"wrap it first: array_constants(jax.jit(f), x)."
+        )
     text = jitted.lower(*args).as_text()
-    return [line.split("=", 1)[1].strip() for line in text.splitlines() if "stablehlo.constant dense<[" in line]
+    return [
+        line.split("=", 1)[1].strip()
+        for line in text.splitlines()
+        if "stablehlo.constant dense<[" in line
+    ]
 
 
 def reference_predict(weight, x, activation: str) -> np.ndarray:
     """The layer's output in NumPy float64: the independent check the measurements compare to."""
     z = np.asarray(weight, dtype=np.float64) * np.asarray(x, dtype=np.float64)
     if activation not in ACTIVATIONS:
-        raise ValueError(f"unknown activation {activation!r}; use one of {sorted(ACTIVATIONS)}.")
+        raise ValueError(
+            f"unknown activation {activation!r}; use one of {sorted(ACTIVATIONS)}."
+        )
     return np.maximum(z, 0.0) if activation == "relu" else np.tanh(z)
 
 
 def reference_grad(weight, x, activation: str) -> np.ndarray:
     """d/dweight of sum(predict(x)), in NumPy float64."""
     w, xs = np.asarray(weight, dtype=np.float64), np.asarray(x, dtype=np.float64)
-    slope = (w * xs > 0).astype(np.float64) if activation == "relu" else 1.0 - np.tanh(w * xs) ** 2
+    slope = (
+        (w * xs > 0).astype(np.float64)
+        if activation == "relu"
+        else 1.0 - np.tanh(w * xs) ** 2
+    )
     return slope * xs
 
 
@@ -384,7 +403,9 @@ class Strategy:
 
     name: str
     build: Callable  # (weight, activation) -> layer
-    call: Callable  # (layer, x, activation) -> output, through the strategy's jitted code
+    call: (
+        Callable  # (layer, x, activation) -> output, through the strategy's jitted code
+    )
     update: Callable  # (layer, new_weight) -> layer: in place for mutable classes, a new object otherwise
 
 
@@ -406,17 +427,42 @@ def _hashable(weight) -> tuple[float, ...]:
 
 STRATEGIES: tuple[Strategy, ...] = (
     Strategy("1. jax.jit(layer.predict)", Layer, _jit_bound_once, _set_weight),
-    Strategy("2. self static, identity hash", StaticLayer, lambda l, x, a: l.predict(x), _set_weight),
-    Strategy("2. self static, frozen, by value", lambda w, a: HashedLayer(_hashable(w), a),
-             lambda l, x, a: l.predict(x), lambda l, w: dataclasses.replace(l, weight=_hashable(w))),
-    Strategy("3. pytree class", PytreeLayer, lambda l, x, a: l.predict(x),
-             lambda l, w: PytreeLayer(w, l.activation)),
-    Strategy("3. register_dataclass", DataclassLayer, lambda l, x, a: l.predict(x),
-             lambda l, w: dataclasses.replace(l, weight=w)),
-    Strategy("4. Equinox module", EqxLayer, lambda l, x, a: l.predict(x),
-             lambda l, w: eqx.tree_at(lambda m: m.weight, l, w)),
-    Strategy("5. NamedTuple + functions", lambda w, a: LayerParams(w),
-             lambda p, x, a: layer_predict(p, x, activation=a), lambda p, w: p._replace(weight=w)),
+    Strategy(
+        "2. self static, identity hash",
+        StaticLayer,
+        lambda l, x, a: l.predict(x),
+        _set_weight,
+    ),
+    Strategy(
+        "2. self static, frozen, by value",
+        lambda w, a: HashedLayer(_hashable(w), a),
+        lambda l, x, a: l.predict(x),
+        lambda l, w: dataclasses.replace(l, weight=_hashable(w)),
+    ),
+    Strategy(
+        "3. pytree class",
+        PytreeLayer,
+        lambda l, x, a: l.predict(x),
+        lambda l, w: PytreeLayer(w, l.activation),
+    ),
+    Strategy(
+        "3. register_dataclass",
+        DataclassLayer,
+        lambda l, x, a: l.predict(x),
+        lambda l, w: dataclasses.replace(l, weight=w),
+    ),
+    Strategy(
+        "4. Equinox module",
+        EqxLayer,
+        lambda l, x, a: l.predict(x),
+        lambda l, w: eqx.tree_at(lambda m: m.weight, l, w),
+    ),
+    Strategy(
+        "5. NamedTuple + functions",
+        lambda w, a: LayerParams(w),
+        lambda p, x, a: layer_predict(p, x, activation=a),
+        lambda p, w: p._replace(weight=w),
+    ),
 )
 
 
@@ -437,20 +483,30 @@ def evaluate(strategy: Strategy, size: int = 3) -> dict:
     Taught in methods.qmd, "Which strategy for my class?".
     """
     if not isinstance(strategy, Strategy):
-        raise TypeError(f"evaluate takes a methods.Strategy (see methods.STRATEGIES), got {type(strategy).__name__}.")
+        raise TypeError(
+            f"evaluate takes a methods.Strategy (see methods.STRATEGIES), got {type(strategy).__name__}."
+        )
     jax.clear_caches()
-    rng = np.random.default_rng(size)  # NumPy-made inputs: no op-by-op compiles outside the counted calls
-    w1, w2, w3, x = (jnp.asarray(rng.normal(size=size), dtype=jnp.float32) for _ in range(4))
+    rng = np.random.default_rng(
+        size
+    )  # NumPy-made inputs: no op-by-op compiles outside the counted calls
+    w1, w2, w3, x = (
+        jnp.asarray(rng.normal(size=size), dtype=jnp.float32) for _ in range(4)
+    )
     batch = jnp.asarray(np.stack([w1, w2]))
 
     layer = strategy.build(w1, "relu")
     strategy.call(layer, x, "relu")
     layer = strategy.update(layer, w2)
-    after_update = _outcome(lambda: strategy.call(layer, x, "relu"), reference_predict(w2, x, "relu"))
+    after_update = _outcome(
+        lambda: strategy.call(layer, x, "relu"), reference_predict(w2, x, "relu")
+    )
 
     new_layer, new_config = strategy.build(w3, "relu"), strategy.build(w1, "tanh")
-    per_layer, per_config = count_each(lambda: strategy.call(new_layer, x, "relu"),
-                                       lambda: strategy.call(new_config, x, "tanh"))
+    per_layer, per_config = count_each(
+        lambda: strategy.call(new_layer, x, "relu"),
+        lambda: strategy.call(new_config, x, "tanh"),
+    )
 
     def loss(lay):
         return jnp.sum(strategy.call(lay, x, "relu"))
@@ -459,15 +515,31 @@ def evaluate(strategy: Strategy, size: int = 3) -> dict:
         return strategy.update(lay, lay.weight * 0.5), strategy.call(lay, x, "relu")
 
     # Each transformation is jitted as a whole, as a training loop would be: one compile, not one per op.
-    grads = _outcome(lambda: jax.jit(jax.grad(loss))(strategy.build(w1, "relu")).weight,
-                     reference_grad(w1, x, "relu"))
-    vmapped = _outcome(lambda: jax.jit(jax.vmap(lambda lay: strategy.call(lay, x, "relu")))(strategy.build(batch, "relu")),
-                       np.stack([reference_predict(w, x, "relu") for w in (w1, w2)]))
-    scanned = _outcome(lambda: jax.jit(lambda lay: jax.lax.scan(body, lay, length=2)[1])(strategy.build(w1, "relu")),
-                       np.stack([reference_predict(w1 * s, x, "relu") for s in (1.0, 0.5)]))
-    return {"strategy": strategy.name, "right after new weights": after_update,
-            "compiles: new layer": per_layer, "compiles: new activation": per_config,
-            "jit(grad) w.r.t. layer": grads, "vmap over layers": vmapped, "scan carry": scanned}
+    grads = _outcome(
+        lambda: jax.jit(jax.grad(loss))(strategy.build(w1, "relu")).weight,
+        reference_grad(w1, x, "relu"),
+    )
+    vmapped = _outcome(
+        lambda: jax.jit(jax.vmap(lambda lay: strategy.call(lay, x, "relu")))(
+            strategy.build(batch, "relu")
+        ),
+        np.stack([reference_predict(w, x, "relu") for w in (w1, w2)]),
+    )
+    scanned = _outcome(
+        lambda: jax.jit(lambda lay: jax.lax.scan(body, lay, length=2)[1])(
+            strategy.build(w1, "relu")
+        ),
+        np.stack([reference_predict(w1 * s, x, "relu") for s in (1.0, 0.5)]),
+    )
+    return {
+        "strategy": strategy.name,
+        "right after new weights": after_update,
+        "compiles: new layer": per_layer,
+        "compiles: new activation": per_config,
+        "jit(grad) w.r.t. layer": grads,
+        "vmap over layers": vmapped,
+        "scan carry": scanned,
+    }
 
 
 # --- explorer
@@ -475,28 +547,45 @@ def evaluate(strategy: Strategy, size: int = 3) -> dict:
 EVENTS = ("new weights", "new layer", "new activation")
 
 
-def event_grid(strategies: Sequence[Strategy] = STRATEGIES, size: int = 3) -> list[dict]:
+def event_grid(
+    strategies: Sequence[Strategy] = STRATEGIES, size: int = 3
+) -> list[dict]:
     """For each strategy and event (new weights, new layer, new activation): compiles, and whether the result is right.
 
     Each strategy starts from empty caches and a layer already called once.
     Taught in "Jitting methods and classes", "Explore it" (sec-methods-explore).
     """
     rng = np.random.default_rng(size)
-    w1, w2, w3, x = (jnp.asarray(rng.normal(size=size), dtype=jnp.float32) for _ in range(4))
+    w1, w2, w3, x = (
+        jnp.asarray(rng.normal(size=size), dtype=jnp.float32) for _ in range(4)
+    )
     rows = []
     for strategy in strategies:
         if not isinstance(strategy, Strategy):
-            raise TypeError(f"event_grid takes methods.Strategy objects (see methods.STRATEGIES), got {type(strategy).__name__}.")
+            raise TypeError(
+                f"event_grid takes methods.Strategy objects (see methods.STRATEGIES), got {type(strategy).__name__}."
+            )
         jax.clear_caches()
         layer = strategy.build(w1, "relu")
         strategy.call(layer, x, "relu")
-        changed = {"new weights": (strategy.update(layer, w2), "relu", w2),
-                   "new layer": (strategy.build(w3, "relu"), "relu", w3),
-                   "new activation": (strategy.build(w1, "tanh"), "tanh", w1)}
+        changed = {
+            "new weights": (strategy.update(layer, w2), "relu", w2),
+            "new layer": (strategy.build(w3, "relu"), "relu", w3),
+            "new activation": (strategy.build(w1, "tanh"), "tanh", w1),
+        }
         for event in EVENTS:
             new, activation, weight = changed[event]
             with count_compiles() as log:
-                outcome = _outcome(functools.partial(strategy.call, new, x, activation),
-                                   reference_predict(weight, x, activation))
-            rows.append({"strategy": strategy.name, "event": event, "compiles": log.count, "right result": outcome})
+                outcome = _outcome(
+                    functools.partial(strategy.call, new, x, activation),
+                    reference_predict(weight, x, activation),
+                )
+            rows.append(
+                {
+                    "strategy": strategy.name,
+                    "event": event,
+                    "compiles": log.count,
+                    "right result": outcome,
+                }
+            )
     return rows

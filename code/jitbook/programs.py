@@ -34,8 +34,10 @@ def count_equations(jaxpr) -> int:
     """
     jaxpr = getattr(jaxpr, "jaxpr", jaxpr)  # a ClosedJaxpr holds its Jaxpr in .jaxpr
     if not isinstance(jaxpr, jax.extend.core.Jaxpr):
-        raise TypeError(f"count_equations takes a jaxpr (from jax.make_jaxpr), "
-                        f"got {type(jaxpr).__name__}.")
+        raise TypeError(
+            f"count_equations takes a jaxpr (from jax.make_jaxpr), "
+            f"got {type(jaxpr).__name__}."
+        )
     return sum(1 for _ in equations(jaxpr))
 
 
@@ -51,15 +53,24 @@ def anatomy(jaxpr) -> Markdown:
     Taught in "jaxprs", "Reading a jaxpr".
     """
     if not hasattr(jaxpr, "eqns"):
-        raise TypeError(f"anatomy takes a jaxpr (make_jaxpr(f)(x)), got {type(jaxpr).__name__}.")
+        raise TypeError(
+            f"anatomy takes a jaxpr (make_jaxpr(f)(x)), got {type(jaxpr).__name__}."
+        )
 
     def row(part, type_, primitive="", reads=""):
         return {"part": part, "primitive": primitive, "reads": reads, "type": type_}
 
     rows = [row("constant", str(v.aval)) for v in jaxpr.constvars]
     rows += [row("input", str(v.aval)) for v in jaxpr.invars]
-    rows += [row("equation", ", ".join(str(v.aval) for v in e.outvars), f"`{e.primitive.name}`",
-                 ", ".join(_atom(v) for v in e.invars)) for e in jaxpr.eqns]
+    rows += [
+        row(
+            "equation",
+            ", ".join(str(v.aval) for v in e.outvars),
+            f"`{e.primitive.name}`",
+            ", ".join(_atom(v) for v in e.invars),
+        )
+        for e in jaxpr.eqns
+    ]
     rows += [row("output", _atom(v)) for v in jaxpr.outvars]
     return table(rows)
 
@@ -87,9 +98,15 @@ class JaxprStats:
 
     def sizes(self) -> dict:
         """The size figures as one row (no per-primitive counts)."""
-        row = {"variant": self.name, "equations": self.equations, "with nested": self.all_equations,
-               "constants": self.constants, "constant bytes": self.constant_bytes, "literals": self.literals,
-               "jaxpr lines": self.jaxpr_lines}
+        row = {
+            "variant": self.name,
+            "equations": self.equations,
+            "with nested": self.all_equations,
+            "constants": self.constants,
+            "constant bytes": self.constant_bytes,
+            "literals": self.literals,
+            "jaxpr lines": self.jaxpr_lines,
+        }
         if self.stablehlo_lines is not None:
             row["StableHLO lines"] = self.stablehlo_lines
             row["StableHLO characters"] = self.stablehlo_chars
@@ -99,8 +116,14 @@ class JaxprStats:
         return side_by_side(self).text
 
 
-def stats(fn: Callable, *args, name: str | None = None, static_argnums: int | Sequence[int] = (),
-            lower: bool = True, **kwargs) -> JaxprStats:
+def stats(
+    fn: Callable,
+    *args,
+    name: str | None = None,
+    static_argnums: int | Sequence[int] = (),
+    lower: bool = True,
+    **kwargs,
+) -> JaxprStats:
     """Trace ``fn(*args, **kwargs)`` with ``jax.make_jaxpr`` and count what its jaxpr holds.
 
     With ``lower=True`` it also lowers ``jax.jit(fn)`` to StableHLO to count that text's lines.
@@ -110,10 +133,17 @@ def stats(fn: Callable, *args, name: str | None = None, static_argnums: int | Se
     timing.check_callable(fn, "stats")
     jaxpr = jax.make_jaxpr(fn, static_argnums=static_argnums)(*args, **kwargs)
     eqns = list(equations(jaxpr))
-    literals = sum(isinstance(v, jax.extend.core.Literal) for e in eqns for v in e.invars)
+    literals = sum(
+        isinstance(v, jax.extend.core.Literal) for e in eqns for v in e.invars
+    )
     hlo = None
     if lower:
-        hlo = jax.jit(fn, static_argnums=static_argnums).trace(*args, **kwargs).lower().as_text()
+        hlo = (
+            jax.jit(fn, static_argnums=static_argnums)
+            .trace(*args, **kwargs)
+            .lower()
+            .as_text()
+        )
     return JaxprStats(
         name=name or getattr(fn, "__name__", type(fn).__name__),
         jaxpr=jaxpr,
@@ -133,16 +163,25 @@ def stats(fn: Callable, *args, name: str | None = None, static_argnums: int | Se
 def side_by_side(*variants: JaxprStats, primitives: bool = True) -> Markdown:
     """Variants side by side: one column each, a row per size figure and (optionally) per primitive."""
     if not variants or not all(isinstance(v, JaxprStats) for v in variants):
-        raise TypeError("side_by_side takes one or more results of stats(...), e.g. side_by_side(stats(f, x), stats(g, x)).")
+        raise TypeError(
+            "side_by_side takes one or more results of stats(...), e.g. side_by_side(stats(f, x), stats(g, x))."
+        )
     names = [v.name for v in variants]
     if len(set(names)) != len(names):
-        raise ValueError(f"variant names must differ to be told apart, got {names}; pass name=... to stats.")
+        raise ValueError(
+            f"variant names must differ to be told apart, got {names}; pass name=... to stats."
+        )
     sizes = [v.sizes() for v in variants]
-    keys = [k for k in sizes[0] if k != "variant"] + [k for s in sizes[1:] for k in s if k not in sizes[0]]
+    keys = [k for k in sizes[0] if k != "variant"] + [
+        k for s in sizes[1:] for k in s if k not in sizes[0]
+    ]
     rows = [{"": k, **{s["variant"]: s.get(k, "") for s in sizes}} for k in keys]
     if primitives:
         prims = sorted({p for v in variants for p in v.primitives})
-        rows += [{"": f"`{p}`", **{v.name: v.primitives.get(p, 0) for v in variants}} for p in prims]
+        rows += [
+            {"": f"`{p}`", **{v.name: v.primitives.get(p, 0) for v in variants}}
+            for p in prims
+        ]
     return table(rows)
 
 
@@ -163,8 +202,10 @@ def cost_summary(analysis) -> dict[str, float]:
         return {k: 0.0 for k in COSTS}
     parts = [analysis] if isinstance(analysis, dict) else list(analysis)
     if not all(isinstance(p, dict) for p in parts):
-        raise TypeError(f"cost_summary takes a compiled function or its cost_analysis() (a dict "
-                        f"or a list of dicts), got {type(analysis).__name__}.")
+        raise TypeError(
+            f"cost_summary takes a compiled function or its cost_analysis() (a dict "
+            f"or a list of dicts), got {type(analysis).__name__}."
+        )
     return {k: float(sum(p.get(k, 0.0) for p in parts)) for k in COSTS}
 
 
@@ -179,7 +220,9 @@ class Walk:
 
     @property
     def jaxpr_text(self) -> str:
-        return self.stages.jaxpr.pretty_print(use_color=False)  # no terminal colour codes in Markdown
+        return self.stages.jaxpr.pretty_print(
+            use_color=False
+        )  # no terminal colour codes in Markdown
 
     @property
     def compiled(self):
@@ -198,18 +241,30 @@ class Walk:
     def _repr_markdown_(self) -> str:
         s = self.stages
         ms = lambda t: f"{1e3 * t:.1f} ms"  # noqa: E731
-        cost = table([{"figure": k, "value": int(v) if v.is_integer() else v} for k, v in self.cost.items()]).text
-        return "\n\n".join([
-            f"**1. trace** ({ms(s.trace)}): the jaxpr\n\n```\n{self.jaxpr_text}\n```",
-            f"**2. lower** ({ms(s.lower)}): StableHLO, {len(self.stablehlo.splitlines())} lines\n\n"
-            f"```\n{self.excerpt()}\n```",
-            f"**3. compile** ({ms(s.compile)}): XLA's cost analysis of the executable\n\n{cost}",
-            f"**4. call** ({ms(s.run)}): the first run of the executable",
-        ])
+        cost = table(
+            [
+                {"figure": k, "value": int(v) if v.is_integer() else v}
+                for k, v in self.cost.items()
+            ]
+        ).text
+        return "\n\n".join(
+            [
+                f"**1. trace** ({ms(s.trace)}): the jaxpr\n\n```\n{self.jaxpr_text}\n```",
+                f"**2. lower** ({ms(s.lower)}): StableHLO, {len(self.stablehlo.splitlines())} lines\n\n"
+                f"```\n{self.excerpt()}\n```",
+                f"**3. compile** ({ms(s.compile)}): XLA's cost analysis of the executable\n\n{cost}",
+                f"**4. call** ({ms(s.run)}): the first run of the executable",
+            ]
+        )
 
 
-def walk(fn: Callable, *args, static_argnums: int | Sequence[int] = (), excerpt_lines: int = 12,
-         **kwargs) -> Walk:
+def walk(
+    fn: Callable,
+    *args,
+    static_argnums: int | Sequence[int] = (),
+    excerpt_lines: int = 12,
+    **kwargs,
+) -> Walk:
     """Take ``jax.jit(fn)`` through its ahead-of-time stages (timed by ``timing.stages``) and keep
     each product.
 
@@ -217,9 +272,13 @@ def walk(fn: Callable, *args, static_argnums: int | Sequence[int] = (), excerpt_
     """
     timing.check_callable(fn, "walk")
     if not isinstance(excerpt_lines, int) or excerpt_lines < 1:
-        raise ValueError(f"excerpt_lines must be a number of lines >= 1, got {excerpt_lines!r}.")
+        raise ValueError(
+            f"excerpt_lines must be a number of lines >= 1, got {excerpt_lines!r}."
+        )
     stages = timing.stages(fn, *args, static_argnums=static_argnums, **kwargs)
-    return Walk(stages, stages.lowered.as_text(), cost_summary(stages.compiled), excerpt_lines)
+    return Walk(
+        stages, stages.lowered.as_text(), cost_summary(stages.compiled), excerpt_lines
+    )
 
 
 _INSTRUCTION = re.compile(r"^\s*(ROOT )?%?([\w.-]+) = (\S+) (\w[\w-]*)\(")
@@ -233,14 +292,21 @@ def compiled_instructions(compiled) -> list[dict]:
     Taught in "jaxprs", "What XLA did" (sec-jaxprs-xla).
     """
     if not hasattr(compiled, "as_text"):
-        raise TypeError(f"compiled_instructions takes a compiled function "
-                        f"(jax.jit(f).lower(x).compile()), got {type(compiled).__name__}.")
+        raise TypeError(
+            f"compiled_instructions takes a compiled function "
+            f"(jax.jit(f).lower(x).compile()), got {type(compiled).__name__}."
+        )
     text = compiled.as_text()
-    entry = text[text.index("\nENTRY"):]
+    entry = text[text.index("\nENTRY") :]
     entry = entry[: entry.index("\n}")]
     rows = []
     for line in entry.splitlines()[1:]:
         if (m := _INSTRUCTION.match(line)) is not None:
-            rows.append({"instruction": m.group(2), "type": re.sub(r"\{[\d,]*\}", "", m.group(3)),
-                         "opcode": m.group(4)})
+            rows.append(
+                {
+                    "instruction": m.group(2),
+                    "type": re.sub(r"\{[\d,]*\}", "", m.group(3)),
+                    "opcode": m.group(4),
+                }
+            )
     return rows

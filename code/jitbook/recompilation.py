@@ -23,6 +23,7 @@ from .errors import raised
 
 # --- static arguments ------------------------------------------------------------------------------------
 
+
 def power(x: jax.Array, n) -> jax.Array:
     """``x ** n`` with ``n`` meant to be static: an int exponent traces to ``integer_pow``, a float to ``pow``.
 
@@ -33,8 +34,14 @@ def power(x: jax.Array, n) -> jax.Array:
 
 def static_sweep(values: Sequence, x: jax.Array | None = None) -> list[dict]:
     """Call ``power(x, n)`` jitted with static ``n`` once per value in ``values``: did each call compile, how long."""
-    if isinstance(values, (str, bytes)) or not isinstance(values, Sequence) or not values:
-        raise ValueError("static_sweep takes a non-empty list of exponents, e.g. [2, 3, 2, 2.0].")
+    if (
+        isinstance(values, (str, bytes))
+        or not isinstance(values, Sequence)
+        or not values
+    ):
+        raise ValueError(
+            "static_sweep takes a non-empty list of exponents, e.g. [2, 3, 2, 2.0]."
+        )
     x = jnp.linspace(0.5, 1.5, 1000) if x is None else x
     jitted = fresh_jit(power, static_argnums=1)
     rows = []
@@ -43,8 +50,15 @@ def static_sweep(values: Sequence, x: jax.Array | None = None) -> list[dict]:
             start = time.perf_counter()
             out = jax.block_until_ready(jitted(x, n))
             seconds = time.perf_counter() - start
-        rows.append({"n": repr(n), "type": type(n).__name__, "compiled": log.count_for("power"),
-                     "call (ms)": 1e3 * seconds, "result dtype": str(out.dtype)})
+        rows.append(
+            {
+                "n": repr(n),
+                "type": type(n).__name__,
+                "compiled": log.count_for("power"),
+                "call (ms)": 1e3 * seconds,
+                "result dtype": str(out.dtype),
+            }
+        )
     return rows
 
 
@@ -53,10 +67,13 @@ def static_error(value) -> Exception:
     err = raised(fresh_jit(power, static_argnums=1), jnp.ones(3), value)
     if err is not None:  # the chapter shows this exception's class and message
         return err
-    raise ValueError(f"{type(value).__name__} {value!r} was accepted as a static argument; pass an unhashable one.")
+    raise ValueError(
+        f"{type(value).__name__} {value!r} was accepted as a static argument; pass an unhashable one."
+    )
 
 
 # --- the cache key: arguments ----------------------------------------------------------------------------
+
 
 def add_one(x):
     """The smallest function whose program depends on its argument's shape, dtype and weak type."""
@@ -80,6 +97,7 @@ def argument_cases() -> list[tuple[str, object]]:
 
 
 # --- the cache key: the function -------------------------------------------------------------------------
+
 
 @dataclasses.dataclass(frozen=True)
 class ScaleBy:
@@ -110,8 +128,16 @@ def identity_rows(x: jax.Array | None = None) -> list[dict]:
     pairs = [
         ("the same function twice", add_one, add_one),
         ("two equal ScaleBy(2.0) objects", ScaleBy(2.0), ScaleBy(2.0)),
-        ("two ScaleByIdentity(2.0) objects", ScaleByIdentity(2.0), ScaleByIdentity(2.0)),
-        ("functools.partial(add_one), twice", functools.partial(add_one), functools.partial(add_one)),
+        (
+            "two ScaleByIdentity(2.0) objects",
+            ScaleByIdentity(2.0),
+            ScaleByIdentity(2.0),
+        ),
+        (
+            "functools.partial(add_one), twice",
+            functools.partial(add_one),
+            functools.partial(add_one),
+        ),
     ]
     rows = []
     for label, first, second in pairs:
@@ -119,7 +145,9 @@ def identity_rows(x: jax.Array | None = None) -> list[dict]:
         jax.jit(first)(x)
         with count_compiles() as log:
             jax.jit(second)(x)
-        rows.append({"callables": label, "equal": first == second, "second compiled": log.count})
+        rows.append(
+            {"callables": label, "equal": first == second, "second compiled": log.count}
+        )
     return rows
 
 
@@ -148,8 +176,12 @@ def calling_rows() -> list[dict]:
     """Compiles of one jitted ``add`` for the same two arrays passed by position and by keyword."""
     x = jnp.ones(3)
     jitted = fresh_jit(add)
-    calls = [("add(x, y)", lambda: jitted(x, x)), ("add(x, y=y)", lambda: jitted(x, y=x)),
-             ("add(x=x, y=y)", lambda: jitted(x=x, y=x)), ("add(x, y) again", lambda: jitted(x, x))]
+    calls = [
+        ("add(x, y)", lambda: jitted(x, x)),
+        ("add(x, y=y)", lambda: jitted(x, y=x)),
+        ("add(x=x, y=y)", lambda: jitted(x=x, y=x)),
+        ("add(x, y) again", lambda: jitted(x, x)),
+    ]
     rows = []
     for label, call in calls:
         with count_compiles() as log:
@@ -161,11 +193,17 @@ def calling_rows() -> list[dict]:
 def miss_cases() -> list[tuple[str, tuple]]:
     """Calls of one jitted ``add_one``, in turn: the same array, a new shape, the array committed to a device."""
     x = jnp.ones(3)
-    return [("ones(3)", (x,)), ("ones(3) again", (x,)), ("ones(4)", (jnp.ones(4),)),
-            ("device_put(ones(3))", (jax.device_put(x, jax.devices()[0]),))]
+    return [
+        ("ones(3)", (x,)),
+        ("ones(3) again", (x,)),
+        ("ones(4)", (jnp.ones(4),)),
+        ("device_put(ones(3))", (jax.device_put(x, jax.devices()[0]),)),
+    ]
 
 
-def cache_misses(fn: Callable = None, cases: Sequence[tuple[str, tuple]] | None = None) -> list[dict]:
+def cache_misses(
+    fn: Callable = None, cases: Sequence[tuple[str, tuple]] | None = None
+) -> list[dict]:
     """Which of jit's three caches each call missed (trace, lower, compile), and what each diagnostic saw.
 
     ``explained``: lines ``jax_explain_cache_misses`` wrote (tracing-cache misses only);
@@ -176,14 +214,24 @@ def cache_misses(fn: Callable = None, cases: Sequence[tuple[str, tuple]] | None 
     fn = add_one if fn is None else fn
     jitted = fresh_jit(fn)
     rows = []
-    for label, args in (miss_cases() if cases is None else cases):
+    for label, args in miss_cases() if cases is None else cases:
         with count_compiles() as log, capture_jax_logs() as messages:
             jitted(*args)
         name = fn.__name__
-        rows.append({"call": label, "traced": log.traces.count(name), "lowered": log.lowerings.count(name),
-                     "compiled": log.count_for(name),
-                     "explained": sum("CACHE MISS" in m and f"for {name} defined" in m for m in messages),
-                     "logged compiles": sum(f"XLA compilation of jit({name})" in m for m in messages)})
+        rows.append(
+            {
+                "call": label,
+                "traced": log.traces.count(name),
+                "lowered": log.lowerings.count(name),
+                "compiled": log.count_for(name),
+                "explained": sum(
+                    "CACHE MISS" in m and f"for {name} defined" in m for m in messages
+                ),
+                "logged compiles": sum(
+                    f"XLA compilation of jit({name})" in m for m in messages
+                ),
+            }
+        )
     return rows
 
 
@@ -198,17 +246,24 @@ def rejit_cost(calls: int = 200) -> dict:
     reused(0)
     cost = {}
     with count_compiles() as log:
-        for label, call in (("reused wrapper", lambda: reused(0)), ("jax.jit(plus_one) per call",
-                                                                     lambda: jax.jit(plus_one)(0))):
+        for label, call in (
+            ("reused wrapper", lambda: reused(0)),
+            ("jax.jit(plus_one) per call", lambda: jax.jit(plus_one)(0)),
+        ):
             call()
             start = time.perf_counter()
             for _ in range(calls):
                 call()
             cost[label] = 1e6 * (time.perf_counter() - start) / calls
-    return {"calls": calls, "compiles": log.count_for("plus_one"), **{f"{k} (us)": v for k, v in cost.items()}}
+    return {
+        "calls": calls,
+        "compiles": log.count_for("plus_one"),
+        **{f"{k} (us)": v for k, v in cost.items()},
+    }
 
 
 # --- the cache key: configuration ------------------------------------------------------------------------
+
 
 def matmul(a, b):
     return a @ b
@@ -226,7 +281,9 @@ CONFIG_CASES = [
 def config_compiles(name: str, value) -> dict:
     """Compiles of a warm ``jit(matmul)`` after setting option ``name`` to ``value``, and after setting it back."""
     if name not in jax.config.values:
-        raise ValueError(f"{name!r} is not a JAX config option; see jax.config.values for the names.")
+        raise ValueError(
+            f"{name!r} is not a JAX config option; see jax.config.values for the names."
+        )
     a = jnp.ones((8, 8), dtype=jnp.float32)
     jitted = fresh_jit(matmul)
     jitted(a, a)
@@ -239,11 +296,16 @@ def config_compiles(name: str, value) -> dict:
         jax.config.update(name, old)
     with count_compiles() as restored:
         jitted(a, a)
-    return {"option": name, "set to": repr(value), "compiles when set": changed.count_for("matmul"),
-            "compiles when set back": restored.count_for("matmul")}
+    return {
+        "option": name,
+        "set to": repr(value),
+        "compiles when set": changed.count_for("matmul"),
+        "compiles when set back": restored.count_for("matmul"),
+    }
 
 
 # --- loop traps and notebooks ----------------------------------------------------------------------------
+
 
 def plus_one(i):
     return i + 1
@@ -254,9 +316,11 @@ def jit_in_a_loop(how: str, steps: int = 10) -> dict:
 
     Taught in recompilation.qmd, "jit built inside a loop".
     """
-    makers = {"jax.jit(partial(plus_one))": lambda: jax.jit(functools.partial(plus_one)),
-              "jax.jit(lambda i: plus_one(i))": lambda: jax.jit(lambda i: plus_one(i)),
-              "jax.jit(plus_one)": lambda: jax.jit(plus_one)}
+    makers = {
+        "jax.jit(partial(plus_one))": lambda: jax.jit(functools.partial(plus_one)),
+        "jax.jit(lambda i: plus_one(i))": lambda: jax.jit(lambda i: plus_one(i)),
+        "jax.jit(plus_one)": lambda: jax.jit(plus_one),
+    }
     if how not in makers:
         raise ValueError(f"how must be one of {list(makers)}, got {how!r}.")
     jax.clear_caches()  # start cold, so the three ways are compared on equal terms
@@ -266,11 +330,17 @@ def jit_in_a_loop(how: str, steps: int = 10) -> dict:
         for _ in range(steps):
             i = makers[how]()(i)
         seconds = time.perf_counter() - start
-    return {"loop body": how, "steps": steps, "result": int(i), "compiles": log.count,
-            "loop (ms)": 1e3 * seconds}
+    return {
+        "loop body": how,
+        "steps": steps,
+        "result": int(i),
+        "compiles": log.count,
+        "loop (ms)": 1e3 * seconds,
+    }
 
 
 # --- buckets ---------------------------------------------------------------------------------------------
+
 
 def soft_mean(x: jax.Array, mask: jax.Array) -> jax.Array:
     """Mean of softplus(x) where ``mask`` is true: padding is ignored, so results do not move.
@@ -293,7 +363,9 @@ def next_bucket(n: int, smallest: int = 16) -> int:
 
 def stream_lengths(count: int, longest: int, seed: int = 0) -> list[int]:
     """A reproducible stream of ``count`` sequence lengths between 1 and ``longest``."""
-    return [int(n) for n in np.random.default_rng(seed).integers(1, longest + 1, size=count)]
+    return [
+        int(n) for n in np.random.default_rng(seed).integers(1, longest + 1, size=count)
+    ]
 
 
 @dataclasses.dataclass
@@ -307,8 +379,12 @@ class StreamRun:
     results: np.ndarray
 
     def row(self) -> dict:
-        return {"how": self.how, "distinct shapes": self.shapes, "compiles": self.compiles,
-                "total (s)": self.seconds}
+        return {
+            "how": self.how,
+            "distinct shapes": self.shapes,
+            "compiles": self.compiles,
+            "total (s)": self.seconds,
+        }
 
 
 def run_stream(lengths: Sequence[int], bucketed: bool, seed: int = 1) -> StreamRun:
@@ -329,18 +405,28 @@ def run_stream(lengths: Sequence[int], bucketed: bool, seed: int = 1) -> StreamR
             out.append(jitted(padded, np.arange(size) < len(x)))
         results = np.asarray(jax.block_until_ready(jnp.stack(out)))
         seconds = time.perf_counter() - start
-    return StreamRun("padded to buckets" if bucketed else "each length as it comes", log.count_for("soft_mean"),
-                     seconds, len(shapes), results)
+    return StreamRun(
+        "padded to buckets" if bucketed else "each length as it comes",
+        log.count_for("soft_mean"),
+        seconds,
+        len(shapes),
+        results,
+    )
 
 
 # --- control flow without recompiling --------------------------------------------------------------------
+
 
 def shrink(x, mode):
     """Three ways to shrink values, chosen by ``mode`` (0, 1 or 2) with ``lax.switch``: one program.
 
     Taught in recompilation.qmd, "Control flow without recompiling".
     """
-    branches = [lambda v: jnp.clip(v, -1.0, 1.0), jnp.tanh, lambda v: v / (1.0 + jnp.abs(v))]
+    branches = [
+        lambda v: jnp.clip(v, -1.0, 1.0),
+        jnp.tanh,
+        lambda v: v / (1.0 + jnp.abs(v)),
+    ]
     return jax.lax.switch(mode, branches, x)
 
 
@@ -358,6 +444,7 @@ def sqrt_newton(a, tol):
 
     Taught in recompilation.qmd, "Control flow without recompiling".
     """
+
     def not_done(state):
         x, step = state
         return step > tol
@@ -390,17 +477,38 @@ def control_flow_rows() -> list[dict]:
         with count_compiles() as log:
             for args in calls:
                 jitted(*args)
-        rows.append({"tool": tool, "calls": len(calls), "compiles": log.count_for(fn.__name__)})
+        rows.append(
+            {"tool": tool, "calls": len(calls), "compiles": log.count_for(fn.__name__)}
+        )
 
     measure("lax.switch on a traced mode", shrink, [(x, m) for m in (0, 1, 2)])
-    measure("Python if on a static mode", shrink_static, [(x, m) for m in (0, 1, 2)], static_argnums=1)
-    measure("lax.while_loop with a traced tolerance", sqrt_newton, [(2.0, t) for t in (1e-2, 1e-4, 1e-6)])
-    measure("jnp.where with a traced threshold", soft_threshold, [(x, t) for t in (0.5, 1.0, 2.0)])
-    measure("static k (output shape depends on it)", first_k, [(x, k) for k in (2, 3, 4)], static_argnums=1)
+    measure(
+        "Python if on a static mode",
+        shrink_static,
+        [(x, m) for m in (0, 1, 2)],
+        static_argnums=1,
+    )
+    measure(
+        "lax.while_loop with a traced tolerance",
+        sqrt_newton,
+        [(2.0, t) for t in (1e-2, 1e-4, 1e-6)],
+    )
+    measure(
+        "jnp.where with a traced threshold",
+        soft_threshold,
+        [(x, t) for t in (0.5, 1.0, 2.0)],
+    )
+    measure(
+        "static k (output shape depends on it)",
+        first_k,
+        [(x, k) for k in (2, 3, 4)],
+        static_argnums=1,
+    )
     return rows
 
 
 # --- the persistent compilation cache --------------------------------------------------------------------
+
 
 def deep(x, steps: int):
     """A program that takes XLA a noticeable time to compile: ``steps`` unrolled matmul-tanh layers.
@@ -435,21 +543,32 @@ print(json.dumps({"traces": log.traces.count("deep"), "lowerings": log.lowerings
 def cold_start(cache_dir: str, min_compile_seconds: float, steps: int) -> dict:
     """Run ``jit(deep)`` once in a new Python process using the disk cache in ``cache_dir``; what it cost."""
     if not os.path.isdir(cache_dir):
-        raise ValueError(f"cache_dir {cache_dir!r} is not a directory; create it first (tempfile.mkdtemp()).")
-    out = subprocess.run([sys.executable, "-c", _CHILD, cache_dir, str(min_compile_seconds), str(steps)],
-                         capture_output=True, text=True, env=dict(os.environ))
+        raise ValueError(
+            f"cache_dir {cache_dir!r} is not a directory; create it first (tempfile.mkdtemp())."
+        )
+    out = subprocess.run(
+        [sys.executable, "-c", _CHILD, cache_dir, str(min_compile_seconds), str(steps)],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ),
+    )
     if out.returncode != 0:
         raise RuntimeError(f"the cold-start process failed:\n{out.stderr[-2000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def persistent_cache_runs(steps: int, min_compile_seconds: float | None = None) -> list[dict]:
+def persistent_cache_runs(
+    steps: int, min_compile_seconds: float | None = None
+) -> list[dict]:
     """Two fresh processes sharing one new cache directory: the first compiles, does the second load from disk?
 
     ``min_compile_seconds=None`` keeps JAX's default threshold (programs faster to compile are not written).
     """
-    threshold = jax.config.values["jax_persistent_cache_min_compile_time_secs"] if min_compile_seconds is None \
+    threshold = (
+        jax.config.values["jax_persistent_cache_min_compile_time_secs"]
+        if min_compile_seconds is None
         else min_compile_seconds
+    )
     with tempfile.TemporaryDirectory(prefix="jitbook-cache-") as cache_dir:
         rows = []
         for process in ("first", "second"):
@@ -478,16 +597,23 @@ def moved_cache_dir() -> dict:
 
     JAX reads the directory once, at the first compile that uses the cache: the later setting is ignored.
     """
-    with tempfile.TemporaryDirectory(prefix="jitbook-a-") as first, \
-            tempfile.TemporaryDirectory(prefix="jitbook-b-") as second:
-        out = subprocess.run([sys.executable, "-c", _LATE_CHILD, first, second], capture_output=True, text=True,
-                             env=dict(os.environ))
+    with (
+        tempfile.TemporaryDirectory(prefix="jitbook-a-") as first,
+        tempfile.TemporaryDirectory(prefix="jitbook-b-") as second,
+    ):
+        out = subprocess.run(
+            [sys.executable, "-c", _LATE_CHILD, first, second],
+            capture_output=True,
+            text=True,
+            env=dict(os.environ),
+        )
         if out.returncode != 0:
             raise RuntimeError(f"the child process failed:\n{out.stderr[-2000:]}")
         return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 # --- explorer
+
 
 def call_sequence(x: jax.Array | None = None) -> list[tuple[str, object, object, dict]]:
     """Calls of ``power(x, n)`` (``n`` static) in turn: (what changed, x, n, config options set for the call)."""
@@ -506,17 +632,24 @@ def call_sequence(x: jax.Array | None = None) -> list[tuple[str, object, object,
     ]
 
 
-def call_story(calls: Sequence[tuple[str, object, object, dict]] | None = None) -> tuple[list[dict], list[dict]]:
+def call_story(
+    calls: Sequence[tuple[str, object, object, dict]] | None = None,
+) -> tuple[list[dict], list[dict]]:
     """One fresh ``jax.jit(power, static_argnums=1)`` called on each of ``calls``: compiled or not, and JAX's reason.
 
     Taught in "Static arguments and compiling again", "Explore it" (sec-recompilation-explore).
     """
     jitted = fresh_jit(power, static_argnums=1)
     rows, panels = [], []
-    for i, (label, x, n, config) in enumerate(call_sequence() if calls is None else calls):
+    for i, (label, x, n, config) in enumerate(
+        call_sequence() if calls is None else calls
+    ):
         old = {k: jax.config.values[k] for k in config}
         try:
-            with capture_jax_logs(log_compiles=False) as messages, count_compiles() as log:
+            with (
+                capture_jax_logs(log_compiles=False) as messages,
+                count_compiles() as log,
+            ):
                 for k, v in config.items():
                     jax.config.update(k, v)
                 jitted(x, n)
@@ -525,10 +658,26 @@ def call_story(calls: Sequence[tuple[str, object, object, dict]] | None = None) 
                 jax.config.update(k, v)
         aval = jax.typeof(x)
         compiled = log.count_for("power")
-        rows.append({"call": i + 1, "what changed": label, "jit sees": f"{aval.str_short(short_dtypes=True)}, n={n!r}",
-                     "weak type": bool(aval.weak_type), "compiled": compiled,
-                     "compiles so far": compiled + (rows[-1]["compiles so far"] if rows else 0)})
+        rows.append(
+            {
+                "call": i + 1,
+                "what changed": label,
+                "jit sees": f"{aval.str_short(short_dtypes=True)}, n={n!r}",
+                "weak type": bool(aval.weak_type),
+                "compiled": compiled,
+                "compiles so far": compiled
+                + (rows[-1]["compiles so far"] if rows else 0),
+            }
+        )
         why = messages_about(messages, "power", max_lines=12)
-        panels.append({"JAX's explanation (jax_explain_cache_misses)": why or
-                       ("no message: the call found its program in jit's cache" if not compiled else "no message")})
+        panels.append(
+            {
+                "JAX's explanation (jax_explain_cache_misses)": why
+                or (
+                    "no message: the call found its program in jit's cache"
+                    if not compiled
+                    else "no message"
+                )
+            }
+        )
     return rows, panels

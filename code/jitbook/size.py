@@ -9,7 +9,9 @@ def is_small() -> bool:
     """Whether chapters should use their small problem sizes."""
     value = os.environ.get(ENV_VAR, "0").strip().lower()
     if value not in ("", "0", "1", "false", "true"):
-        raise ValueError(f"{ENV_VAR} must be 1 (small problems, for tests) or 0 (full size), got {value!r}.")
+        raise ValueError(
+            f"{ENV_VAR} must be 1 (small problems, for tests) or 0 (full size), got {value!r}."
+        )
     return value in ("1", "true")
 
 

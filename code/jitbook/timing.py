@@ -35,8 +35,13 @@ class Timing:
         return max(self.times)
 
     def row(self) -> dict:
-        return {"function": self.name, "median (ms)": 1e3 * self.median, "min (ms)": 1e3 * self.min,
-                "max (ms)": 1e3 * self.max, "repeats": len(self.times)}
+        return {
+            "function": self.name,
+            "median (ms)": 1e3 * self.median,
+            "min (ms)": 1e3 * self.min,
+            "max (ms)": 1e3 * self.max,
+            "repeats": len(self.times),
+        }
 
     def _repr_markdown_(self) -> str:
         return table([self.row()]).text
@@ -49,11 +54,15 @@ def _name(fn: Callable) -> str:
 def check_callable(fn, who: str) -> None:
     """Refuse a value where a function is expected: the usual slip is passing ``f(x)`` for ``f``."""
     if not callable(fn):
-        raise TypeError(f"{who} takes the function first, then its arguments, got {type(fn).__name__}; "
-                        f"write {who}(f, x), not {who}(f(x)).")
+        raise TypeError(
+            f"{who} takes the function first, then its arguments, got {type(fn).__name__}; "
+            f"write {who}(f, x), not {who}(f(x))."
+        )
 
 
-def time_call(fn: Callable, *args, repeats: int = 7, warmup: int = 1, **kwargs) -> Timing:
+def time_call(
+    fn: Callable, *args, repeats: int = 7, warmup: int = 1, **kwargs
+) -> Timing:
     """Time ``fn(*args, **kwargs)``: ``warmup`` untimed calls (compiling, if jitted), then
     ``repeats`` timed ones.
 
@@ -61,8 +70,10 @@ def time_call(fn: Callable, *args, repeats: int = 7, warmup: int = 1, **kwargs) 
     """
     check_callable(fn, "time_call")
     if repeats < 1 or warmup < 0:
-        raise ValueError(f"need repeats >= 1 and warmup >= 0, got repeats={repeats}, "
-                         f"warmup={warmup}.")
+        raise ValueError(
+            f"need repeats >= 1 and warmup >= 0, got repeats={repeats}, "
+            f"warmup={warmup}."
+        )
     for _ in range(warmup):
         jax.block_until_ready(fn(*args, **kwargs))
     times = []
@@ -95,8 +106,14 @@ class Stages:
         return self.trace + self.lower + self.compile + self.run
 
     def rows(self) -> list[dict]:
-        return [{"stage": s, "ms": 1e3 * getattr(self, s), "share": f"{getattr(self, s) / self.total:.0%}"}
-                for s in ("trace", "lower", "compile", "run")]
+        return [
+            {
+                "stage": s,
+                "ms": 1e3 * getattr(self, s),
+                "share": f"{getattr(self, s) / self.total:.0%}",
+            }
+            for s in ("trace", "lower", "compile", "run")
+        ]
 
     def _repr_markdown_(self) -> str:
         return table(self.rows()).text
@@ -121,7 +138,9 @@ def stages(fn: Callable, *args, static_argnums=(), **kwargs) -> Stages:
     dynamic = [a for i, a in enumerate(args) if i not in _as_tuple(static_argnums)]
     jax.block_until_ready(compiled(*dynamic, **kwargs))
     t4 = time.perf_counter()
-    return Stages(_name(fn), t1 - t0, t2 - t1, t3 - t2, t4 - t3, traced, lowered, compiled)
+    return Stages(
+        _name(fn), t1 - t0, t2 - t1, t3 - t2, t4 - t3, traced, lowered, compiled
+    )
 
 
 def _as_tuple(x) -> tuple:

@@ -29,8 +29,13 @@ def aval_row(x) -> dict:
     Taught in "Tracing", "A tracer, seen from inside".
     """
     aval = jax.typeof(x)
-    return {"type": type(x).__name__, "abstract value": str(aval), "shape": aval.shape,
-            "dtype": str(aval.dtype), "weak_type": aval.weak_type}
+    return {
+        "type": type(x).__name__,
+        "abstract value": str(aval),
+        "shape": aval.shape,
+        "dtype": str(aval.dtype),
+        "weak_type": aval.weak_type,
+    }
 
 
 def seen_by_jit(*args) -> list[dict]:
@@ -40,7 +45,9 @@ def seen_by_jit(*args) -> list[dict]:
     rows: list[dict] = []
 
     def look(*traced):
-        rows.extend(aval_row(t) for t in traced)  # a trace-time side effect, used on purpose
+        rows.extend(
+            aval_row(t) for t in traced
+        )  # a trace-time side effect, used on purpose
         return traced
 
     jax.jit(look)(*args)
@@ -80,7 +87,9 @@ def printed_lines(fn: Callable, calls: Sequence[tuple]) -> list[str]:
     included.
     """
     if not callable(fn):
-        raise TypeError(f"printed_lines takes the function first, got {type(fn).__name__}.")
+        raise TypeError(
+            f"printed_lines takes the function first, got {type(fn).__name__}."
+        )
     buffer = io.StringIO()
     with contextlib.redirect_stdout(buffer):
         for args in calls:
@@ -137,11 +146,14 @@ def sin_or_cos(x: jax.Array, t) -> jax.Array:
     return jnp.cos(x)
 
 
-sin_or_cos_static = jax.jit(sin_or_cos, static_argnums=1)  # way out 1: t is a Python value, part of the cache key
+sin_or_cos_static = jax.jit(
+    sin_or_cos, static_argnums=1
+)  # way out 1: t is a Python value, part of the cache key
 
 
-def sin_or_cos_where(x: jax.Array, t, pos: Callable = jnp.sin,
-                     neg: Callable = jnp.cos) -> jax.Array:
+def sin_or_cos_where(
+    x: jax.Array, t, pos: Callable = jnp.sin, neg: Callable = jnp.cos
+) -> jax.Array:
     """Way out 2: compute both branches and select elementwise.
 
     Taught in "Tracing", "Three ways out".
@@ -149,8 +161,9 @@ def sin_or_cos_where(x: jax.Array, t, pos: Callable = jnp.sin,
     return jnp.where(t > 0, pos(x), neg(x))
 
 
-def sin_or_cos_cond(x: jax.Array, t, pos: Callable = jnp.sin,
-                    neg: Callable = jnp.cos) -> jax.Array:
+def sin_or_cos_cond(
+    x: jax.Array, t, pos: Callable = jnp.sin, neg: Callable = jnp.cos
+) -> jax.Array:
     """Way out 3: ``lax.cond`` puts both branches in the program and runs the one the predicate
     picks.
 
@@ -176,7 +189,9 @@ def branches_run(version: Callable, x: jax.Array, t) -> list[str]:
 
     Taught in "Tracing", "Three ways out".
     """
-    loud = functools.partial(version, pos=announce("sin", jnp.sin), neg=announce("cos", jnp.cos))
+    loud = functools.partial(
+        version, pos=announce("sin", jnp.sin), neg=announce("cos", jnp.cos)
+    )
     return printed_lines(jax.jit(loud), [(x, t)])
 
 
@@ -224,13 +239,21 @@ def loop_growth(fns: Sequence[Callable], ns: Sequence[int], x: jax.Array) -> lis
     Taught in "Tracing", "Python loops unroll" (sec-tracing-loops).
     """
     if not ns or not all(isinstance(n, int) and n >= 0 for n in ns):
-        raise ValueError(f"ns must be a non-empty list of loop lengths (ints >= 0), got {ns!r}.")
+        raise ValueError(
+            f"ns must be a non-empty list of loop lengths (ints >= 0), got {ns!r}."
+        )
     rows = []
     for fn in fns:
         for n in ns:
             first = timing.stages(fn, x, n, static_argnums=1)
-            rows.append({"loop": fn.__name__, "n": n, "equations": count_equations(first.jaxpr),
-                         "compile (ms)": 1e3 * (first.trace + first.lower + first.compile)})
+            rows.append(
+                {
+                    "loop": fn.__name__,
+                    "n": n,
+                    "equations": count_equations(first.jaxpr),
+                    "compile (ms)": 1e3 * (first.trace + first.lower + first.compile),
+                }
+            )
     return rows
 
 
@@ -278,7 +301,9 @@ def masked_scan(x: jax.Array, n, max_n: int) -> jax.Array:
     and a gradient. Taught in "Tracing", "Python loops unroll" (sec-tracing-loops).
     """
     if not isinstance(max_n, int) or max_n < 0:
-        raise ValueError(f"max_n must be a Python int >= 0 (the static bound), got {max_n!r}.")
+        raise ValueError(
+            f"max_n must be a Python int >= 0 (the static bound), got {max_n!r}."
+        )
 
     def body(carry, i):
         return jnp.where(i < n, step(carry), carry), None
@@ -287,9 +312,14 @@ def masked_scan(x: jax.Array, n, max_n: int) -> jax.Array:
     return final
 
 
-def loop_primitive(fn: Callable, *args, static_argnums: int | Sequence[int] = ()) -> str:
+def loop_primitive(
+    fn: Callable, *args, static_argnums: int | Sequence[int] = ()
+) -> str:
     """The loop primitive (``scan`` or ``while``) that ``fn(*args)`` traces to, or ``"no loop"``."""
-    names = [e.primitive.name for e in jax.make_jaxpr(fn, static_argnums=static_argnums)(*args).eqns]
+    names = [
+        e.primitive.name
+        for e in jax.make_jaxpr(fn, static_argnums=static_argnums)(*args).eqns
+    ]
     return next((name for name in names if name in ("scan", "while")), "no loop")
 
 
@@ -301,8 +331,12 @@ def branches_run_batched(version: Callable, x: jax.Array, ts: jax.Array) -> list
 
     Taught in "Tracing", "Under vmap, both branches run" (sec-tracing-cond-vmap).
     """
-    loud = functools.partial(version, pos=announce("sin", jnp.sin), neg=announce("cos", jnp.cos))
-    return sorted(set(printed_lines(jax.jit(jax.vmap(loud, in_axes=(None, 0))), [(x, ts)])))
+    loud = functools.partial(
+        version, pos=announce("sin", jnp.sin), neg=announce("cos", jnp.cos)
+    )
+    return sorted(
+        set(printed_lines(jax.jit(jax.vmap(loud, in_axes=(None, 0))), [(x, ts)]))
+    )
 
 
 def sqrt_or_zero(x: jax.Array) -> jax.Array:
@@ -363,7 +397,9 @@ def numpy_sine(x: jax.Array) -> jax.Array:
 
     Taught in "Tracing", "Side effects done properly" (sec-tracing-side-effects).
     """
-    return jax.pure_callback(lambda v: np.sin(v).astype(v.dtype), jax.ShapeDtypeStruct(x.shape, x.dtype), x)
+    return jax.pure_callback(
+        lambda v: np.sin(v).astype(v.dtype), jax.ShapeDtypeStruct(x.shape, x.dtype), x
+    )
 
 
 # --- explorer
@@ -374,7 +410,13 @@ def excerpt(text: str, head: int = 10, tail: int = 3) -> str:
     lines = text.splitlines()
     if len(lines) <= head + tail + 1:
         return text
-    return "\n".join([*lines[:head], f"    ... {len(lines) - head - tail} more lines ...", *lines[-tail:]])
+    return "\n".join(
+        [
+            *lines[:head],
+            f"    ... {len(lines) - head - tail} more lines ...",
+            *lines[-tail:],
+        ]
+    )
 
 
 LOOPS = {"Python loop": python_loop, "fori_loop": fori_version, "scan": scan_version}
@@ -396,6 +438,14 @@ def loop_explorer(ns: Sequence[int], x: jax.Array) -> tuple[list[dict], list[dic
             found = next(r for r in growth if r["loop"] == fn.__name__ and r["n"] == n)
             row[f"{label}: compile (ms)"] = found["compile (ms)"]
         rows.append(row)
-        jaxprs = {label: jax.make_jaxpr(fn, static_argnums=1)(x, n) for label, fn in list(LOOPS.items())[:2]}
-        panels.append({f"{label} jaxpr": excerpt(j.pretty_print(use_color=False)) for label, j in jaxprs.items()})
+        jaxprs = {
+            label: jax.make_jaxpr(fn, static_argnums=1)(x, n)
+            for label, fn in list(LOOPS.items())[:2]
+        }
+        panels.append(
+            {
+                f"{label} jaxpr": excerpt(j.pretty_print(use_color=False))
+                for label, j in jaxprs.items()
+            }
+        )
     return rows, panels

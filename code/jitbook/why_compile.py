@@ -20,7 +20,9 @@ def standardize_softplus(x: jax.Array) -> jax.Array:
 
     Taught in "Why compile?", "Two ways to run the same function".
     """
-    y = jnp.log1p(jnp.exp(-jnp.abs(x))) + jnp.maximum(x, 0.0)  # softplus, stable for large |x|
+    y = jnp.log1p(jnp.exp(-jnp.abs(x))) + jnp.maximum(
+        x, 0.0
+    )  # softplus, stable for large |x|
     mean = jnp.mean(y, axis=1, keepdims=True)
     centered = y - mean
     std = jnp.sqrt(jnp.mean(centered**2, axis=1, keepdims=True) + 1e-6)
@@ -44,9 +46,15 @@ def break_even_calls(compile_s: float, eager_s: float, jit_s: float) -> float:
 
     Taught in "Why compile?", "Op by op against compiled, measured".
     """
-    for name, value in (("compile_s", compile_s), ("eager_s", eager_s), ("jit_s", jit_s)):
+    for name, value in (
+        ("compile_s", compile_s),
+        ("eager_s", eager_s),
+        ("jit_s", jit_s),
+    ):
         if not isinstance(value, (int, float)) or value < 0 or math.isnan(value):
-            raise ValueError(f"{name} must be a non-negative number of seconds, got {value!r}.")
+            raise ValueError(
+                f"{name} must be a non-negative number of seconds, got {value!r}."
+            )
     saved = eager_s - jit_s
     return math.inf if saved <= 0 else compile_s / saved
 
@@ -65,12 +73,20 @@ def cold_and_warm(fn: Callable, x: jax.Array, repeats: int = 50) -> list[dict]:
             jax.block_until_ready(callable_(x))
             first = time.perf_counter() - start
         later = timing.time_call(callable_, x, repeats=repeats, warmup=0)
-        rows.append({"way": way, "first call (ms)": 1e3 * first,
-                     "compiles in first call": log.count, "later calls (ms)": 1e3 * later.median})
+        rows.append(
+            {
+                "way": way,
+                "first call (ms)": 1e3 * first,
+                "compiles in first call": log.count,
+                "later calls (ms)": 1e3 * later.median,
+            }
+        )
     return rows
 
 
-def wrapper_per_call(fn: Callable, x: jax.Array, repeats: int = 200) -> tuple[timing.Timing, ...]:
+def wrapper_per_call(
+    fn: Callable, x: jax.Array, repeats: int = 200
+) -> tuple[timing.Timing, ...]:
     """Per-call times of one ``jax.jit(fn)`` called again, and of a new ``jax.jit(fn)`` at every
     call.
 
@@ -106,18 +122,37 @@ def size_sweep(rows: Sequence[int], columns: int = 256, repeats: int = 5) -> lis
 
     Taught in "Why compile?", "Explore it" (sec-why-compile-explore).
     """
-    if isinstance(rows, (str, bytes)) or not isinstance(rows, Sequence) or not rows or not all(
-            isinstance(r, int) and not isinstance(r, bool) and r > 0 for r in rows):
-        raise ValueError(f"rows must be a non-empty list of positive array heights, e.g. [16, 256, 4096]; got {rows!r}.")
+    if (
+        isinstance(rows, (str, bytes))
+        or not isinstance(rows, Sequence)
+        or not rows
+        or not all(
+            isinstance(r, int) and not isinstance(r, bool) and r > 0 for r in rows
+        )
+    ):
+        raise ValueError(
+            f"rows must be a non-empty list of positive array heights, e.g. [16, 256, 4096]; got {rows!r}."
+        )
     table = []
     for n in rows:
         x = jax.random.normal(jax.random.key(n), (n, columns))
         eager = timing.time_call(standardize_softplus, x, repeats=repeats)
         first = timing.stages(standardize_softplus, x)
-        compiled = timing.time_call(first.compiled, x, repeats=repeats)  # the executable just built: no second compile
+        compiled = timing.time_call(
+            first.compiled, x, repeats=repeats
+        )  # the executable just built: no second compile
         compile_s = first.trace + first.lower + first.compile
         calls = break_even_calls(compile_s, eager.median, compiled.median)
-        table.append({"rows": n, "elements": n * columns, "op by op (ms)": 1e3 * eager.median,
-                      "compiled (ms)": 1e3 * compiled.median, "compile (ms)": 1e3 * compile_s,
-                      "calls to pay off": math.ceil(calls) if math.isfinite(calls) else "never"})
+        table.append(
+            {
+                "rows": n,
+                "elements": n * columns,
+                "op by op (ms)": 1e3 * eager.median,
+                "compiled (ms)": 1e3 * compiled.median,
+                "compile (ms)": 1e3 * compile_s,
+                "calls to pay off": math.ceil(calls)
+                if math.isfinite(calls)
+                else "never",
+            }
+        )
     return table

@@ -45,22 +45,40 @@ _REGISTRY: dict[str, Exercise] = {}
 
 def reports(cells) -> list[dict]:
     """The check reports shown in the outputs of executed notebook cells, in order (tests and grading read them)."""
-    return [out["metadata"][REPORT_KEY] for cell in cells if cell.get("cell_type") == "code"
-            for out in cell.get("outputs", []) if REPORT_KEY in out.get("metadata", {})]
+    return [
+        out["metadata"][REPORT_KEY]
+        for cell in cells
+        if cell.get("cell_type") == "code"
+        for out in cell.get("outputs", [])
+        if REPORT_KEY in out.get("metadata", {})
+    ]
 
 
-def exercise(id: str, *, answer: str, topic: str, difficulty: int, hint: str,
-             time_limit: float = DEFAULT_TIME_LIMIT) -> Callable:
+def exercise(
+    id: str,
+    *,
+    answer: str,
+    topic: str,
+    difficulty: int,
+    hint: str,
+    time_limit: float = DEFAULT_TIME_LIMIT,
+) -> Callable:
     """Register the decorated function as the checker of exercise ``id`` (``"<chapter>.<name>"``)."""
     if "." not in id:
-        raise ValueError(f"exercise id {id!r} must look like '<chapter>.<name>', e.g. 'tracing.no-print'.")
+        raise ValueError(
+            f"exercise id {id!r} must look like '<chapter>.<name>', e.g. 'tracing.no-print'."
+        )
     if difficulty not in (1, 2, 3):
         raise ValueError(f"difficulty of {id!r} must be 1, 2 or 3, got {difficulty!r}.")
 
     def register(checker: Callable) -> Callable:
         if id in _REGISTRY and _REGISTRY[id].checker.__module__ != checker.__module__:
-            raise ValueError(f"exercise id {id!r} is registered twice ({checker.__module__}).")
-        _REGISTRY[id] = Exercise(id, answer, topic, difficulty, hint, checker, time_limit)
+            raise ValueError(
+                f"exercise id {id!r} is registered twice ({checker.__module__})."
+            )
+        _REGISTRY[id] = Exercise(
+            id, answer, topic, difficulty, hint, checker, time_limit
+        )
         return checker
 
     return register
@@ -104,8 +122,11 @@ def is_jitted(fn) -> bool:
 
 def expect_jitted(answer, name: str) -> None:
     """The expectation every "jit it" exercise starts with, in one wording."""
-    expect(is_jitted(answer), "is a jitted function",
-           f"{name} is {type(answer).__name__}, not a function compiled by jax.jit (it has no .lower).")
+    expect(
+        is_jitted(answer),
+        "is a jitted function",
+        f"{name} is {type(answer).__name__}, not a function compiled by jax.jit (it has no .lower).",
+    )
 
 
 def call_answer(fn, *args, **kwargs):
@@ -115,13 +136,19 @@ def call_answer(fn, *args, **kwargs):
     try:
         return fn(*args, **kwargs)
     except NotImplementedError:
-        raise Wrong("the function still raises NotImplementedError: replace that line with your code.") from None
+        raise Wrong(
+            "the function still raises NotImplementedError: replace that line with your code."
+        ) from None
     except (Wrong, _TimeLimit):
         raise
     except Exception as err:
-        frames = traceback.extract_tb(err.__traceback__)[1:]  # drop this frame: it is not the student's
+        frames = traceback.extract_tb(err.__traceback__)[
+            1:
+        ]  # drop this frame: it is not the student's
         where = f" (line {frames[-1].lineno}: `{frames[-1].line}`)" if frames else ""
-        raise Wrong(f"calling your function raised {type(err).__name__}: {err}{where}") from None
+        raise Wrong(
+            f"calling your function raised {type(err).__name__}: {err}{where}"
+        ) from None
 
 
 @dataclasses.dataclass
@@ -138,7 +165,9 @@ class Report:
         head = f"{'PASSED' if self.passed else 'NOT YET'} {self.exercise}"
         lines = [head] + [f"  ok: {c}" for c in self.checks]
         if not self.passed:
-            lines += [f"  problem: {self.message}"] + ([f"  hint: {self.hint}"] if self.hint else [])
+            lines += [f"  problem: {self.message}"] + (
+                [f"  hint: {self.hint}"] if self.hint else []
+            )
         return fit("\n".join(lines))
 
     def _repr_mimebundle_(self, include=None, exclude=None):
@@ -150,9 +179,13 @@ class Report:
             if self.hint:
                 items += f"<li><em>Hint:</em> {html.escape(self.hint)}</li>"
         verdict = "all checks passed" if self.passed else "not yet"
-        body = (f'<div class="jitbook-check" style="border-left:4px solid {color};padding-left:.6em">'
-                f"<strong>{mark} {html.escape(self.exercise)}: {verdict}</strong><ul>{items}</ul></div>")
-        return {"text/plain": self.text(), "text/html": body}, {REPORT_KEY: dataclasses.asdict(self)}
+        body = (
+            f'<div class="jitbook-check" style="border-left:4px solid {color};padding-left:.6em">'
+            f"<strong>{mark} {html.escape(self.exercise)}: {verdict}</strong><ul>{items}</ul></div>"
+        )
+        return {"text/plain": self.text(), "text/html": body}, {
+            REPORT_KEY: dataclasses.asdict(self)
+        }
 
     def __repr__(self) -> str:
         return self.text()
@@ -183,8 +216,10 @@ def _find_answer(name: str):
         module = frame_info.frame.f_globals
         if module.get("__name__") == "__main__" and name in module:
             return module[name]
-    raise Wrong(f"I could not find `{name}`. Define it (run the cell with `def {name}...` above) "
-                f"and check again.")
+    raise Wrong(
+        f"I could not find `{name}`. Define it (run the cell with `def {name}...` above) "
+        f"and check again."
+    )
 
 
 _MISSING = object()
@@ -194,9 +229,16 @@ def check(exercise_id: str, answer=_MISSING) -> Report:
     """Check the answer to ``exercise_id``; by default the answer is looked up by name in the notebook."""
     exercises = registry()
     if exercise_id not in exercises:
-        close = [k for k in exercises if k.split(".")[0] == str(exercise_id).split(".")[0]]
-        return Report(str(exercise_id), False, [], f"there is no exercise called {exercise_id!r}.",
-                      f"exercises of this chapter: {', '.join(close) or 'none'}; copy the id from the check cell.")
+        close = [
+            k for k in exercises if k.split(".")[0] == str(exercise_id).split(".")[0]
+        ]
+        return Report(
+            str(exercise_id),
+            False,
+            [],
+            f"there is no exercise called {exercise_id!r}.",
+            f"exercises of this chapter: {', '.join(close) or 'none'}; copy the id from the check cell.",
+        )
     ex = exercises[exercise_id]
     progress = _Progress()
     _current.append(progress)
@@ -209,12 +251,22 @@ def check(exercise_id: str, answer=_MISSING) -> Report:
     except Wrong as wrong:
         return Report(ex.id, False, progress.passed, str(wrong), ex.hint)
     except _TimeLimit:
-        return Report(ex.id, False, progress.passed,
-                      f"the check took longer than {ex.time_limit:g} s, so it was stopped; look for a loop that "
-                      f"does not end or a function that compiles on every call.", ex.hint)
+        return Report(
+            ex.id,
+            False,
+            progress.passed,
+            f"the check took longer than {ex.time_limit:g} s, so it was stopped; look for a loop that "
+            f"does not end or a function that compiles on every call.",
+            ex.hint,
+        )
     except Exception as err:  # a checker should turn the student's errors into Wrong; this is the safety net
-        return Report(ex.id, False, progress.passed,
-                      f"your answer made the checker fail with {type(err).__name__}: {err}", ex.hint)
+        return Report(
+            ex.id,
+            False,
+            progress.passed,
+            f"your answer made the checker fail with {type(err).__name__}: {err}",
+            ex.hint,
+        )
     finally:
         _current.pop()
 
@@ -224,10 +276,15 @@ def close(got, want, rtol: float = 1e-4) -> bool:
     import numpy as np
 
     try:
-        got, want = np.asarray(got, dtype=np.float64), np.asarray(want, dtype=np.float64)
+        got, want = (
+            np.asarray(got, dtype=np.float64),
+            np.asarray(want, dtype=np.float64),
+        )
     except (TypeError, ValueError):
         return False
-    return got.shape == want.shape and bool(np.all(np.abs(got - want) <= rtol * np.abs(want).max()))
+    return got.shape == want.shape and bool(
+        np.all(np.abs(got - want) <= rtol * np.abs(want).max())
+    )
 
 
 __all__ = [

@@ -17,87 +17,169 @@ def _compile(answer, *args):
     try:
         return answer.trace(*args).lower().compile()
     except Exception as err:  # the student's function failed to trace or compile: say so in plain words
-        raise Wrong(f"compiling your function raised {type(err).__name__}: {str(err).strip().splitlines()[0]}") from None
+        raise Wrong(
+            f"compiling your function raised {type(err).__name__}: {str(err).strip().splitlines()[0]}"
+        ) from None
 
 
-@exercise("artifacts.donate-update", answer="donating_update", topic="buffer donation", difficulty=1,
-          hint="jax.jit(artifacts.sgd_update, donate_argnums=0) (or donate_argnames='state') hands the state's "
-               "memory to the result.")
+@exercise(
+    "artifacts.donate-update",
+    answer="donating_update",
+    topic="buffer donation",
+    difficulty=1,
+    hint="jax.jit(artifacts.sgd_update, donate_argnums=0) (or donate_argnames='state') hands the state's "
+    "memory to the result.",
+)
 def _donate_update(answer):
     expect_jitted(answer, "donating_update")
     state, grad = jnp.ones((256, 256)), jnp.full((256, 256), 2.0)
     memory = _compile(answer, state, grad).memory_analysis()
-    expect(memory.alias_size_in_bytes >= state.nbytes, "memory_analysis shows the state's bytes aliased to the output",
-           f"memory_analysis() reports {memory.alias_size_in_bytes} aliased bytes; donating the {state.nbytes}-byte "
-           f"state would alias all of them. Donate argument 0 (the state), not the gradient.")
+    expect(
+        memory.alias_size_in_bytes >= state.nbytes,
+        "memory_analysis shows the state's bytes aliased to the output",
+        f"memory_analysis() reports {memory.alias_size_in_bytes} aliased bytes; donating the {state.nbytes}-byte "
+        f"state would alias all of them. Donate argument 0 (the state), not the gradient.",
+    )
     got = call_answer(answer, state, grad)
-    expect(bool(np.allclose(np.asarray(got), 1.0 - 0.1 * 2.0)), "computes the same step as sgd_update",
-           f"donating_update(ones, 2s) returned {float(np.asarray(got).ravel()[0]):.4g}, sgd_update gives 0.8.")
-    expect(state.is_deleted(), "the donated state is deleted after the call",
-           "after the call the state array is still alive: it was not donated.")
+    expect(
+        bool(np.allclose(np.asarray(got), 1.0 - 0.1 * 2.0)),
+        "computes the same step as sgd_update",
+        f"donating_update(ones, 2s) returned {float(np.asarray(got).ravel()[0]):.4g}, sgd_update gives 0.8.",
+    )
+    expect(
+        state.is_deleted(),
+        "the donated state is deleted after the call",
+        "after the call the state array is still alive: it was not donated.",
+    )
 
 
-@exercise("artifacts.any-batch", answer="exported_predict", topic="shape-polymorphic export", difficulty=2,
-          hint="export.export(jax.jit(artifacts.predict))(weights_spec, artifacts.batch_spec(3)): a symbolic "
-               "batch dimension from export.symbolic_shape.")
+@exercise(
+    "artifacts.any-batch",
+    answer="exported_predict",
+    topic="shape-polymorphic export",
+    difficulty=2,
+    hint="export.export(jax.jit(artifacts.predict))(weights_spec, artifacts.batch_spec(3)): a symbolic "
+    "batch dimension from export.symbolic_shape.",
+)
 def _any_batch(answer):
-    expect(isinstance(answer, export.Exported), "is a jax.export.Exported",
-           f"exported_predict is a {type(answer).__name__}; build it with export.export(jax.jit(artifacts.predict))(...).")
+    expect(
+        isinstance(answer, export.Exported),
+        "is a jax.export.Exported",
+        f"exported_predict is a {type(answer).__name__}; build it with export.export(jax.jit(artifacts.predict))(...).",
+    )
     w = jnp.asarray(np.random.default_rng(0).normal(size=(3, 2)), jnp.float32)
     for batch in (1, 7, 64):
-        x = jnp.asarray(np.random.default_rng(batch).normal(size=(batch, 3)), jnp.float32)
+        x = jnp.asarray(
+            np.random.default_rng(batch).normal(size=(batch, 3)), jnp.float32
+        )
         try:
             got = answer.call(w, x)
-        except Exception as err:  # the export refused this batch size: the dimension was not symbolic
-            raise Wrong(f"calling it with a batch of {batch} raised {type(err).__name__}: "
-                        f"{str(err).strip().splitlines()[0]}; export with a symbolic batch dimension.") from None
-        expect(bool(np.allclose(np.asarray(got), np.asarray(artifacts.predict(w, x)), atol=1e-6)),
-               f"batch of {batch}: same result as predict", f"for a batch of {batch} the result differs from predict.")
+        except (
+            Exception
+        ) as err:  # the export refused this batch size: the dimension was not symbolic
+            raise Wrong(
+                f"calling it with a batch of {batch} raised {type(err).__name__}: "
+                f"{str(err).strip().splitlines()[0]}; export with a symbolic batch dimension."
+            ) from None
+        expect(
+            bool(
+                np.allclose(
+                    np.asarray(got), np.asarray(artifacts.predict(w, x)), atol=1e-6
+                )
+            ),
+            f"batch of {batch}: same result as predict",
+            f"for a batch of {batch} the result differs from predict.",
+        )
     try:
         shipped = export.deserialize(answer.serialize())
     except Exception as err:  # noqa: BLE001 - e.g. a missing serialization dependency, reported in words
-        raise Wrong(f"it could not be serialized and loaded back: {type(err).__name__}: {err}") from None
-    expect([str(a) for a in shipped.in_avals] == [str(a) for a in answer.in_avals], "survives serialize and deserialize",
-           "after serialize/deserialize its input types changed.")
+        raise Wrong(
+            f"it could not be serialized and loaded back: {type(err).__name__}: {err}"
+        ) from None
+    expect(
+        [str(a) for a in shipped.in_avals] == [str(a) for a in answer.in_avals],
+        "survives serialize and deserialize",
+        "after serialize/deserialize its input types changed.",
+    )
 
 
-@exercise("artifacts.scan-loop", answer="damped_steps", topic="compile cost of loops", difficulty=2,
-          hint="Write the loop as jax.lax.scan (or fori_loop) so the body is traced once, whatever n is.")
+@exercise(
+    "artifacts.scan-loop",
+    answer="damped_steps",
+    topic="compile cost of loops",
+    difficulty=2,
+    hint="Write the loop as jax.lax.scan (or fori_loop) so the body is traced once, whatever n is.",
+)
 def _scan_loop(answer):
-    expect(callable(answer), "is a function", f"damped_steps is a {type(answer).__name__}, not a function.")
+    expect(
+        callable(answer),
+        "is a function",
+        f"damped_steps is a {type(answer).__name__}, not a function.",
+    )
     x = jnp.linspace(-1.0, 1.0, 8)
     for n in (3, 50):
         got = call_answer(answer, x, n)
         want = artifacts.unrolled_steps(x, n)
-        expect(bool(np.allclose(np.asarray(got), np.asarray(want), atol=1e-5)), f"n={n}: same result as unrolled_steps",
-               f"damped_steps(x, {n}) differs from artifacts.unrolled_steps(x, {n}).")
+        expect(
+            bool(np.allclose(np.asarray(got), np.asarray(want), atol=1e-5)),
+            f"n={n}: same result as unrolled_steps",
+            f"damped_steps(x, {n}) differs from artifacts.unrolled_steps(x, {n}).",
+        )
     try:
-        small, large = (programs.count_equations(jax.make_jaxpr(answer, static_argnums=1)(x, n)) for n in (10, 1000))
+        small, large = (
+            programs.count_equations(jax.make_jaxpr(answer, static_argnums=1)(x, n))
+            for n in (10, 1000)
+        )
     except Exception as err:  # not traceable with a static n
-        raise Wrong(f"tracing damped_steps(x, n) with n static raised {type(err).__name__}: "
-                    f"{str(err).strip().splitlines()[0]}") from None
-    expect(large <= small + 2, f"its program has as many equations for n=1000 as for n=10 ({large} and {small})",
-           f"its program grows with n: {small} equations for n=10, {large} for n=1000; the loop is unrolled.")
+        raise Wrong(
+            f"tracing damped_steps(x, n) with n static raised {type(err).__name__}: "
+            f"{str(err).strip().splitlines()[0]}"
+        ) from None
+    expect(
+        large <= small + 2,
+        f"its program has as many equations for n=1000 as for n=10 ({large} and {small})",
+        f"its program grows with n: {small} equations for n=10, {large} for n=1000; the loop is unrolled.",
+    )
 
 
-@exercise("artifacts.table-argument", answer="apply_weights", topic="constants versus arguments", difficulty=2,
-          hint="Take the weights as an argument of the jitted function instead of closing over them.")
+@exercise(
+    "artifacts.table-argument",
+    answer="apply_weights",
+    topic="constants versus arguments",
+    difficulty=2,
+    hint="Take the weights as an argument of the jitted function instead of closing over them.",
+)
 def _table_argument(answer):
     expect_jitted(answer, "apply_weights")
     rng = np.random.default_rng(1)
     weights = [jnp.asarray(rng.normal(size=(64, 64)), jnp.float32) for _ in range(2)]
     x = jnp.ones(64)
     try:
-        jaxpr = answer.trace(weights[0], x).jaxpr  # the jitted body's own jaxpr, with its constants
+        jaxpr = answer.trace(
+            weights[0], x
+        ).jaxpr  # the jitted body's own jaxpr, with its constants
     except Exception as err:  # wrong signature or untraceable body
-        raise Wrong(f"apply_weights(weights, x) could not be traced: {type(err).__name__}: "
-                    f"{str(err).strip().splitlines()[0]}") from None
+        raise Wrong(
+            f"apply_weights(weights, x) could not be traced: {type(err).__name__}: "
+            f"{str(err).strip().splitlines()[0]}"
+        ) from None
     baked = sum(np.asarray(c).nbytes for c in jaxpr.consts)
-    expect(baked < weights[0].nbytes, "no weight matrix is baked into the program as a constant",
-           f"its program carries {baked} bytes of constants: the weights are closed over, not passed.")
+    expect(
+        baked < weights[0].nbytes,
+        "no weight matrix is baked into the program as a constant",
+        f"its program carries {baked} bytes of constants: the weights are closed over, not passed.",
+    )
     with count_compiles() as log:
         got = [np.asarray(call_answer(answer, w, x)) for w in weights]
-    right = all(np.allclose(g, np.asarray(w @ x), atol=1e-4) for w, g in zip(weights, got, strict=True))
-    expect(right, "computes weights @ x", "apply_weights(weights, x) is not weights @ x.")
-    expect(log.count <= 1, "two weight matrices, one compile",
-           f"two weight matrices of the same shape compiled {log.count} times; the weights must be a traced argument.")
+    right = all(
+        np.allclose(g, np.asarray(w @ x), atol=1e-4)
+        for w, g in zip(weights, got, strict=True)
+    )
+    expect(
+        right, "computes weights @ x", "apply_weights(weights, x) is not weights @ x."
+    )
+    expect(
+        log.count <= 1,
+        "two weight matrices, one compile",
+        f"two weight matrices of the same shape compiled {log.count} times; the weights must be a traced argument.",
+    )

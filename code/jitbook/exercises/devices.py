@@ -14,8 +14,10 @@ from . import Wrong, call_answer, exercise, expect
 def _mesh():
     """A mesh of every device; the exercises mean nothing on one device, so say how to get more."""
     if jax.device_count() < 2:
-        raise Wrong(f"JAX sees {jax.device_count()} device here; these exercises need several. Restart the kernel "
-                    f"and run the chapter's first cell, which asks for simulated CPU devices before any JAX work.")
+        raise Wrong(
+            f"JAX sees {jax.device_count()} device here; these exercises need several. Restart the kernel "
+            f"and run the chapter's first cell, which asks for simulated CPU devices before any JAX work."
+        )
     return devices.data_mesh()
 
 
@@ -23,85 +25,163 @@ def _compiled(fn, *args):
     try:
         return fresh_jit(fn).lower(*args).compile()
     except Exception as err:
-        raise Wrong(f"jit could not compile your function: {type(err).__name__}: {str(err).splitlines()[0]}") from None
+        raise Wrong(
+            f"jit could not compile your function: {type(err).__name__}: {str(err).splitlines()[0]}"
+        ) from None
 
 
-@exercise("devices.batch-axis", answer="batch_spec", topic="data parallelism without collectives", difficulty=1,
-          hint="Each row of x is one example; split the rows and keep the features whole: P(axis, None).")
+@exercise(
+    "devices.batch-axis",
+    answer="batch_spec",
+    topic="data parallelism without collectives",
+    difficulty=1,
+    hint="Each row of x is one example; split the rows and keep the features whole: P(axis, None).",
+)
 def _batch_axis(answer):
     mesh = _mesh()
-    expect(isinstance(answer, P), "is a PartitionSpec",
-           f"batch_spec is a {type(answer).__name__}; make it a jax.sharding.PartitionSpec, e.g. P('data', None).")
+    expect(
+        isinstance(answer, P),
+        "is a PartitionSpec",
+        f"batch_spec is a {type(answer).__name__}; make it a jax.sharding.PartitionSpec, e.g. P('data', None).",
+    )
     n = mesh.devices.size
     x = np.random.default_rng(0).normal(size=(4 * n, 2 * n)).astype(np.float32)
     w = np.random.default_rng(1).normal(size=(2 * n, 3)).astype(np.float32)
     try:
         xs = jax.device_put(x, NamedSharding(mesh, answer))
     except Exception as err:
-        raise Wrong(f"jax.device_put refused batch_spec {answer}: {str(err).splitlines()[0]}") from None
+        raise Wrong(
+            f"jax.device_put refused batch_spec {answer}: {str(err).splitlines()[0]}"
+        ) from None
     compiled = _compiled(devices.predict, xs, w)
     found = devices.collectives(compiled)
-    expect(not found, "the compiled program has no collectives",
-           f"the compiled program runs {devices.words(found)}: splitting the features makes devices exchange data.")
+    expect(
+        not found,
+        "the compiled program has no collectives",
+        f"the compiled program runs {devices.words(found)}: splitting the features makes devices exchange data.",
+    )
     out_shard = compiled.output_shardings.shard_shape((4 * n, 3))
-    expect(out_shard[0] < 4 * n, f"the output is split over the batch ({out_shard} per device)",
-           f"each device computes the whole output {out_shard}: the batch axis is not on the mesh.")
-    expect(np.allclose(np.asarray(compiled(xs, w)), np.tanh(x @ w), atol=1e-5), "same result as on one device",
-           "the sharded result differs from tanh(x @ w).")
+    expect(
+        out_shard[0] < 4 * n,
+        f"the output is split over the batch ({out_shard} per device)",
+        f"each device computes the whole output {out_shard}: the batch axis is not on the mesh.",
+    )
+    expect(
+        np.allclose(np.asarray(compiled(xs, w)), np.tanh(x @ w), atol=1e-5),
+        "same result as on one device",
+        "the sharded result differs from tanh(x @ w).",
+    )
 
 
-@exercise("devices.one-sharding", answer="to_one_sharding", topic="sharding in the cache key", difficulty=2,
-          hint="jax.device_put(x, NamedSharding(mesh, P('data', None))) moves any array to one chosen sharding.")
+@exercise(
+    "devices.one-sharding",
+    answer="to_one_sharding",
+    topic="sharding in the cache key",
+    difficulty=2,
+    hint="jax.device_put(x, NamedSharding(mesh, P('data', None))) moves any array to one chosen sharding.",
+)
 def _one_sharding(answer):
     mesh = _mesh()
     n, axis = mesh.devices.size, mesh.axis_names[0]
     x = np.random.default_rng(2).normal(size=(2 * n, 2 * n)).astype(np.float32)
-    loaders = {"rows": P(axis, None), "columns": P(None, axis), "columns, new values": P(None, axis), "replicated": P()}
-    values = {"rows": x, "columns": x, "columns, new values": 2 * x, "replicated": 3 * x}
+    loaders = {
+        "rows": P(axis, None),
+        "columns": P(None, axis),
+        "columns, new values": P(None, axis),
+        "replicated": P(),
+    }
+    values = {
+        "rows": x,
+        "columns": x,
+        "columns, new values": 2 * x,
+        "replicated": 3 * x,
+    }
     step = fresh_jit(devices.sum_of_squares)
     with count_compiles() as log:
         for name, spec in loaders.items():
-            placed = call_answer(answer, jax.device_put(values[name], NamedSharding(mesh, spec)))
+            placed = call_answer(
+                answer, jax.device_put(values[name], NamedSharding(mesh, spec))
+            )
             if not isinstance(placed, jax.Array):
-                raise Wrong(f"to_one_sharding returned a {type(placed).__name__}, not a jax.Array.")
+                raise Wrong(
+                    f"to_one_sharding returned a {type(placed).__name__}, not a jax.Array."
+                )
             if len(placed.sharding.device_set) != n:
-                raise Wrong(f"for the {name} input it returned an array on {len(placed.sharding.device_set)} "
-                            f"device(s) out of {n}: keep the data spread over the mesh.")
-            got, want = float(step(placed)), float(np.sum(values[name].astype(np.float64) ** 2))
+                raise Wrong(
+                    f"for the {name} input it returned an array on {len(placed.sharding.device_set)} "
+                    f"device(s) out of {n}: keep the data spread over the mesh."
+                )
+            got, want = (
+                float(step(placed)),
+                float(np.sum(values[name].astype(np.float64) ** 2)),
+            )
             if abs(got - want) > 1e-4 * want:
-                raise Wrong(f"for the {name} input the values changed: sum of squares {got:.6g}, not {want:.6g}.")
+                raise Wrong(
+                    f"for the {name} input the values changed: sum of squares {got:.6g}, not {want:.6g}."
+                )
     compiles = log.count_for("sum_of_squares")
-    expect(compiles == 1, f"same values, on all {n} devices, and one compile for rows, columns and replicated inputs",
-           f"the jitted step compiled {compiles} times for {len(loaders)} inputs: they still reach it with "
-           f"different shardings.")
+    expect(
+        compiles == 1,
+        f"same values, on all {n} devices, and one compile for rows, columns and replicated inputs",
+        f"the jitted step compiled {compiles} times for {len(loaders)} inputs: they still reach it with "
+        f"different shardings.",
+    )
 
 
-@exercise("devices.psum", answer="sharded_dot", topic="shard_map and psum", difficulty=2,
-          hint="jax.shard_map(local, mesh=mesh, in_specs=(P(None, 'data'), P('data', None)), out_specs=P()), "
-               "with local(a, b) = jax.lax.psum(a @ b, 'data').")
+@exercise(
+    "devices.psum",
+    answer="sharded_dot",
+    topic="shard_map and psum",
+    difficulty=2,
+    hint="jax.shard_map(local, mesh=mesh, in_specs=(P(None, 'data'), P('data', None)), out_specs=P()), "
+    "with local(a, b) = jax.lax.psum(a @ b, 'data').",
+)
 def _psum(answer):
     mesh = _mesh()
     k = 3 * mesh.devices.size
     rng = np.random.default_rng(3)
-    a, b = rng.normal(size=(5, k)).astype(np.float32), rng.normal(size=(k, 4)).astype(np.float32)
+    a, b = (
+        rng.normal(size=(5, k)).astype(np.float32),
+        rng.normal(size=(k, 4)).astype(np.float32),
+    )
     got = np.asarray(call_answer(answer, a, b))
-    expect(got.shape == (5, 4) and np.allclose(got, a @ b, atol=1e-4), "computes a @ b",
-           f"sharded_dot(a, b) gave {got.shape} values that differ from a @ b.")
+    expect(
+        got.shape == (5, 4) and np.allclose(got, a @ b, atol=1e-4),
+        "computes a @ b",
+        f"sharded_dot(a, b) gave {got.shape} values that differ from a @ b.",
+    )
     try:
         program = str(jax.make_jaxpr(answer)(a, b))
     except Exception as err:
-        raise Wrong(f"tracing sharded_dot failed: {type(err).__name__}: {str(err).splitlines()[0]}") from None
-    expect("shard_map" in program, "uses shard_map", "no shard_map in its program: write the per-device code.")
-    expect("psum" in program, "sums the partial products with psum",
-           "its program has no psum: each device holds only part of the sum over k.")
+        raise Wrong(
+            f"tracing sharded_dot failed: {type(err).__name__}: {str(err).splitlines()[0]}"
+        ) from None
+    expect(
+        "shard_map" in program,
+        "uses shard_map",
+        "no shard_map in its program: write the per-device code.",
+    )
+    expect(
+        "psum" in program,
+        "sums the partial products with psum",
+        "its program has no psum: each device holds only part of the sum over k.",
+    )
     found = devices.collectives(_compiled(answer, a, b))
-    expect(found.get("all-reduce", 0) >= 1, f"the compiled program runs {devices.words(found)}",
-           f"the compiled program runs {devices.words(found)}, no all-reduce: is the contraction split over the mesh?")
+    expect(
+        found.get("all-reduce", 0) >= 1,
+        f"the compiled program runs {devices.words(found)}",
+        f"the compiled program runs {devices.words(found)}, no all-reduce: is the contraction split over the mesh?",
+    )
 
 
-@exercise("devices.column-stats", answer="column_stats", topic="reductions over sharded rows", difficulty=2,
-          hint="Means and x.T @ x reduce over rows: each device reduces its own rows and XLA adds an all-reduce. "
-               "Avoid operations that need every row in one place (sorting, reshaping rows away).")
+@exercise(
+    "devices.column-stats",
+    answer="column_stats",
+    topic="reductions over sharded rows",
+    difficulty=2,
+    hint="Means and x.T @ x reduce over rows: each device reduces its own rows and XLA adds an all-reduce. "
+    "Avoid operations that need every row in one place (sorting, reshaping rows away).",
+)
 def _column_stats(answer):
     mesh = _mesh()
     n = mesh.devices.size
@@ -109,13 +189,23 @@ def _column_stats(answer):
     xs = jax.device_put(x, NamedSharding(mesh, P(mesh.axis_names[0], None)))
     out = call_answer(answer, xs)
     if not (isinstance(out, tuple) and len(out) == 2):
-        raise Wrong(f"column_stats must return a pair (mean, covariance), it returned {type(out).__name__}.")
+        raise Wrong(
+            f"column_stats must return a pair (mean, covariance), it returned {type(out).__name__}."
+        )
     mean, cov = (np.asarray(v) for v in out)
-    expect(mean.shape == (3,) and np.allclose(mean, x.mean(axis=0), atol=1e-5), "right column means",
-           f"the means {mean.round(4).tolist()} differ from {x.mean(axis=0).round(4).tolist()}.")
-    expect(cov.shape == (3, 3) and np.allclose(cov, np.cov(x.T), atol=1e-4), "right covariance (divided by n - 1)",
-           "the covariance differs from np.cov(x.T) (which divides by n - 1).")
+    expect(
+        mean.shape == (3,) and np.allclose(mean, x.mean(axis=0), atol=1e-5),
+        "right column means",
+        f"the means {mean.round(4).tolist()} differ from {x.mean(axis=0).round(4).tolist()}.",
+    )
+    expect(
+        cov.shape == (3, 3) and np.allclose(cov, np.cov(x.T), atol=1e-4),
+        "right covariance (divided by n - 1)",
+        "the covariance differs from np.cov(x.T) (which divides by n - 1).",
+    )
     found = devices.collectives(_compiled(answer, xs))
-    expect("all-gather" not in found, f"no all-gather: the rows stay where they are ({devices.words(found)})",
-           f"the compiled program runs {devices.words(found)}: an all-gather copies every row to every device.")
-
+    expect(
+        "all-gather" not in found,
+        f"no all-gather: the rows stay where they are ({devices.words(found)})",
+        f"the compiled program runs {devices.words(found)}: an all-gather copies every row to every device.",
+    )

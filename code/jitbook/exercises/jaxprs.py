@@ -20,44 +20,80 @@ def _closure(x):
     return x * _TABLE.sum() + 2.0
 
 
-@exercise("jaxprs.count-equations", answer="count_equations", topic="reading a jaxpr", difficulty=1,
-          hint="jax.make_jaxpr(fn)(*args) returns a jaxpr; its .eqns list holds one entry per equation.")
+@exercise(
+    "jaxprs.count-equations",
+    answer="count_equations",
+    topic="reading a jaxpr",
+    difficulty=1,
+    hint="jax.make_jaxpr(fn)(*args) returns a jaxpr; its .eqns list holds one entry per equation.",
+)
 def _count_equations(answer):
     x, m = jnp.ones(3), jnp.ones((3, 3))
-    cases = [("x ** 2 + 1", lambda v: v**2 + 1.0, (x,)), ("tanh(a @ b) + 1", _affine, (m, m)),
-             ("a closure", _closure, (x,)), ("fori_loop of 4 steps", lambda v: tracing.fori_version(v, 4), (x,))]
+    cases = [
+        ("x ** 2 + 1", lambda v: v**2 + 1.0, (x,)),
+        ("tanh(a @ b) + 1", _affine, (m, m)),
+        ("a closure", _closure, (x,)),
+        ("fori_loop of 4 steps", lambda v: tracing.fori_version(v, 4), (x,)),
+    ]
     for label, fn, args in cases:
         got = call_answer(answer, fn, *args)
         jaxpr = jax.make_jaxpr(fn)(*args)
         want = len(jaxpr.eqns)
         if got == len(list(programs.equations(jaxpr))) and got != want:
-            raise Wrong(f"for {label} you returned {got}, counting the equations inside the loop body too; "
-                        f"count only the top level ({want}): the loop is one equation.")
+            raise Wrong(
+                f"for {label} you returned {got}, counting the equations inside the loop body too; "
+                f"count only the top level ({want}): the loop is one equation."
+            )
         if got == len(str(jaxpr).splitlines()) - 2 and got != want:
-            raise Wrong(f"for {label} you returned {got}, the number of printed lines; an equation can span "
-                        f"several lines (dot_general prints its parameters on their own), there are {want}.")
-        expect(got == want, f"{label}: {want} equations", f"for {label} you returned {got!r}, expected {want}.")
+            raise Wrong(
+                f"for {label} you returned {got}, the number of printed lines; an equation can span "
+                f"several lines (dot_general prints its parameters on their own), there are {want}."
+            )
+        expect(
+            got == want,
+            f"{label}: {want} equations",
+            f"for {label} you returned {got!r}, expected {want}.",
+        )
 
 
-@exercise("jaxprs.keep-dtype", answer="halve", topic="weak-typed literals", difficulty=1,
-          hint="A Python float is weak-typed: it takes the dtype of the array it meets. A jnp.float32 is not.")
+@exercise(
+    "jaxprs.keep-dtype",
+    answer="halve",
+    topic="weak-typed literals",
+    difficulty=1,
+    hint="A Python float is weak-typed: it takes the dtype of the array it meets. A jnp.float32 is not.",
+)
 def _keep_dtype(answer):
     for dtype in (jnp.float16, jnp.bfloat16, jnp.float32):
         x = jnp.arange(4, dtype=dtype)
         out = call_answer(answer, x)
-        expect(np.allclose(np.asarray(out, np.float32), np.arange(4) / 2), f"halves {jnp.dtype(dtype).name}",
-               f"halve(x) returned {np.asarray(out)!r} for x = {np.asarray(x)!r}; expected each value halved.")
-        expect(out.dtype == dtype, f"keeps {jnp.dtype(dtype).name}",
-               f"for a {jnp.dtype(dtype).name} input the result is {out.dtype}: the constant you multiply by has "
-               f"its own dtype and promotes x; use a Python number, which is weak-typed.")
+        expect(
+            np.allclose(np.asarray(out, np.float32), np.arange(4) / 2),
+            f"halves {jnp.dtype(dtype).name}",
+            f"halve(x) returned {np.asarray(out)!r} for x = {np.asarray(x)!r}; expected each value halved.",
+        )
+        expect(
+            out.dtype == dtype,
+            f"keeps {jnp.dtype(dtype).name}",
+            f"for a {jnp.dtype(dtype).name} input the result is {out.dtype}: the constant you multiply by has "
+            f"its own dtype and promotes x; use a Python number, which is weak-typed.",
+        )
         prims = programs.stats(answer, x, lower=False).primitives
-        expect(prims.get("convert_element_type", 0) == 0, f"no dtype conversion in the jaxpr ({jnp.dtype(dtype).name})",
-               f"for a {jnp.dtype(dtype).name} input the jaxpr converts dtypes (convert_element_type); "
-               f"multiply by a weak-typed Python float instead.")
+        expect(
+            prims.get("convert_element_type", 0) == 0,
+            f"no dtype conversion in the jaxpr ({jnp.dtype(dtype).name})",
+            f"for a {jnp.dtype(dtype).name} input the jaxpr converts dtypes (convert_element_type); "
+            f"multiply by a weak-typed Python float instead.",
+        )
 
 
-@exercise("jaxprs.fixed-size", answer="trajectory", topic="loops in jaxprs", difficulty=2,
-          hint="lax.scan(body, x, length=steps) traces body once; body(carry, _) returns (new carry, value to stack).")
+@exercise(
+    "jaxprs.fixed-size",
+    answer="trajectory",
+    topic="loops in jaxprs",
+    difficulty=2,
+    hint="lax.scan(body, x, length=steps) traces body once; body(carry, _) returns (new carry, value to stack).",
+)
 def _fixed_size(answer):
     x = jnp.linspace(-1.0, 1.0, 5)
     for steps in (3, 30):
@@ -67,38 +103,72 @@ def _fixed_size(answer):
             current = jaxprs.update(current)
             want.append(np.asarray(current))
         want = np.stack(want)
-        expect(np.shape(got) == want.shape and np.allclose(np.asarray(got), want, atol=1e-5),
-               f"stacks the {steps} iterates for {steps} steps",
-               f"trajectory(x, {steps}) should have shape {want.shape} and row i equal to x after i + 1 steps "
-               f"of jaxprs.update; got shape {np.shape(got)}" + ("" if np.shape(got) != want.shape else " with other values")
-               + ".")
+        expect(
+            np.shape(got) == want.shape
+            and np.allclose(np.asarray(got), want, atol=1e-5),
+            f"stacks the {steps} iterates for {steps} steps",
+            f"trajectory(x, {steps}) should have shape {want.shape} and row i equal to x after i + 1 steps "
+            f"of jaxprs.update; got shape {np.shape(got)}"
+            + ("" if np.shape(got) != want.shape else " with other values")
+            + ".",
+        )
     try:
-        small, large = (programs.stats(answer, x, n, static_argnums=1, lower=False) for n in (3, 30))
+        small, large = (
+            programs.stats(answer, x, n, static_argnums=1, lower=False) for n in (3, 30)
+        )
     except Exception as err:
-        raise Wrong(f"tracing trajectory(x, steps) with steps as a Python int raised "
-                    f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}") from None
-    expect(small.all_equations == large.all_equations, "the jaxpr has the same size for 3 and 30 steps",
-           f"the jaxpr has {small.all_equations} equations for 3 steps and {large.all_equations} for 30: a Python "
-           f"loop is unrolled while tracing; use lax.scan.")
+        raise Wrong(
+            f"tracing trajectory(x, steps) with steps as a Python int raised "
+            f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"
+        ) from None
+    expect(
+        small.all_equations == large.all_equations,
+        "the jaxpr has the same size for 3 and 30 steps",
+        f"the jaxpr has {small.all_equations} equations for 3 steps and {large.all_equations} for 30: a Python "
+        f"loop is unrolled while tracing; use lax.scan.",
+    )
 
 
-@exercise("jaxprs.flops", answer="flops_of", topic="compile and cost analysis", difficulty=2,
-          hint="jax.jit(fn).trace(*args).lower().compile().cost_analysis() is a dict with a 'flops' entry.")
+@exercise(
+    "jaxprs.flops",
+    answer="flops_of",
+    topic="compile and cost analysis",
+    difficulty=2,
+    hint="jax.jit(fn).trace(*args).lower().compile().cost_analysis() is a dict with a 'flops' entry.",
+)
 def _flops(answer):
-    cases = [("a (8, 16) @ (16, 4) matmul", lambda a, b: a @ b, (jnp.ones((8, 16)), jnp.ones((16, 4)))),
-             ("tanh(a @ b) + 1 on 3x3", _affine, (jnp.ones((3, 3)), jnp.ones((3, 3)))),
-             ("x * 2 + 1 on 100 numbers", lambda v: v * 2.0 + 1.0, (jnp.ones(100),))]
+    cases = [
+        (
+            "a (8, 16) @ (16, 4) matmul",
+            lambda a, b: a @ b,
+            (jnp.ones((8, 16)), jnp.ones((16, 4))),
+        ),
+        ("tanh(a @ b) + 1 on 3x3", _affine, (jnp.ones((3, 3)), jnp.ones((3, 3)))),
+        ("x * 2 + 1 on 100 numbers", lambda v: v * 2.0 + 1.0, (jnp.ones(100),)),
+    ]
     for label, fn, args in cases:
         got = call_answer(answer, fn, *args)
-        want = programs.cost_summary(jax.jit(fn).trace(*args).lower().compile())["flops"]
+        want = programs.cost_summary(jax.jit(fn).trace(*args).lower().compile())[
+            "flops"
+        ]
         if isinstance(got, dict):
-            raise Wrong(f"for {label} you returned the whole cost analysis; return its 'flops' entry as a number.")
-        expect(isinstance(got, (int, float, np.floating)) and float(got) == want, f"{label}: {want:g} flops",
-               f"for {label} you returned {got!r}; XLA's cost analysis says {want:g} flops.")
+            raise Wrong(
+                f"for {label} you returned the whole cost analysis; return its 'flops' entry as a number."
+            )
+        expect(
+            isinstance(got, (int, float, np.floating)) and float(got) == want,
+            f"{label}: {want:g} flops",
+            f"for {label} you returned {got!r}; XLA's cost analysis says {want:g} flops.",
+        )
 
 
-@exercise("jaxprs.precompile", answer="precompile", topic="ahead-of-time compilation", difficulty=2,
-          hint="jax.ShapeDtypeStruct(shape, jnp.float32) stands in for an array when you trace and lower.")
+@exercise(
+    "jaxprs.precompile",
+    answer="precompile",
+    topic="ahead-of-time compilation",
+    difficulty=2,
+    hint="jax.ShapeDtypeStruct(shape, jnp.float32) stands in for an array when you trace and lower.",
+)
 def _precompile(answer):
     shapes = [(2,), (5,), (3, 4)]
 
@@ -107,17 +177,33 @@ def _precompile(answer):
 
     with count_compiles() as ahead:
         table = call_answer(answer, fresh_step, shapes)
-    expect(isinstance(table, dict) and set(table) == set(shapes), "returns one entry per shape",
-           f"precompile returned {type(table).__name__} with keys {sorted(table) if isinstance(table, dict) else '-'};"
-           f" return a dict from each shape to its compiled function.")
-    expect(ahead.count >= len(shapes), "compiles ahead of time",
-           f"only {ahead.count} compilations happened inside precompile for {len(shapes)} shapes; compile each one "
-           f"there, with .trace(...).lower().compile().")
-    inputs = {shape: jnp.full(shape, 0.3, jnp.float32) for shape in shapes}  # made before counting
+    expect(
+        isinstance(table, dict) and set(table) == set(shapes),
+        "returns one entry per shape",
+        f"precompile returned {type(table).__name__} with keys {sorted(table) if isinstance(table, dict) else '-'};"
+        f" return a dict from each shape to its compiled function.",
+    )
+    expect(
+        ahead.count >= len(shapes),
+        "compiles ahead of time",
+        f"only {ahead.count} compilations happened inside precompile for {len(shapes)} shapes; compile each one "
+        f"there, with .trace(...).lower().compile().",
+    )
+    inputs = {
+        shape: jnp.full(shape, 0.3, jnp.float32) for shape in shapes
+    }  # made before counting
     with count_compiles() as later:
         outputs = {shape: call_answer(table[shape], x) for shape, x in inputs.items()}
     for shape, x in inputs.items():
-        expect(np.allclose(np.asarray(outputs[shape]), np.asarray(jaxprs.update(x)), atol=1e-6), f"{shape}: right values",
-               f"the function for shape {shape} does not compute jaxprs.update.")
-    expect(later.count == 0, "no compilation when called",
-           f"calling the functions compiled {later.count} times; they should be executables compiled in advance.")
+        expect(
+            np.allclose(
+                np.asarray(outputs[shape]), np.asarray(jaxprs.update(x)), atol=1e-6
+            ),
+            f"{shape}: right values",
+            f"the function for shape {shape} does not compute jaxprs.update.",
+        )
+    expect(
+        later.count == 0,
+        "no compilation when called",
+        f"calling the functions compiled {later.count} times; they should be executables compiled in advance.",
+    )

@@ -23,7 +23,9 @@ def _compiles(fn, *args):
         try:
             jax.block_until_ready(out)
         except Exception as err:  # noqa: BLE001 - a failure while computing is the student's error too
-            raise Wrong(f"computing the result raised {type(err).__name__}: {err}") from None
+            raise Wrong(
+                f"computing the result raised {type(err).__name__}: {err}"
+            ) from None
     return out, log
 
 
@@ -33,7 +35,6 @@ _sizes = itertools.count(5)
 def _fresh_size() -> int:
     """A new array length at each check: a shape no earlier run compiled, so counts need no cleared cache."""
     return next(_sizes)
-
 
 
 def _most_compiled(log) -> int:
@@ -48,46 +49,83 @@ def _close(got, want) -> bool:
         return False
 
 
-@exercise("methods.hash-config", answer="Poly", topic="self as a static argument", difficulty=2,
-          hint="A frozen dataclass compares and hashes by its fields and refuses assignment: "
-               "@dataclasses.dataclass(frozen=True) with one field, coeffs.")
+@exercise(
+    "methods.hash-config",
+    answer="Poly",
+    topic="self as a static argument",
+    difficulty=2,
+    hint="A frozen dataclass compares and hashes by its fields and refuses assignment: "
+    "@dataclasses.dataclass(frozen=True) with one field, coeffs.",
+)
 def _hash_config(answer):
-    expect(isinstance(answer, type), "is a class", f"Poly should be a class, got a {type(answer).__name__}.")
-    expect(is_jitted(vars(answer).get("evaluate")), "evaluate is jitted",
-           "Poly.evaluate is not a jax.jit-wrapped function; decorate it with "
-           "functools.partial(jax.jit, static_argnums=0).")
-    x = jnp.linspace(-1.0, 1.0, _fresh_size())  # a shape this kernel has not compiled yet: no cache to clear
+    expect(
+        isinstance(answer, type),
+        "is a class",
+        f"Poly should be a class, got a {type(answer).__name__}.",
+    )
+    expect(
+        is_jitted(vars(answer).get("evaluate")),
+        "evaluate is jitted",
+        "Poly.evaluate is not a jax.jit-wrapped function; decorate it with "
+        "functools.partial(jax.jit, static_argnums=0).",
+    )
+    x = jnp.linspace(
+        -1.0, 1.0, _fresh_size()
+    )  # a shape this kernel has not compiled yet: no cache to clear
     xs = np.asarray(x, dtype=np.float64)
     poly = call_answer(answer, (1.0, 2.0))
     out, _ = _compiles(poly.evaluate, x)
-    expect(_close(out, 1.0 + 2.0 * xs), "evaluate gives the polynomial's values",
-           "Poly((1.0, 2.0)).evaluate(x) should be 1 + 2x.")
+    expect(
+        _close(out, 1.0 + 2.0 * xs),
+        "evaluate gives the polynomial's values",
+        "Poly((1.0, 2.0)).evaluate(x) should be 1 + 2x.",
+    )
     try:
         poly.coeffs = (0.5,)
     except (AttributeError, TypeError):
         pass
     else:
-        raise Wrong("poly.coeffs = ... was accepted: a static argument must never change (jit keeps the object in "
-                    "its cache key). Make Poly frozen, e.g. @dataclasses.dataclass(frozen=True).")
+        raise Wrong(
+            "poly.coeffs = ... was accepted: a static argument must never change (jit keeps the object in "
+            "its cache key). Make Poly frozen, e.g. @dataclasses.dataclass(frozen=True)."
+        )
     other = call_answer(answer, (0.5, 0.0, 3.0))
     out, first = _compiles(other.evaluate, x)
-    expect(_close(out, 0.5 + 3.0 * xs**2), "a new Poly gives its own values",
-           "Poly((0.5, 0.0, 3.0)).evaluate(x) returned the values of another polynomial: a stale program was "
-           "reused. Compare and hash the coefficients.")
+    expect(
+        _close(out, 0.5 + 3.0 * xs**2),
+        "a new Poly gives its own values",
+        "Poly((0.5, 0.0, 3.0)).evaluate(x) returned the values of another polynomial: a stale program was "
+        "reused. Compare and hash the coefficients.",
+    )
     twin = call_answer(answer, (0.5, 0.0, 3.0))
     _, log = _compiles(twin.evaluate, x)
-    expect(log.count_for("evaluate") == 0, "an equal polynomial reuses the compiled code",
-           f"a new Poly with the same coefficients compiled evaluate {log.count_for('evaluate')} time(s); "
-           "equal objects must compare and hash equal.")
-    expect(twin == other and not (twin == poly), "== compares coefficients",
-           "Poly objects with equal coefficients must compare equal, different ones not.")
+    expect(
+        log.count_for("evaluate") == 0,
+        "an equal polynomial reuses the compiled code",
+        f"a new Poly with the same coefficients compiled evaluate {log.count_for('evaluate')} time(s); "
+        "equal objects must compare and hash equal.",
+    )
+    expect(
+        twin == other and not (twin == poly),
+        "== compares coefficients",
+        "Poly objects with equal coefficients must compare equal, different ones not.",
+    )
 
 
-@exercise("methods.pytree-trainer", answer="Trainer", topic="pytree classes", difficulty=3,
-          hint="Children: weight and learning_rate (values). Metadata: activation (selects code). Unflatten "
-               "must restore every field.")
+@exercise(
+    "methods.pytree-trainer",
+    answer="Trainer",
+    topic="pytree classes",
+    difficulty=3,
+    hint="Children: weight and learning_rate (values). Metadata: activation (selects code). Unflatten "
+    "must restore every field.",
+)
 def _pytree_trainer(answer):
-    expect(isinstance(answer, type), "is a class", f"Trainer should be a class, got a {type(answer).__name__}.")
+    expect(
+        isinstance(answer, type),
+        "is a class",
+        f"Trainer should be a class, got a {type(answer).__name__}.",
+    )
     n = _fresh_size()  # a shape this kernel has not compiled yet: no cache to clear
     w = jnp.linspace(0.5, 2.0, n)
     x = jnp.linspace(-1.0, 1.5, n)
@@ -95,51 +133,92 @@ def _pytree_trainer(answer):
     trainer = call_answer(answer, w, lrs[0], "tanh")
     new, first = _compiles(trainer.step, x)
     want = np.asarray(w, np.float64) - 0.1 * methods.reference_grad(w, x, "tanh")
-    expect(isinstance(new, answer), "step returns a new Trainer",
-           f"step returned {type(new).__name__}; return a new Trainer with the updated weight.")
-    expect(_close(getattr(new, "weight", None), want), "step takes one gradient step",
-           "the new weight is not one gradient step, weight - learning_rate * d/dweight sum(activation(weight * x)); "
-           "if the formula is right, check that tree_unflatten restores every field (jit rebuilds self with it).")
-    expect(first.count_for("step") == 1, "step is compiled by jax.jit",
-           "step was not compiled as one program; decorate it with @jax.jit (self must then be a pytree).")
-    expect(getattr(new, "activation", None) == "tanh" and _close(getattr(new, "learning_rate", None), 0.1),
-           "the new Trainer keeps learning_rate and activation",
-           "the Trainer returned by step lost its learning_rate or activation: does tree_unflatten restore "
-           "every field?")
+    expect(
+        isinstance(new, answer),
+        "step returns a new Trainer",
+        f"step returned {type(new).__name__}; return a new Trainer with the updated weight.",
+    )
+    expect(
+        _close(getattr(new, "weight", None), want),
+        "step takes one gradient step",
+        "the new weight is not one gradient step, weight - learning_rate * d/dweight sum(activation(weight * x)); "
+        "if the formula is right, check that tree_unflatten restores every field (jit rebuilds self with it).",
+    )
+    expect(
+        first.count_for("step") == 1,
+        "step is compiled by jax.jit",
+        "step was not compiled as one program; decorate it with @jax.jit (self must then be a pytree).",
+    )
+    expect(
+        getattr(new, "activation", None) == "tanh"
+        and _close(getattr(new, "learning_rate", None), 0.1),
+        "the new Trainer keeps learning_rate and activation",
+        "the Trainer returned by step lost its learning_rate or activation: does tree_unflatten restore "
+        "every field?",
+    )
     _, log = _compiles(call_answer(answer, w, lrs[1], "tanh").step, x)
-    expect(log.count_for("step") == 0, "a new learning rate does not compile again",
-           f"a new learning_rate compiled step {log.count_for('step')} time(s); make it a child (traced value), "
-           "not metadata.")
+    expect(
+        log.count_for("step") == 0,
+        "a new learning rate does not compile again",
+        f"a new learning_rate compiled step {log.count_for('step')} time(s); make it a child (traced value), "
+        "not metadata.",
+    )
     _, log = _compiles(call_answer(answer, w, lrs[0], "relu").step, x)
-    expect(log.count_for("step") == 1, "a new activation compiles again",
-           "a new activation did not compile step again; the activation selects code, so it belongs in the "
-           "static metadata (aux_data).")
+    expect(
+        log.count_for("step") == 1,
+        "a new activation compiles again",
+        "a new activation did not compile step again; the activation selects code, so it belongs in the "
+        "static metadata (aux_data).",
+    )
 
 
-@exercise("methods.shared-function", answer="build_models", topic="static callables in Equinox", difficulty=1,
-          hint="jit compares static functions by identity: create the function once, outside the loop.")
+@exercise(
+    "methods.shared-function",
+    answer="build_models",
+    topic="static callables in Equinox",
+    difficulty=1,
+    hint="jit compares static functions by identity: create the function once, outside the loop.",
+)
 def _shared_function(answer):
     scales = [1.0, 2.0, 3.0]
     models = call_answer(answer, scales)
-    expect(isinstance(models, list) and len(models) == 3 and all(isinstance(m, methods.MappedEqx) for m in models),
-           "returns one MappedEqx per scale", "build_models(scales) should return a list of methods.MappedEqx.")
+    expect(
+        isinstance(models, list)
+        and len(models) == 3
+        and all(isinstance(m, methods.MappedEqx) for m in models),
+        "returns one MappedEqx per scale",
+        "build_models(scales) should return a list of methods.MappedEqx.",
+    )
     ones = np.ones(4)
     for scale, model in zip(scales, models, strict=False):
         expected = np.asarray(jax.nn.softplus(scale * ones), np.float64)
-        expect(_close(call_answer(model.run), expected), f"model for scale {scale} applies softplus",
-               f"the model for scale {scale} should return softplus of {scale} * ones(4).")
-    models = call_answer(answer, scales)  # new models: one shared function compiles run at most once
+        expect(
+            _close(call_answer(model.run), expected),
+            f"model for scale {scale} applies softplus",
+            f"the model for scale {scale} should return softplus of {scale} * ones(4).",
+        )
+    models = call_answer(
+        answer, scales
+    )  # new models: one shared function compiles run at most once
     with count_compiles() as log:
         for model in models:
             call_answer(model.run)
-    expect(log.count_for("run") <= 1, "all models share at most one compile of run",
-           f"running the three models compiled run {log.count_for('run')} times: each model holds its own "
-           "function object, and jit compares static functions by identity.")
+    expect(
+        log.count_for("run") <= 1,
+        "all models share at most one compile of run",
+        f"running the three models compiled run {log.count_for('run')} times: each model holds its own "
+        "function object, and jit compares static functions by identity.",
+    )
 
 
-@exercise("methods.closure-to-argument", answer="weight_grad", topic="closures against arguments", difficulty=2,
-          hint="Differentiate with respect to the layer itself: the gradient of a module is a module of the same "
-               "class, with the gradient of each array field in its place. Jit one function, once.")
+@exercise(
+    "methods.closure-to-argument",
+    answer="weight_grad",
+    topic="closures against arguments",
+    difficulty=2,
+    hint="Differentiate with respect to the layer itself: the gradient of a module is a module of the same "
+    "class, with the gradient of each array field in its place. Jit one function, once.",
+)
 def _closure_to_argument(answer):
     keys = jax.random.split(jax.random.key(7), 4)
     x = jax.random.normal(keys[3], (7,))
@@ -148,14 +227,24 @@ def _closure_to_argument(answer):
         grads = [call_answer(answer, layer, x) for layer in layers]
         jax.block_until_ready(grads)
     for layer, g in zip(layers, grads, strict=False):
-        expect(isinstance(g, jax.Array) and g.shape == layer.weight.shape, "returns an array shaped like the weight",
-               f"weight_grad returned {type(g).__name__}; return the gradient with respect to layer.weight, "
-               "an array of the weight's shape (the .weight of the gradient module).")
+        expect(
+            isinstance(g, jax.Array) and g.shape == layer.weight.shape,
+            "returns an array shaped like the weight",
+            f"weight_grad returned {type(g).__name__}; return the gradient with respect to layer.weight, "
+            "an array of the weight's shape (the .weight of the gradient module).",
+        )
         w, xs = np.asarray(layer.weight, np.float64), np.asarray(x, np.float64)
         want = (1.0 - np.tanh(w * xs) ** 2) * xs
-        expect(_close(g, want), "gives d layer_loss / d weight", "weight_grad(layer, x) is not the gradient of "
-               "methods.layer_loss(layer, x) with respect to the layer's weight.")
-    expect(_most_compiled(log) <= 1, "three layers with new weights compile at most once",
-           f"three layers that differ only in their weights compiled one function {_most_compiled(log)} "
-           "times: a new closure (or a new jax.jit) per layer compiles each time and bakes the weights in "
-           "as constants.")
+        expect(
+            _close(g, want),
+            "gives d layer_loss / d weight",
+            "weight_grad(layer, x) is not the gradient of "
+            "methods.layer_loss(layer, x) with respect to the layer's weight.",
+        )
+    expect(
+        _most_compiled(log) <= 1,
+        "three layers with new weights compile at most once",
+        f"three layers that differ only in their weights compiled one function {_most_compiled(log)} "
+        "times: a new closure (or a new jax.jit) per layer compiles each time and bakes the weights in "
+        "as constants.",
+    )

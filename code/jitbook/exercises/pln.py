@@ -9,7 +9,10 @@ from ..pln import Params, neg_elbo
 from ..pln.seed import seed_neg_elbo
 from . import Wrong, call_answer, close, exercise, expect
 
-N, P = 40, 12  # small and distinct, so a p x p array built from an n-row array is recognisable
+N, P = (
+    40,
+    12,
+)  # small and distinct, so a p x p array built from an n-row array is recognisable
 
 
 def random_point(seed: int = 0, n: int = N, p: int = P):
@@ -33,62 +36,119 @@ def _problem(seed: int = 0):
     return params, (jnp.asarray(Y), jnp.asarray(O), jnp.asarray(X)), jnp.asarray(Omega)
 
 
-@exercise("pln.seed-grad-M", answer="seed_grad_M", topic="what the trace bug does to the gradient", difficulty=1,
-          hint="The 2023 trace is tr(MᵀM) + tr(diag(s) Ω); d/dM of ½ tr(MᵀM) is M. The rest is as in neg_elbo_grads.")
+@exercise(
+    "pln.seed-grad-M",
+    answer="seed_grad_M",
+    topic="what the trace bug does to the gradient",
+    difficulty=1,
+    hint="The 2023 trace is tr(MᵀM) + tr(diag(s) Ω); d/dM of ½ tr(MᵀM) is M. The rest is as in neg_elbo_grads.",
+)
 def _seed_grad_M(answer):
     params, data, Omega = _problem(0)
     want = np.asarray(jax.grad(seed_neg_elbo)(params, data, Omega).M)
     out = np.asarray(call_answer(answer, params, data, Omega))
-    expect(out.shape == want.shape, "has the shape of M", f"returned shape {out.shape}, expected {want.shape}.")
+    expect(
+        out.shape == want.shape,
+        "has the shape of M",
+        f"returned shape {out.shape}, expected {want.shape}.",
+    )
     model = np.asarray(jax.grad(neg_elbo)(params, data, Omega).M)
     if close(out, model):
-        raise Wrong("you returned the gradient of the corrected loss (with M Ω). The 2023 loss's trace term is "
-                    "tr(MᵀM) + tr(diag(s) Ω): what does Ω multiply there?")
-    expect(close(out, want), "matches jax.grad of the 2023 loss with respect to M",
-           f"largest difference is {np.abs(out - want).max() / np.abs(want).max():.2%} of the largest entry.")
+        raise Wrong(
+            "you returned the gradient of the corrected loss (with M Ω). The 2023 loss's trace term is "
+            "tr(MᵀM) + tr(diag(s) Ω): what does Ω multiply there?"
+        )
+    expect(
+        close(out, want),
+        "matches jax.grad of the 2023 loss with respect to M",
+        f"largest difference is {np.abs(out - want).max() / np.abs(want).max():.2%} of the largest entry.",
+    )
 
 
-@exercise("pln.grad-omega", answer="grad_Omega", topic="where the closed-form Sigma comes from", difficulty=2,
-          hint="d/dΩ of log det Ω is Ω⁻¹ (Ω symmetric), of tr(GΩ) is G; neg_elbo is minus the ELBO.")
+@exercise(
+    "pln.grad-omega",
+    answer="grad_Omega",
+    topic="where the closed-form Sigma comes from",
+    difficulty=2,
+    hint="d/dΩ of log det Ω is Ω⁻¹ (Ω symmetric), of tr(GΩ) is G; neg_elbo is minus the ELBO.",
+)
 def _grad_omega(answer):
     params, data, Omega = _problem(1)
     M, S = params.M, params.S
     want = np.asarray(jax.grad(neg_elbo, argnums=2)(params, data, Omega))
     out = np.asarray(call_answer(answer, M, S, Omega))
-    expect(out.shape == want.shape, "has the shape of Omega", f"returned shape {out.shape}, expected {want.shape}.")
+    expect(
+        out.shape == want.shape,
+        "has the shape of Omega",
+        f"returned shape {out.shape}, expected {want.shape}.",
+    )
     if close(-out, want):
-        raise Wrong("you returned the gradient of the ELBO; neg_elbo is minus the ELBO, so flip the sign.")
-    expect(close(out, want), "matches jax.grad of neg_elbo with respect to Omega",
-           f"largest difference is {np.abs(out - want).max() / np.abs(want).max():.2%} of the largest entry; "
-           "check the factor n/2 in front of log det Ω.")
-    G = np.asarray(M, np.float64).T @ np.asarray(M, np.float64) + np.diag((np.asarray(S, np.float64) ** 2).sum(0))
+        raise Wrong(
+            "you returned the gradient of the ELBO; neg_elbo is minus the ELBO, so flip the sign."
+        )
+    expect(
+        close(out, want),
+        "matches jax.grad of neg_elbo with respect to Omega",
+        f"largest difference is {np.abs(out - want).max() / np.abs(want).max():.2%} of the largest entry; "
+        "check the factor n/2 in front of log det Ω.",
+    )
+    G = np.asarray(M, np.float64).T @ np.asarray(M, np.float64) + np.diag(
+        (np.asarray(S, np.float64) ** 2).sum(0)
+    )
     Omega_star = jnp.asarray(np.linalg.inv(G / M.shape[0]), jnp.float32)
     at_star = np.asarray(call_answer(answer, M, S, Omega_star))
-    expect(np.abs(at_star).max() < 1e-3 * np.abs(G).max(), "is zero at Ω = Σ⁻¹ with Σ in closed form",
-           f"at Ω = (G/n)⁻¹ your gradient reaches {np.abs(at_star).max():.3g}; it should vanish there.")
+    expect(
+        np.abs(at_star).max() < 1e-3 * np.abs(G).max(),
+        "is zero at Ω = Σ⁻¹ with Σ in closed form",
+        f"at Ω = (G/n)⁻¹ your gradient reaches {np.abs(at_star).max():.3g}; it should vanish there.",
+    )
 
 
-@exercise("pln.pytree", answer="Carry", topic="children and static data in a pytree class", difficulty=2,
-          hint="Arrays are children; the Python int the loop needs is aux data; tree_unflatten gets both back.")
+@exercise(
+    "pln.pytree",
+    answer="Carry",
+    topic="children and static data in a pytree class",
+    difficulty=2,
+    hint="Arrays are children; the Python int the loop needs is aux data; tree_unflatten gets both back.",
+)
 def _pytree(answer):
-    expect(isinstance(answer, type), "is a class", f"Carry is a {type(answer).__name__}, not a class.")
+    expect(
+        isinstance(answer, type),
+        "is a class",
+        f"Carry is a {type(answer).__name__}, not a class.",
+    )
     M, _, Omega = random_point(3)
     try:
         obj = answer(jnp.asarray(M), jnp.asarray(Omega), 3)
         leaves, treedef = jax.tree_util.tree_flatten(obj)
         back = jax.tree_util.tree_unflatten(treedef, leaves)
     except Exception as err:  # the student's class
-        raise Wrong(f"building, flattening or unflattening a Carry raised {type(err).__name__}: {err}") from None
+        raise Wrong(
+            f"building, flattening or unflattening a Carry raised {type(err).__name__}: {err}"
+        ) from None
     if len(leaves) == 3:
-        raise Wrong("flattening gave 3 leaves: n_steps became a child, so under jit it is a tracer and "
-                    "range(n_steps) fails. Return it as aux data.")
-    expect(len(leaves) == 2, "has M and Omega as its two leaves",
-           f"flattening gave {len(leaves)} leaves; M and Omega are arrays and belong in the children.")
+        raise Wrong(
+            "flattening gave 3 leaves: n_steps became a child, so under jit it is a tracer and "
+            "range(n_steps) fails. Return it as aux data."
+        )
+    expect(
+        len(leaves) == 2,
+        "has M and Omega as its two leaves",
+        f"flattening gave {len(leaves)} leaves; M and Omega are arrays and belong in the children.",
+    )
     for name in ("M", "Omega"):
-        expect(np.array_equal(np.asarray(getattr(back, name, None)), np.asarray(getattr(obj, name))),
-               f"keeps {name} through unflatten", f"after tree_unflatten, {name} is not the original {name}.")
-    expect(getattr(back, "n_steps", None) == 3 and isinstance(back.n_steps, int), "keeps n_steps through unflatten",
-           f"after tree_unflatten, n_steps is {getattr(back, 'n_steps', None)!r}, not the original 3.")
+        expect(
+            np.array_equal(
+                np.asarray(getattr(back, name, None)), np.asarray(getattr(obj, name))
+            ),
+            f"keeps {name} through unflatten",
+            f"after tree_unflatten, {name} is not the original {name}.",
+        )
+    expect(
+        getattr(back, "n_steps", None) == 3 and isinstance(back.n_steps, int),
+        "keeps n_steps through unflatten",
+        f"after tree_unflatten, n_steps is {getattr(back, 'n_steps', None)!r}, not the original 3.",
+    )
 
     def walk(c):
         x = c.M
@@ -104,8 +164,16 @@ def _pytree(answer):
             same = log.count
             f(answer(jnp.asarray(M), jnp.asarray(Omega), 4))
         except Exception as err:
-            raise Wrong(f"jit of a function looping range(c.n_steps) raised {type(err).__name__}: {err}") from None
-    expect(same == 1, "new arrays of the same shapes reuse the compiled program",
-           f"two Carry objects with new arrays compiled {same} times; arrays belong in children, not aux data.")
-    expect(log.count == 2, "a new n_steps compiles a new program",
-           f"changing n_steps compiled {log.count - same} times; n_steps is static: it should compile once.")
+            raise Wrong(
+                f"jit of a function looping range(c.n_steps) raised {type(err).__name__}: {err}"
+            ) from None
+    expect(
+        same == 1,
+        "new arrays of the same shapes reuse the compiled program",
+        f"two Carry objects with new arrays compiled {same} times; arrays belong in children, not aux data.",
+    )
+    expect(
+        log.count == 2,
+        "a new n_steps compiles a new program",
+        f"changing n_steps compiled {log.count - same} times; n_steps is static: it should compile once.",
+    )

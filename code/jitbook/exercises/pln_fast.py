@@ -9,8 +9,13 @@ from . import Wrong, call_answer, exercise, expect
 from .pln import N, P, random_point
 
 
-@exercise("pln-fast.trace-term", answer="trace_term", topic="the trace term without MᵀM", difficulty=2,
-          hint="tr(MᵀM Ω) = Σᵢⱼ Mᵢⱼ (MΩ)ᵢⱼ, and tr(diag(s) Ω) = Σⱼ sⱼ Ωⱼⱼ.")
+@exercise(
+    "pln-fast.trace-term",
+    answer="trace_term",
+    topic="the trace term without MᵀM",
+    difficulty=2,
+    hint="tr(MᵀM Ω) = Σᵢⱼ Mᵢⱼ (MΩ)ᵢⱼ, and tr(diag(s) Ω) = Σⱼ sⱼ Ωⱼⱼ.",
+)
 def _trace_term(answer):
     M, S, Omega = random_point()
     args = (jnp.asarray(M), jnp.asarray(S), jnp.asarray(Omega))
@@ -20,17 +25,30 @@ def _trace_term(answer):
     seed_value = np.trace(M64.T @ M64 + np.diag((S64**2).sum(0)) @ O64)
     got = float(np.asarray(out))
     if np.isclose(got, seed_value, rtol=1e-4):
-        raise Wrong(f"you returned {got:.4f}, the 2023 tutorial's value: trace(MᵀM) + trace(diag(s) Ω). "
-                    f"The model needs trace((MᵀM + diag(s)) Ω) = {want:.4f}.")
-    expect(np.isclose(got, want, rtol=1e-4), "equals trace((MᵀM + diag(Σᵢ Sᵢ²)) Ω)",
-           f"returned {got:.4f}, expected {want:.4f} (float64 NumPy).")
+        raise Wrong(
+            f"you returned {got:.4f}, the 2023 tutorial's value: trace(MᵀM) + trace(diag(s) Ω). "
+            f"The model needs trace((MᵀM + diag(s)) Ω) = {want:.4f}."
+        )
+    expect(
+        np.isclose(got, want, rtol=1e-4),
+        "equals trace((MᵀM + diag(Σᵢ Sᵢ²)) Ω)",
+        f"returned {got:.4f}, expected {want:.4f} (float64 NumPy).",
+    )
     try:
         jaxpr = jax.make_jaxpr(answer)(*args).jaxpr
     except Exception as err:
-        raise Wrong(f"tracing your function with jax.make_jaxpr raised {type(err).__name__}: {err}") from None
-    built = [e.primitive.name for e in equations(jaxpr)
-             if any(tuple(v.aval.shape) == (P, P) for v in e.outvars)
-             and any(N in getattr(getattr(v, "aval", None), "shape", ()) for v in e.invars)]
-    expect(not built, "never forms the p x p matrix MᵀM",
-           f"`{built[0] if built else ''}` builds a {P} x {P} array from the {N}-row M: that is MᵀM. "
-           "Use the product M Ω instead.")
+        raise Wrong(
+            f"tracing your function with jax.make_jaxpr raised {type(err).__name__}: {err}"
+        ) from None
+    built = [
+        e.primitive.name
+        for e in equations(jaxpr)
+        if any(tuple(v.aval.shape) == (P, P) for v in e.outvars)
+        and any(N in getattr(getattr(v, "aval", None), "shape", ()) for v in e.invars)
+    ]
+    expect(
+        not built,
+        "never forms the p x p matrix MᵀM",
+        f"`{built[0] if built else ''}` builds a {P} x {P} array from the {N}-row M: that is MᵀM. "
+        "Use the product M Ω instead.",
+    )

@@ -23,23 +23,38 @@ def _poly_eval(coeffs, x):
     return y
 
 
-@exercise("recompilation.lr-traced", answer="train_step", topic="static vs traced arguments", difficulty=1,
-          hint="A learning rate is a number that changes, not a choice of program: let jit trace it.")
+@exercise(
+    "recompilation.lr-traced",
+    answer="train_step",
+    topic="static vs traced arguments",
+    difficulty=1,
+    hint="A learning rate is a number that changes, not a choice of program: let jit trace it.",
+)
 def _lr_traced(answer):
     expect_jitted(answer, "train_step")
     rng = np.random.default_rng(0)
-    x, y, w = (jnp.asarray(rng.normal(size=s), jnp.float32) for s in ((16, 3), (16,), (3,)))
+    x, y, w = (
+        jnp.asarray(rng.normal(size=s), jnp.float32) for s in ((16, 3), (16,), (3,))
+    )
     schedule = [0.1, 0.05, 0.01]
     expected = [np.asarray(_sgd_step(w, x, y, lr)) for lr in schedule]
     with count_compiles() as log:
         got = [call_answer(answer, w, x, y, lr) for lr in schedule]
     for lr, g, e in zip(schedule, got, expected, strict=False):
-        expect(np.allclose(np.asarray(g), e, atol=1e-6), f"lr={lr}: same step as sgd_step",
-               f"with lr={lr} your step differs from sgd_step(w, x, y, lr).")
-    compiles = log.count_for(answer.__name__)  # the student's function only, not eager helpers
-    expect(compiles <= 1, "compiles at most once for three learning rates",
-           f"it compiled {compiles} times for {len(schedule)} learning rates {schedule}: a static lr makes "
-           f"one program per value; pass it as a traced argument.")
+        expect(
+            np.allclose(np.asarray(g), e, atol=1e-6),
+            f"lr={lr}: same step as sgd_step",
+            f"with lr={lr} your step differs from sgd_step(w, x, y, lr).",
+        )
+    compiles = log.count_for(
+        answer.__name__
+    )  # the student's function only, not eager helpers
+    expect(
+        compiles <= 1,
+        "compiles at most once for three learning rates",
+        f"it compiled {compiles} times for {len(schedule)} learning rates {schedule}: a static lr makes "
+        f"one program per value; pass it as a traced argument.",
+    )
 
 
 def _clip_reference(v: np.ndarray, max_norm: float) -> np.ndarray:
@@ -47,8 +62,13 @@ def _clip_reference(v: np.ndarray, max_norm: float) -> np.ndarray:
     return v * min(1.0, max_norm / norm) if norm > 0 else v
 
 
-@exercise("recompilation.clip-norm", answer="clip_norm", topic="jnp.where instead of Python if", difficulty=2,
-          hint="Compute both outcomes and choose with jnp.where(norm > max_norm, scaled, v); keep max_norm traced.")
+@exercise(
+    "recompilation.clip-norm",
+    answer="clip_norm",
+    topic="jnp.where instead of Python if",
+    difficulty=2,
+    hint="Compute both outcomes and choose with jnp.where(norm > max_norm, scaled, v); keep max_norm traced.",
+)
 def _clip_norm(answer):
     expect_jitted(answer, "clip_norm")
     v = jnp.asarray([3.0, 4.0, 0.0], jnp.float32)  # norm 5
@@ -56,19 +76,35 @@ def _clip_norm(answer):
     with count_compiles() as log:
         got = [np.asarray(call_answer(answer, v, m)) for m in limits]
     for m, g in zip(limits, got, strict=False):
-        expect(np.allclose(g, _clip_reference(np.asarray(v), m), atol=1e-5),
-               f"max_norm={m}: right result",
-               f"clip_norm([3, 4, 0], {m}) returned {g.tolist()}, expected {_clip_reference(np.asarray(v), m).tolist()}.")
-    compiles = log.count_for(answer.__name__)  # the student's function only, not eager helpers
-    expect(compiles <= 1, "compiles at most once for three limits",
-           f"it compiled {compiles} times for 3 values of max_norm: it must be traced, not static.")
+        expect(
+            np.allclose(g, _clip_reference(np.asarray(v), m), atol=1e-5),
+            f"max_norm={m}: right result",
+            f"clip_norm([3, 4, 0], {m}) returned {g.tolist()}, expected {_clip_reference(np.asarray(v), m).tolist()}.",
+        )
+    compiles = log.count_for(
+        answer.__name__
+    )  # the student's function only, not eager helpers
+    expect(
+        compiles <= 1,
+        "compiles at most once for three limits",
+        f"it compiled {compiles} times for 3 values of max_norm: it must be traced, not static.",
+    )
 
 
-@exercise("recompilation.buckets", answer="padded_mean", topic="padding to buckets", difficulty=2,
-          hint="Pad with NumPy to the next power of two outside jit; pass the true length (or a mask) to the "
-               "jitted part, which divides by it.")
+@exercise(
+    "recompilation.buckets",
+    answer="padded_mean",
+    topic="padding to buckets",
+    difficulty=2,
+    hint="Pad with NumPy to the next power of two outside jit; pass the true length (or a mask) to the "
+    "jitted part, which divides by it.",
+)
 def _buckets(answer):
-    expect(callable(answer), "is a function", f"padded_mean is a {type(answer).__name__}, not a function.")
+    expect(
+        callable(answer),
+        "is a function",
+        f"padded_mean is a {type(answer).__name__}, not a function.",
+    )
     lengths = recompilation.stream_lengths(60, 200, seed=3)
     rng = np.random.default_rng(4)
     limit = 10
@@ -78,19 +114,32 @@ def _buckets(answer):
             got = float(call_answer(answer, x))
             want = float(np.mean(x.astype(np.float64)))
             if abs(got - want) > 1e-5:
-                raise Wrong(f"for a sequence of length {n} padded_mean returned {got:.6g}, the mean is {want:.6g}; "
-                            f"divide by the true length, not the padded one.")
+                raise Wrong(
+                    f"for a sequence of length {n} padded_mean returned {got:.6g}, the mean is {want:.6g}; "
+                    f"divide by the true length, not the padded one."
+                )
             if log.count > limit:
                 names = sorted(set(log.compiles))
-                raise Wrong(f"after {lengths.index(n) + 1} lengths it had already compiled {log.count} times "
-                            f"(programs: {', '.join(names)}); pad to a few bucket sizes, and pad with NumPy: "
-                            f"eager jnp operations compile once per shape too.")
-    expect(log.count <= limit, f"right means for {len(lengths)} lengths, with {log.count} compiles "
-                               f"(at most {limit})", f"it compiled {log.count} times; at most {limit} allowed.")
+                raise Wrong(
+                    f"after {lengths.index(n) + 1} lengths it had already compiled {log.count} times "
+                    f"(programs: {', '.join(names)}); pad to a few bucket sizes, and pad with NumPy: "
+                    f"eager jnp operations compile once per shape too."
+                )
+    expect(
+        log.count <= limit,
+        f"right means for {len(lengths)} lengths, with {log.count} compiles "
+        f"(at most {limit})",
+        f"it compiled {log.count} times; at most {limit} allowed.",
+    )
 
 
-@exercise("recompilation.static-coeffs", answer="as_static", topic="hashable static arguments", difficulty=2,
-          hint="A static argument must be hashable and compare equal when it means the same thing: a tuple of floats.")
+@exercise(
+    "recompilation.static-coeffs",
+    answer="as_static",
+    topic="hashable static arguments",
+    difficulty=2,
+    hint="A static argument must be hashable and compare equal when it means the same thing: a tuple of floats.",
+)
 def _static_coeffs(answer):
     x = jnp.linspace(-1.0, 1.0, 5)
     evaluate = fresh_jit(_poly_eval, static_argnums=0)
@@ -100,15 +149,28 @@ def _static_coeffs(answer):
             try:
                 got = evaluate(static, x)
             except (TypeError, ValueError) as err:
-                raise Wrong(f"jit refused as_static({coeffs!r}) as a static argument: "
-                            f"{type(err).__name__}: {str(err).splitlines()[0]}") from None
-            expect(np.allclose(np.asarray(got), np.polyval([1.0, 2.0, 3.0], np.asarray(x)), atol=1e-5),
-                   f"as_static({type(coeffs).__name__}) evaluates 1x^2 + 2x + 3",
-                   f"evaluating as_static({coeffs!r}) gave {np.asarray(got).tolist()}.")
-    expect(log.count_for("_poly_eval") == 1, "a list and an array of the same coefficients share one compile",
-           f"the same coefficients, once from a list and once from an array, compiled "
-           f"{log.count_for('_poly_eval')} times: equal coefficients must give equal, equally hashed static values.")
+                raise Wrong(
+                    f"jit refused as_static({coeffs!r}) as a static argument: "
+                    f"{type(err).__name__}: {str(err).splitlines()[0]}"
+                ) from None
+            expect(
+                np.allclose(
+                    np.asarray(got),
+                    np.polyval([1.0, 2.0, 3.0], np.asarray(x)),
+                    atol=1e-5,
+                ),
+                f"as_static({type(coeffs).__name__}) evaluates 1x^2 + 2x + 3",
+                f"evaluating as_static({coeffs!r}) gave {np.asarray(got).tolist()}.",
+            )
+    expect(
+        log.count_for("_poly_eval") == 1,
+        "a list and an array of the same coefficients share one compile",
+        f"the same coefficients, once from a list and once from an array, compiled "
+        f"{log.count_for('_poly_eval')} times: equal coefficients must give equal, equally hashed static values.",
+    )
     other = evaluate(call_answer(answer, [0.5, -1.0]), x)
-    expect(np.allclose(np.asarray(other), 0.5 * np.asarray(x) - 1.0, atol=1e-5),
-           "different coefficients give a new, right result",
-           f"as_static([0.5, -1.0]) evaluated to {np.asarray(other).tolist()}: a stale program was reused.")
+    expect(
+        np.allclose(np.asarray(other), 0.5 * np.asarray(x) - 1.0, atol=1e-5),
+        "different coefficients give a new, right result",
+        f"as_static([0.5, -1.0]) evaluated to {np.asarray(other).tolist()}: a stale program was reused.",
+    )

@@ -13,11 +13,15 @@ def _explained(err: Wrong) -> Wrong:
     """Add a plain explanation in front of the tracer errors a student is likely to meet."""
     text = str(err)
     if "TracerBoolConversionError" in text or "truth value of an array" in text:
-        return Wrong("under jit, an `if` (or `and`/`or`/`bool()`) on a traced value cannot be decided while "
-                     f"tracing: the tracer has a shape and dtype but no value. {text}")
+        return Wrong(
+            "under jit, an `if` (or `and`/`or`/`bool()`) on a traced value cannot be decided while "
+            f"tracing: the tracer has a shape and dtype but no value. {text}"
+        )
     if "TracerIntegerConversionError" in text or "ConcretizationTypeError" in text:
-        return Wrong("under jit, n is a tracer, not a Python int, so range(n) or a scan length cannot use it; "
-                     f"lax.fori_loop accepts a traced trip count. {text}")
+        return Wrong(
+            "under jit, n is a tracer, not a Python int, so range(n) or a scan length cannot use it; "
+            f"lax.fori_loop accepts a traced trip count. {text}"
+        )
     return err
 
 
@@ -29,23 +33,42 @@ def _call(fn, *args):
         raise _explained(err) from None
 
 
-@exercise("tracing.debug-print", answer="noisy_square", topic="print vs jax.debug.print", difficulty=1,
-          hint="A plain print runs once, while tracing, and shows a tracer; jax.debug.print runs at every call.")
+@exercise(
+    "tracing.debug-print",
+    answer="noisy_square",
+    topic="print vs jax.debug.print",
+    difficulty=1,
+    hint="A plain print runs once, while tracing, and shows a tracer; jax.debug.print runs at every call.",
+)
 def _debug_print(answer):
-    expect(callable(answer), "is a function", f"noisy_square is a {type(answer).__name__}, not a function.")
+    expect(
+        callable(answer),
+        "is a function",
+        f"noisy_square is a {type(answer).__name__}, not a function.",
+    )
     jitted = jax.jit(answer)
     values = (1.5, 2.5, 3.5)
     results = []
-    lines = tracing.printed_lines(lambda v: results.append(_call(jitted, v)), [(v,) for v in values])
-    expect([float(r) for r in results] == [v * v for v in values], "returns x * x",
-           f"for inputs {values} it returned {[float(r) for r in results]}, expected {[v * v for v in values]}.")
+    lines = tracing.printed_lines(
+        lambda v: results.append(_call(jitted, v)), [(v,) for v in values]
+    )
+    expect(
+        [float(r) for r in results] == [v * v for v in values],
+        "returns x * x",
+        f"for inputs {values} it returned {[float(r) for r in results]}, expected {[v * v for v in values]}.",
+    )
     missing = [v for v in values if not any(str(v) in line for line in lines)]
     tracer_lines = [line for line in lines if "Tracer" in line]
     if tracer_lines and missing:
-        raise Wrong(f"the jitted function printed {lines!r} for three calls: a plain print runs only while "
-                    f"tracing, so it shows a tracer once instead of the value at every call.")
-    expect(not missing, "prints the value of x at every call",
-           f"the jitted function printed {lines!r} for calls with {values}; the values {missing} never appeared.")
+        raise Wrong(
+            f"the jitted function printed {lines!r} for three calls: a plain print runs only while "
+            f"tracing, so it shows a tracer once instead of the value at every call."
+        )
+    expect(
+        not missing,
+        "prints the value of x at every call",
+        f"the jitted function printed {lines!r} for calls with {values}; the values {missing} never appeared.",
+    )
 
 
 def _leaky_reference(v) -> np.ndarray:
@@ -53,24 +76,42 @@ def _leaky_reference(v) -> np.ndarray:
     return np.where(v > 0, v, 0.1 * v)
 
 
-@exercise("tracing.where", answer="leaky_relu", topic="branching on values", difficulty=1,
-          hint="jnp.where(condition, a, b) picks a or b elementwise, and works on tracers.")
+@exercise(
+    "tracing.where",
+    answer="leaky_relu",
+    topic="branching on values",
+    difficulty=1,
+    hint="jnp.where(condition, a, b) picks a or b elementwise, and works on tracers.",
+)
 def _where(answer):
-    expect(callable(answer), "is a function", f"leaky_relu is a {type(answer).__name__}, not a function.")
+    expect(
+        callable(answer),
+        "is a function",
+        f"leaky_relu is a {type(answer).__name__}, not a function.",
+    )
     x = jnp.array([-2.0, -0.5, 0.0, 0.5, 3.0])
     y = jnp.stack([x, -2.0 * x])  # a 2-D array: the rule holds elementwise
     scalar = _call(jax.jit(answer), jnp.float32(-2.0))
-    expect(np.isclose(float(scalar), -0.2), "works on a scalar under jit",
-           f"leaky_relu(-2.0) returned {scalar!r}, expected -0.2.")
+    expect(
+        np.isclose(float(scalar), -0.2),
+        "works on a scalar under jit",
+        f"leaky_relu(-2.0) returned {scalar!r}, expected -0.2.",
+    )
     out_x = _call(jax.jit(answer), x)
     out_y = _call(jax.jit(answer), y)
-    expect(np.allclose(np.asarray(out_x), _leaky_reference(x), atol=1e-6), "gives x for x > 0 and 0.1 * x otherwise",
-           f"for {np.asarray(x).tolist()} it returned {np.asarray(out_x).tolist()}, "
-           f"expected {_leaky_reference(x).tolist()}.")
-    expect(np.asarray(out_y).shape == y.shape and np.allclose(np.asarray(out_y), _leaky_reference(y), atol=1e-6),
-           "works elementwise on a 2-D array",
-           f"for the 2-D array {np.asarray(y).tolist()} it returned {np.asarray(out_y).tolist()}, "
-           f"expected {_leaky_reference(y).tolist()}.")
+    expect(
+        np.allclose(np.asarray(out_x), _leaky_reference(x), atol=1e-6),
+        "gives x for x > 0 and 0.1 * x otherwise",
+        f"for {np.asarray(x).tolist()} it returned {np.asarray(out_x).tolist()}, "
+        f"expected {_leaky_reference(x).tolist()}.",
+    )
+    expect(
+        np.asarray(out_y).shape == y.shape
+        and np.allclose(np.asarray(out_y), _leaky_reference(y), atol=1e-6),
+        "works elementwise on a 2-D array",
+        f"for the 2-D array {np.asarray(y).tolist()} it returned {np.asarray(out_y).tolist()}, "
+        f"expected {_leaky_reference(y).tolist()}.",
+    )
 
 
 MAX_STEPS = 10  # the static bound the exercise "tracing.loop-once" gives
@@ -97,11 +138,20 @@ def _gradient_reference(x: jax.Array, n: int) -> np.ndarray:
     return np.asarray(jax.grad(unrolled)(x))
 
 
-@exercise("tracing.loop-once", answer="sum_of_steps", topic="loops under jit", difficulty=2,
-          hint="lax.scan over jnp.arange(10) has a static length; in the body, jnp.where(i < n, new, old) "
-               "stops the carry changing after n steps, and n stays traced.")
+@exercise(
+    "tracing.loop-once",
+    answer="sum_of_steps",
+    topic="loops under jit",
+    difficulty=2,
+    hint="lax.scan over jnp.arange(10) has a static length; in the body, jnp.where(i < n, new, old) "
+    "stops the carry changing after n steps, and n stays traced.",
+)
 def _loop_once(answer):
-    expect(callable(answer), "is a function", f"sum_of_steps is a {type(answer).__name__}, not a function.")
+    expect(
+        callable(answer),
+        "is a function",
+        f"sum_of_steps is a {type(answer).__name__}, not a function.",
+    )
     x = jnp.array([0.5, -1.0, 2.0])
     jitted = jax.jit(answer)
     outputs = {}
@@ -110,47 +160,83 @@ def _loop_once(answer):
             outputs[n] = _call(jitted, x, n)
     for n, out in outputs.items():
         want = _sum_of_steps_reference(x, n)
-        expect(np.shape(out) == x.shape and np.allclose(np.asarray(out), want, atol=1e-5),
-               f"n = {n}: sums the first {n} steps",
-               f"with n = {n} it returned {np.asarray(out).tolist()}, expected {want.tolist()} "
-               f"(step(x) + step(step(x)) + ..., {n} terms; 0 for n = 0).")
+        expect(
+            np.shape(out) == x.shape and np.allclose(np.asarray(out), want, atol=1e-5),
+            f"n = {n}: sums the first {n} steps",
+            f"with n = {n} it returned {np.asarray(out).tolist()}, expected {want.tolist()} "
+            f"(step(x) + step(step(x)) + ..., {n} terms; 0 for n = 0).",
+        )
     name = getattr(answer, "__name__", None)
-    compiles = log.count_for(name) if isinstance(name, str) else log.count  # only the student's program
-    expect(compiles <= 1,
-           f"compiles once for n = 0, 3, 7 and {MAX_STEPS}",
-           f"jax.jit(sum_of_steps) compiled {compiles} times for four values of n; n must stay a traced "
-           f"argument (no static_argnums, no Python loop over it).")
+    compiles = (
+        log.count_for(name) if isinstance(name, str) else log.count
+    )  # only the student's program
+    expect(
+        compiles <= 1,
+        f"compiles once for n = 0, 3, 7 and {MAX_STEPS}",
+        f"jax.jit(sum_of_steps) compiled {compiles} times for four values of n; n must stay a traced "
+        f"argument (no static_argnums, no Python loop over it).",
+    )
     gradient = jax.jit(jax.grad(lambda v, n: answer(v, n).sum()))
     try:
         got = gradient(x, 3)
     except ValueError as err:
         if "Reverse-mode differentiation" in str(err):
-            raise Wrong("jax.grad cannot go through your loop: a fori_loop (or while_loop) with a traced n is a "
-                        "while_loop, which reverse-mode differentiation refuses. Use lax.scan with the static "
-                        f"length {MAX_STEPS} and mask the steps after n with jnp.where.") from None
-        raise Wrong(f"jax.grad of your function raised {type(err).__name__}: {err}") from None
+            raise Wrong(
+                "jax.grad cannot go through your loop: a fori_loop (or while_loop) with a traced n is a "
+                "while_loop, which reverse-mode differentiation refuses. Use lax.scan with the static "
+                f"length {MAX_STEPS} and mask the steps after n with jnp.where."
+            ) from None
+        raise Wrong(
+            f"jax.grad of your function raised {type(err).__name__}: {err}"
+        ) from None
     want = _gradient_reference(x, 3)
-    expect(np.allclose(np.asarray(got), want, atol=1e-5), "jax.grad works through it",
-           f"the gradient of sum(sum_of_steps(x, 3)) is {np.asarray(got).tolist()}, expected {want.tolist()}.")
+    expect(
+        np.allclose(np.asarray(got), want, atol=1e-5),
+        "jax.grad works through it",
+        f"the gradient of sum(sum_of_steps(x, 3)) is {np.asarray(got).tolist()}, expected {want.tolist()}.",
+    )
 
 
-@exercise("tracing.count-traces", answer="trace_count", topic="when the body runs", difficulty=2,
-          hint="Wrap fn in a function that adds one to a counter and then calls fn; jit the wrapper.")
+@exercise(
+    "tracing.count-traces",
+    answer="trace_count",
+    topic="when the body runs",
+    difficulty=2,
+    hint="Wrap fn in a function that adds one to a counter and then calls fn; jit the wrapper.",
+)
 def _count_traces(answer):
-    expect(callable(answer), "is a function", f"trace_count is a {type(answer).__name__}, not a function.")
+    expect(
+        callable(answer),
+        "is a function",
+        f"trace_count is a {type(answer).__name__}, not a function.",
+    )
     cases = {
         "three floats": [(1.0,), (2.0,), (3.0,)],
-        "two shapes and two dtypes": [(jnp.ones(3),), (jnp.zeros(3),), (jnp.ones(4),), (jnp.ones(3, jnp.int32),)],
-        "a Python float, then a float32 array of the same shape": [(1.0,), (jnp.float32(1.0),)],
+        "two shapes and two dtypes": [
+            (jnp.ones(3),),
+            (jnp.zeros(3),),
+            (jnp.ones(4),),
+            (jnp.ones(3, jnp.int32),),
+        ],
+        "a Python float, then a float32 array of the same shape": [
+            (1.0,),
+            (jnp.float32(1.0),),
+        ],
         "no calls": [],
     }
     for what, calls in cases.items():
         want = reference_trace_count(lambda v: v * 2, calls)
         got = call_answer(answer, lambda v: v * 2, calls)
         if got == len(calls) != want:
-            raise Wrong(f"for {what} you returned {got}, the number of calls; jit runs the Python body only when "
-                        f"it meets a new shape, dtype or weak type, here {want} time(s).")
-        expect(got == want, f"{what}: {want}", f"for {what} you returned {got!r}, expected {want}.")
+            raise Wrong(
+                f"for {what} you returned {got}, the number of calls; jit runs the Python body only when "
+                f"it meets a new shape, dtype or weak type, here {want} time(s)."
+            )
+        expect(
+            got == want,
+            f"{what}: {want}",
+            f"for {what} you returned {got!r}, expected {want}.",
+        )
 
 
 def reference_trace_count(fn, calls) -> int:

@@ -22,57 +22,119 @@ class _SlowResult:
         return self
 
 
-@exercise("why-compile.ready", answer="run_and_wait", topic="asynchronous dispatch", difficulty=1,
-          hint="jax.block_until_ready(tree) waits for every array in a tuple, list or dict.")
+@exercise(
+    "why-compile.ready",
+    answer="run_and_wait",
+    topic="asynchronous dispatch",
+    difficulty=1,
+    hint="jax.block_until_ready(tree) waits for every array in a tuple, list or dict.",
+)
 def _ready(answer):
     single = call_answer(answer, lambda a: a @ a, jnp.ones((300, 300)))
-    expect(isinstance(single, jax.Array), "returns the array",
-           f"for a function returning one array you returned a {type(single).__name__}; return what fn returned.")
-    expect(single.is_ready(), "the array is computed when it is returned",
-           "the array was still being computed when your function returned; wait for it before returning.")
+    expect(
+        isinstance(single, jax.Array),
+        "returns the array",
+        f"for a function returning one array you returned a {type(single).__name__}; return what fn returned.",
+    )
+    expect(
+        single.is_ready(),
+        "the array is computed when it is returned",
+        "the array was still being computed when your function returned; wait for it before returning.",
+    )
     pair = call_answer(answer, lambda a: (a + 1, {"b": a * 2}), jnp.ones(4))
-    expect(isinstance(pair, tuple) and float(pair[1]["b"][0]) == 2.0, "keeps the result's structure",
-           "for a function returning (array, {'b': array}) the result came back changed; return it as it is.")
+    expect(
+        isinstance(pair, tuple) and float(pair[1]["b"][0]) == 2.0,
+        "keeps the result's structure",
+        "for a function returning (array, {'b': array}) the result came back changed; return it as it is.",
+    )
     slow = _SlowResult()
     result = call_answer(answer, lambda: (slow,))
-    expect(slow.waited, "waits for every leaf of the result",
-           "your function returned without waiting for the results; call block_until_ready on them.")
-    expect(result[0] is slow, "returns the result itself", "return what fn returned, after waiting for it.")
+    expect(
+        slow.waited,
+        "waits for every leaf of the result",
+        "your function returned without waiting for the results; call block_until_ready on them.",
+    )
+    expect(
+        result[0] is slow,
+        "returns the result itself",
+        "return what fn returned, after waiting for it.",
+    )
 
 
-@exercise("why-compile.fuse", answer="fast_standardize", topic="jax.jit", difficulty=1,
-          hint="Transpose, standardize the rows, transpose back; jit that whole function once, outside any loop.")
+@exercise(
+    "why-compile.fuse",
+    answer="fast_standardize",
+    topic="jax.jit",
+    difficulty=1,
+    hint="Transpose, standardize the rows, transpose back; jit that whole function once, outside any loop.",
+)
 def _fuse(answer):
-    expect(callable(answer), "is a function", f"fast_standardize is a {type(answer).__name__}, not a function.")
+    expect(
+        callable(answer),
+        "is a function",
+        f"fast_standardize is a {type(answer).__name__}, not a function.",
+    )
     x = jax.random.normal(jax.random.key(1), (64, 16))
     y = x + 1.0  # made before counting: only the answer's own compiles count
-    first = call_answer(answer, x)  # the first call may compile (eager ops around a jit included)
+    first = call_answer(
+        answer, x
+    )  # the first call may compile (eager ops around a jit included)
     with count_compiles() as log:
         call_answer(answer, y)
     expected = np.asarray(why_compile.standardize_softplus(x.T).T)
-    expect(getattr(first, "shape", None) == x.shape and np.allclose(np.asarray(first), expected, atol=1e-5),
-           "standardizes each column", "its results are not why_compile.standardize_softplus applied to the columns "
-           "(each column of the result should have mean 0 and variance 1).")
-    expect(hasattr(answer, "lower"), "is a jitted function",
-           "it is not compiled by jax.jit (a jitted function has a .lower method).")
-    expect(log.count == 0, "compiles nothing on a second call of the same shape",
-           f"a second call with the same shape compiled {log.count} time(s) ({', '.join(log.compiles)}); "
-           f"jit once, outside the function, and reuse the jitted function.")
+    expect(
+        getattr(first, "shape", None) == x.shape
+        and np.allclose(np.asarray(first), expected, atol=1e-5),
+        "standardizes each column",
+        "its results are not why_compile.standardize_softplus applied to the columns "
+        "(each column of the result should have mean 0 and variance 1).",
+    )
+    expect(
+        hasattr(answer, "lower"),
+        "is a jitted function",
+        "it is not compiled by jax.jit (a jitted function has a .lower method).",
+    )
+    expect(
+        log.count == 0,
+        "compiles nothing on a second call of the same shape",
+        f"a second call with the same shape compiled {log.count} time(s) ({', '.join(log.compiles)}); "
+        f"jit once, outside the function, and reuse the jitted function.",
+    )
 
 
-@exercise("why-compile.break-even", answer="calls_until_jit_pays", topic="cost of compiling", difficulty=2,
-          hint="After k calls: compile_s + k * jit_s against k * eager_s. Solve for the smallest whole k.")
+@exercise(
+    "why-compile.break-even",
+    answer="calls_until_jit_pays",
+    topic="cost of compiling",
+    difficulty=2,
+    hint="After k calls: compile_s + k * jit_s against k * eager_s. Solve for the smallest whole k.",
+)
 def _break_even(answer):
-    cases = [((1.0, 0.3, 0.1), 5), ((1.0, 0.4, 0.1), 4), ((0.5, 0.002, 0.001), 500), ((0.2, 0.01, 0.01), math.inf),
-             ((0.2, 0.01, 0.02), math.inf), ((0.0, 2.0, 1.0), 0)]
+    cases = [
+        ((1.0, 0.3, 0.1), 5),
+        ((1.0, 0.4, 0.1), 4),
+        ((0.5, 0.002, 0.001), 500),
+        ((0.2, 0.01, 0.01), math.inf),
+        ((0.2, 0.01, 0.02), math.inf),
+        ((0.0, 2.0, 1.0), 0),
+    ]
     for args, want in cases:
         got = call_answer(answer, *args)
         if want == math.inf:
-            expect(got == math.inf, f"{args} -> never pays",
-                   f"calls_until_jit_pays{args} returned {got!r}; when jit_s >= eager_s it never pays: return math.inf.")
+            expect(
+                got == math.inf,
+                f"{args} -> never pays",
+                f"calls_until_jit_pays{args} returned {got!r}; when jit_s >= eager_s it never pays: return math.inf.",
+            )
         else:
             if isinstance(got, float) and got.is_integer():
                 got = int(got)
             if not isinstance(got, int):
-                raise Wrong(f"calls_until_jit_pays{args} returned {got!r}; return a whole number of calls (math.ceil).")
-            expect(got == want, f"{args} -> {want} calls", f"calls_until_jit_pays{args} returned {got}, expected {want}.")
+                raise Wrong(
+                    f"calls_until_jit_pays{args} returned {got!r}; return a whole number of calls (math.ceil)."
+                )
+            expect(
+                got == want,
+                f"{args} -> {want} calls",
+                f"calls_until_jit_pays{args} returned {got}, expected {want}.",
+            )

@@ -15,7 +15,22 @@ from .model import (
 )
 
 __all__ = [
-    "LEVELS", "TUTORIAL_REPEAT", "FitResult", "PLNData", "Params", "check_data", "closed_form_sigma", "device_data",
-    "fit", "fit_levels",
-    "fit_newton", "init_params", "load_oaks", "log_stirling", "make_optimizer", "neg_elbo", "neg_elbo_grads", "neg_elbo_numpy",
+    "LEVELS",
+    "TUTORIAL_REPEAT",
+    "FitResult",
+    "PLNData",
+    "Params",
+    "check_data",
+    "closed_form_sigma",
+    "device_data",
+    "fit",
+    "fit_levels",
+    "fit_newton",
+    "init_params",
+    "load_oaks",
+    "log_stirling",
+    "make_optimizer",
+    "neg_elbo",
+    "neg_elbo_grads",
+    "neg_elbo_numpy",
 ]

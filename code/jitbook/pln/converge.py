@@ -44,7 +44,13 @@ def profile_B(params: Params, X: jax.Array, X_pinv: jax.Array) -> Params:
     return Params(params.B + shift, params.M - X @ shift, params.S)
 
 
-def newton_step(params: Params, data: PLNData, Omega: jax.Array, log_fact: jax.Array, max_step: float):
+def newton_step(
+    params: Params,
+    data: PLNData,
+    Omega: jax.Array,
+    log_fact: jax.Array,
+    max_step: float,
+):
     """One damped Newton step per entry of M and S (their own second derivative), and the loss terms before it.
 
     The loss terms are summed entry by entry *after* combining them (a Poisson log-likelihood per count),
@@ -68,7 +74,9 @@ def newton_step(params: Params, data: PLNData, Omega: jax.Array, log_fact: jax.A
 
 
 @partial(jax.jit, static_argnames="n_iter")
-def newton_program(data: PLNData, n_iter: int, max_step=1.0) -> tuple[jax.Array, NewtonState]:
+def newton_program(
+    data: PLNData, n_iter: int, max_step=1.0
+) -> tuple[jax.Array, NewtonState]:
     """The compiled Newton loop: `n_iter` iterations in one scan; the losses and the final state."""
     Y, O, X = data
     n, p = Y.shape
@@ -78,7 +86,9 @@ def newton_program(data: PLNData, n_iter: int, max_step=1.0) -> tuple[jax.Array,
     state = NewtonState(params, gram(params.M, params.S), jnp.eye(p), jnp.zeros(()))
 
     def body(state: NewtonState, _):
-        params, big_terms = newton_step(state.params, data, state.Omega, log_fact, max_step)
+        params, big_terms = newton_step(
+            state.params, data, state.Omega, log_fact, max_step
+        )
         trace = jnp.sum(state.gram * state.Omega)
         elbo = n / 2 * state.logdet_Omega + jnp.sum(big_terms) - trace / 2 + 0.5 * n * p
         params = profile_B(params, X, X_pinv)
@@ -98,4 +108,6 @@ def fit_newton(data, n_iter: int, max_step: float = 1.0) -> FitResult:
     n_iter, data = check_n_iter(n_iter), device_data(data)
     with blas_limited():
         losses, state = newton_program(data, n_iter, float(max_step))
-        return FitResult(np.asarray(losses), state.params, state.gram / data.Y.shape[0], state.Omega)
+        return FitResult(
+            np.asarray(losses), state.params, state.gram / data.Y.shape[0], state.Omega
+        )

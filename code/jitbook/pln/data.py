@@ -22,7 +22,9 @@ class PLNData(NamedTuple):
 def _read_csv(name: str) -> np.ndarray:
     path = DATA_DIR / name
     if not path.exists():
-        raise FileNotFoundError(f"{path} is missing: the oaks CSVs ship in the repository's data/oaks/.")
+        raise FileNotFoundError(
+            f"{path} is missing: the oaks CSVs ship in the repository's data/oaks/."
+        )
     return np.loadtxt(path, delimiter=",", skiprows=1, dtype=np.float64)
 
 
@@ -34,8 +36,14 @@ def load_oaks(repeat: int = 1) -> PLNData:
 
     `repeat=TUTORIAL_REPEAT` gives the problem size of the 2023 tutorial.
     """
-    if isinstance(repeat, bool) or not isinstance(repeat, (int, np.integer)) or repeat < 1:
-        raise ValueError(f"repeat must be a positive integer (1 gives the data as measured), got {repeat!r}.")
+    if (
+        isinstance(repeat, bool)
+        or not isinstance(repeat, (int, np.integer))
+        or repeat < 1
+    ):
+        raise ValueError(
+            f"repeat must be a positive integer (1 gives the data as measured), got {repeat!r}."
+        )
     counts = _read_csv("counts.csv")
     offsets = _read_csv("offsets.csv")
     Y = np.repeat(counts, repeat, axis=0)
@@ -47,7 +55,9 @@ def load_oaks(repeat: int = 1) -> PLNData:
 def _as_matrix(name: str, a) -> np.ndarray:
     arr = np.asarray(a)
     if arr.ndim != 2:
-        raise ValueError(f"{name} must be a 2-D array (rows = samples), got shape {arr.shape}; reshape it.")
+        raise ValueError(
+            f"{name} must be a 2-D array (rows = samples), got shape {arr.shape}; reshape it."
+        )
     if not np.issubdtype(arr.dtype, np.number) or np.iscomplexobj(arr):
         raise ValueError(f"{name} must hold real numbers, got dtype {arr.dtype}.")
     if not np.all(np.isfinite(arr)):
@@ -61,7 +71,11 @@ def _as_matrix(name: str, a) -> np.ndarray:
 
 def check_data(Y, O, X) -> PLNData:
     """Validate counts, log offsets and covariates and return them as float32 arrays."""
-    Y, O, X = _as_matrix("Y (counts)", Y), _as_matrix("O (log offsets)", O), _as_matrix("X (covariates)", X)
+    Y, O, X = (
+        _as_matrix("Y (counts)", Y),
+        _as_matrix("O (log offsets)", O),
+        _as_matrix("X (covariates)", X),
+    )
     if np.any(Y < 0):
         bad = np.argwhere(Y < 0)[0]
         raise ValueError(
@@ -95,6 +109,12 @@ def device_data(data) -> PLNData:
 
 def check_n_iter(n_iter) -> int:
     """A positive Python int of iterations, or a clear error (n_iter is the one static argument of a fit)."""
-    if isinstance(n_iter, bool) or not isinstance(n_iter, (int, np.integer)) or n_iter < 1:
-        raise ValueError(f"n_iter must be a positive integer number of iterations, got {n_iter!r}.")
+    if (
+        isinstance(n_iter, bool)
+        or not isinstance(n_iter, (int, np.integer))
+        or n_iter < 1
+    ):
+        raise ValueError(
+            f"n_iter must be a positive integer number of iterations, got {n_iter!r}."
+        )
     return int(n_iter)

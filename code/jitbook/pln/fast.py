@@ -46,7 +46,9 @@ def precision(gram_: jax.Array, n: int) -> tuple[jax.Array, jax.Array]:
     return Omega, -2.0 * jnp.sum(jnp.log(jnp.diag(L)))
 
 
-def loss_and_grads(params: Params, data: PLNData, state: FastState, const: jax.Array, XtY: jax.Array):
+def loss_and_grads(
+    params: Params, data: PLNData, state: FastState, const: jax.Array, XtY: jax.Array
+):
     """Minus the ELBO and its gradient in one pass over the n x p arrays.
 
     Taught in chapter "The PLN model, made fast", section "A faster level".
@@ -56,10 +58,24 @@ def loss_and_grads(params: Params, data: PLNData, state: FastState, const: jax.A
     n, p = Y.shape
     S2 = S * S
     A = jnp.exp(O + M + X @ B + S2 / 2)
-    trace = jnp.sum(state.gram * state.Omega)  # trace((M^T M + diag(sum S^2)) Omega), both symmetric
-    big_terms = jnp.ones(n) @ (Y * M - A + jnp.log(S2) / 2)  # a matrix-vector product, not a reduce: see the profile
-    elbo = n / 2 * state.logdet_Omega + jnp.sum(big_terms) + jnp.sum(XtY * B) - trace / 2 + const
-    grads = Params(B=X.T @ A - XtY, M=A - Y + M @ state.Omega, S=S * (A + jnp.diag(state.Omega)) - 1.0 / S)
+    trace = jnp.sum(
+        state.gram * state.Omega
+    )  # trace((M^T M + diag(sum S^2)) Omega), both symmetric
+    big_terms = jnp.ones(n) @ (
+        Y * M - A + jnp.log(S2) / 2
+    )  # a matrix-vector product, not a reduce: see the profile
+    elbo = (
+        n / 2 * state.logdet_Omega
+        + jnp.sum(big_terms)
+        + jnp.sum(XtY * B)
+        - trace / 2
+        + const
+    )
+    grads = Params(
+        B=X.T @ A - XtY,
+        M=A - Y + M @ state.Omega,
+        S=S * (A + jnp.diag(state.Omega)) - 1.0 / S,
+    )
     return -elbo, jax.lax.optimization_barrier(grads)
 
 
@@ -68,17 +84,24 @@ def fast_program(data: PLNData, n_iter: int, lr) -> tuple[jax.Array, FastState]:
     """The compiled loop of level "fast": every change above, `n_iter` iterations in one scan."""
     Y, O, X = data
     n, p = Y.shape
-    const = jnp.sum(Y * O) + 0.5 * n * p - jnp.sum(log_stirling(Y))  # does not change: computed once
+    const = (
+        jnp.sum(Y * O) + 0.5 * n * p - jnp.sum(log_stirling(Y))
+    )  # does not change: computed once
     XtY = X.T @ Y
     params = init_params(data)
     eye = jnp.eye(p)
-    state = FastState(params, radam_init(params), gram(params.M, params.S), eye, jnp.zeros(()))
+    state = FastState(
+        params, radam_init(params), gram(params.M, params.S), eye, jnp.zeros(())
+    )
 
     def body(state: FastState, _) -> tuple[FastState, jax.Array]:
         loss, grads = loss_and_grads(state.params, data, state, const, XtY)
         count = state.opt_state.count + 1
         scalars = radam_scalars(count)
-        steps = [radam_step(*a, scalars, lr) for a in zip(state.params, grads, *state.opt_state[1:], strict=False)]
+        steps = [
+            radam_step(*a, scalars, lr)
+            for a in zip(state.params, grads, *state.opt_state[1:], strict=False)
+        ]
         params, mu, nu = (Params(*parts) for parts in zip(*steps, strict=False))
         opt_state = RAdamState(count, mu, nu)
         g = gram(params.M, params.S)

@@ -100,7 +100,9 @@ def scan_program(data: PLNData, n_iter: int, lr):
         Sigma = closed_form_sigma(params.M, params.S)
         return (params, Sigma, jnp.linalg.inv(Sigma), opt_state), loss
 
-    (params, Sigma, Omega, _), losses = jax.lax.scan(body, (params, eye, eye, opt.init(params)), length=n_iter)
+    (params, Sigma, Omega, _), losses = jax.lax.scan(
+        body, (params, eye, eye, opt.init(params)), length=n_iter
+    )
     return losses, params, Sigma, Omega
 
 
@@ -137,7 +139,9 @@ def namedtuple_program(data: PLNData, n_iter: int, lr) -> tuple[jax.Array, FitSt
 
     params = init_params(data)
     eye = jnp.eye(data.Y.shape[1])
-    state, losses = jax.lax.scan(body, FitState(params, eye, eye, opt.init(params)), length=n_iter)
+    state, losses = jax.lax.scan(
+        body, FitState(params, eye, eye, opt.init(params)), length=n_iter
+    )
     return losses, state
 
 
@@ -174,7 +178,9 @@ def fit_jit_iteration(data: PLNData, n_iter: int, lr: float = 1.0) -> FitResult:
     for _ in range(n_iter):
         state, loss = one_iteration(state, data, lr)
         losses.append(loss)
-    return FitResult(np.asarray(jnp.stack(losses)), state.params, state.Sigma, state.Omega)
+    return FitResult(
+        np.asarray(jnp.stack(losses)), state.params, state.Sigma, state.Omega
+    )
 
 
 # Level "pytree": a class with methods, registered as a pytree. Methods return new objects.
@@ -185,7 +191,9 @@ class PLN:
     Taught in chapter "The PLN model, level by level", section "Levels of compilation".
     """
 
-    def __init__(self, data: PLNData, params: Params, Sigma: jax.Array, Omega: jax.Array):
+    def __init__(
+        self, data: PLNData, params: Params, Sigma: jax.Array, Omega: jax.Array
+    ):
         self.data, self.params, self.Sigma, self.Omega = data, params, Sigma, Omega
 
     @classmethod
@@ -202,7 +210,12 @@ class PLN:
         return PLN(self.data, params, Sigma, jnp.linalg.inv(Sigma))
 
     def tree_flatten(self):
-        return (self.data, self.params, self.Sigma, self.Omega), None  # arrays are children, never aux data
+        return (
+            self.data,
+            self.params,
+            self.Sigma,
+            self.Omega,
+        ), None  # arrays are children, never aux data
 
     @classmethod
     def tree_unflatten(cls, aux, children):
@@ -218,7 +231,10 @@ def pytree_program(pln: PLN, n_iter: int, lr) -> tuple[jax.Array, PLN]:
         pln, opt_state = carry
         loss, grads = jax.value_and_grad(pln.loss)(pln.params)
         updates, opt_state = opt.update(grads, opt_state, pln.params)
-        return (pln.with_params(optax.apply_updates(pln.params, updates)), opt_state), loss
+        return (
+            pln.with_params(optax.apply_updates(pln.params, updates)),
+            opt_state,
+        ), loss
 
     (pln, _), losses = jax.lax.scan(body, (pln, opt.init(pln.params)), length=n_iter)
     return losses, pln
@@ -261,9 +277,14 @@ def equinox_program(model: PLNModule, data: PLNData, n_iter: int, lr):
         model, opt_state = carry
         loss, grads = eqx.filter_value_and_grad(PLNModule.loss)(model, data)
         updates, opt_state = opt.update(grads.params, opt_state, model.params)
-        return (model.with_params(optax.apply_updates(model.params, updates)), opt_state), loss
+        return (
+            model.with_params(optax.apply_updates(model.params, updates)),
+            opt_state,
+        ), loss
 
-    (model, _), losses = jax.lax.scan(body, (model, opt.init(model.params)), length=n_iter)
+    (model, _), losses = jax.lax.scan(
+        body, (model, opt.init(model.params)), length=n_iter
+    )
     return losses, model
 
 
@@ -301,13 +322,17 @@ def fit(data, n_iter: int, level: str = "scan", lr: float = 1.0) -> FitResult:
     `threads`), so a plain call runs at the speed the chapter measures.
     """
     if level not in LEVELS:
-        raise ValueError(f"unknown level {level!r}; choose one of {', '.join(map(repr, LEVELS))}.")
+        raise ValueError(
+            f"unknown level {level!r}; choose one of {', '.join(map(repr, LEVELS))}."
+        )
     n_iter, data = check_n_iter(n_iter), device_data(data)
     with blas_limited():
         return LEVELS[level](data, n_iter, float(lr))
 
 
-def fit_levels(data, n_iter: int, levels=tuple(LEVELS), lr: float = 1.0) -> dict[str, FitResult]:
+def fit_levels(
+    data, n_iter: int, levels=tuple(LEVELS), lr: float = 1.0
+) -> dict[str, FitResult]:
     """Run several levels on the same data: {level: FitResult}."""
     return {level: fit(data, n_iter, level, lr) for level in levels}
 
@@ -315,8 +340,9 @@ def fit_levels(data, n_iter: int, levels=tuple(LEVELS), lr: float = 1.0) -> dict
 # --- explorer
 
 
-def level_curves(runs: dict[str, FitResult], ms_per_iter: dict[str, float],
-                 share: float = 0.99) -> tuple[dict[str, tuple[np.ndarray, np.ndarray]], list[dict]]:
+def level_curves(
+    runs: dict[str, FitResult], ms_per_iter: dict[str, float], share: float = 0.99
+) -> tuple[dict[str, tuple[np.ndarray, np.ndarray]], list[dict]]:
     """Each level's loss per iteration, and the iterations and seconds it took to go ``share`` of the way down.
 
     "The way down" runs from the highest first loss to the lowest loss any level reached. ``runs`` is
@@ -325,9 +351,13 @@ def level_curves(runs: dict[str, FitResult], ms_per_iter: dict[str, float],
     """
     missing = sorted(set(runs) - set(ms_per_iter))
     if missing:
-        raise ValueError(f"no time per iteration for the levels {missing}; give ms_per_iter an entry for each level of runs.")
+        raise ValueError(
+            f"no time per iteration for the levels {missing}; give ms_per_iter an entry for each level of runs."
+        )
     if not 0 < share < 1:
-        raise ValueError(f"share is the part of the loss decrease to reach, between 0 and 1 (e.g. 0.99), got {share!r}.")
+        raise ValueError(
+            f"share is the part of the loss decrease to reach, between 0 and 1 (e.g. 0.99), got {share!r}."
+        )
     start = max(float(r.losses[0]) for r in runs.values())
     best = min(float(np.min(r.losses)) for r in runs.values())
     target = start - share * (start - best)
@@ -338,7 +368,16 @@ def level_curves(runs: dict[str, FitResult], ms_per_iter: dict[str, float],
         series[level] = (np.arange(1, len(losses) + 1), losses)
         hit = np.flatnonzero(losses <= target)
         reached = int(hit[0]) + 1 if hit.size else None
-        rows.append({"level": level, "iterations run": len(losses), "final loss": float(losses[-1]),
-                     "ms / iter": float(ms_per_iter[level]), reach: reached if reached else f"not in {len(losses)}",
-                     "seconds to get there": reached * ms_per_iter[level] / 1e3 if reached else "not reached"})
+        rows.append(
+            {
+                "level": level,
+                "iterations run": len(losses),
+                "final loss": float(losses[-1]),
+                "ms / iter": float(ms_per_iter[level]),
+                reach: reached if reached else f"not in {len(losses)}",
+                "seconds to get there": reached * ms_per_iter[level] / 1e3
+                if reached
+                else "not reached",
+            }
+        )
     return series, rows

@@ -47,7 +47,9 @@ def neg_elbo(params: Params, data, Omega: jax.Array) -> jax.Array:
     S2 = S * S
     Z = O + M + X @ B
     A = jnp.exp(Z + S2 / 2)
-    elbo = n / 2 * jnp.linalg.slogdet(Omega)[1]  # not log(det(Omega)): det overflows float32
+    elbo = (
+        n / 2 * jnp.linalg.slogdet(Omega)[1]
+    )  # not log(det(Omega)): det overflows float32
     elbo += jnp.sum(Y * Z - A + 0.5 * jnp.log(S2))
     elbo -= 0.5 * jnp.trace((M.T @ M + jnp.diag(jnp.sum(S2, axis=0))) @ Omega)
     elbo += 0.5 * n * p - jnp.sum(log_stirling(Y))
@@ -95,6 +97,8 @@ def neg_elbo_numpy(params: Params, data, Omega) -> float:
     k = Y + (Y == 0)
     elbo = n / 2 * np.linalg.slogdet(np.asarray(Omega, np.float64))[1]
     elbo += np.sum(Y * Z - np.exp(Z + S2 / 2) + 0.5 * np.log(S2))
-    elbo -= 0.5 * np.trace((M.T @ M + np.diag(S2.sum(axis=0))) @ np.asarray(Omega, np.float64))
+    elbo -= 0.5 * np.trace(
+        (M.T @ M + np.diag(S2.sum(axis=0))) @ np.asarray(Omega, np.float64)
+    )
     elbo += 0.5 * n * p - np.sum(0.5 * np.log(2 * np.pi * k) + k * (np.log(k) - 1.0))
     return float(-elbo)

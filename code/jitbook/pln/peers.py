@@ -52,7 +52,9 @@ def torch_neg_elbo(params, data, Omega):
     log_fact = 0.5 * torch.log(2 * torch.pi * k) + k * (torch.log(k) - 1.0)
     elbo = n / 2 * torch.linalg.slogdet(Omega)[1]
     elbo = elbo + torch.sum(Y * Z - torch.exp(Z + S2 / 2) + 0.5 * torch.log(S2))
-    elbo = elbo - 0.5 * torch.trace((M.T @ M + torch.diag(torch.sum(S2, dim=0))) @ Omega)
+    elbo = elbo - 0.5 * torch.trace(
+        (M.T @ M + torch.diag(torch.sum(S2, dim=0))) @ Omega
+    )
     return -(elbo + 0.5 * n * p - torch.sum(log_fact))
 
 
@@ -64,19 +66,34 @@ def _step(params, mu, nu, count, gram, Omega, logdet, Y, O, X, XtY, const, lr: f
     n = Y.shape[0]
     S2 = S * S
     A = torch.exp(O + M + X @ B + S2 / 2)
-    elbo = n / 2 * logdet + torch.sum(Y * M - A + torch.log(S2) / 2) + torch.sum(XtY * B) - torch.sum(gram * Omega) / 2
-    grads = (X.T @ A - XtY, A - Y + M @ Omega, S * (A + torch.diagonal(Omega)) - 1.0 / S)
-    count = count + 1  # RAdam's scalars exactly as fast.radam_scalars computes them, in float32
+    elbo = (
+        n / 2 * logdet
+        + torch.sum(Y * M - A + torch.log(S2) / 2)
+        + torch.sum(XtY * B)
+        - torch.sum(gram * Omega) / 2
+    )
+    grads = (
+        X.T @ A - XtY,
+        A - Y + M @ Omega,
+        S * (A + torch.diagonal(Omega)) - 1.0 / S,
+    )
+    count = (
+        count + 1
+    )  # RAdam's scalars exactly as fast.radam_scalars computes them, in float32
     b1, b2, ro_inf = 0.9, 0.999, 2.0 / (1.0 - 0.999) - 1.0
     b2t = b2**count
     ro = ro_inf - 2 * count * b2t / (1 - b2t)
-    r = torch.sqrt((ro - 4.0) * (ro - 2.0) * ro_inf / ((ro_inf - 4.0) * (ro_inf - 2.0) * ro))
+    r = torch.sqrt(
+        (ro - 4.0) * (ro - 2.0) * ro_inf / ((ro_inf - 4.0) * (ro_inf - 2.0) * ro)
+    )
     new_params, new_mu, new_nu = [], [], []
     for x, g, m, v in zip(params, grads, mu, nu, strict=True):
         m = b1 * m + (1 - b1) * g
         v = b2 * v + (1 - b2) * g * g
         m_hat = m / (1 - b1**count)
-        step = torch.where(ro >= 5.0, r * m_hat / (torch.sqrt(v / (1 - b2t)) + 1e-8), m_hat)
+        step = torch.where(
+            ro >= 5.0, r * m_hat / (torch.sqrt(v / (1 - b2t)) + 1e-8), m_hat
+        )
         new_params.append(x + torch.clamp(-lr * step, -0.1, 0.1))
         new_mu.append(m)
         new_nu.append(v)
@@ -85,13 +102,24 @@ def _step(params, mu, nu, count, gram, Omega, logdet, Y, O, X, XtY, const, lr: f
     L = torch.linalg.cholesky(gram / n)
     Omega = torch.cholesky_inverse(L)
     logdet = -2.0 * torch.sum(torch.log(torch.diagonal(L)))
-    return -(elbo + const), tuple(new_params), tuple(new_mu), tuple(new_nu), count, gram, Omega, logdet
+    return (
+        -(elbo + const),
+        tuple(new_params),
+        tuple(new_mu),
+        tuple(new_nu),
+        count,
+        gram,
+        Omega,
+        logdet,
+    )
 
 
 _compiled_step = None
 
 
-def run_torch(data, n_iter: int, lr: float = 1.0, compiled: bool = False) -> tuple[np.ndarray, tuple[np.ndarray, ...]]:
+def run_torch(
+    data, n_iter: int, lr: float = 1.0, compiled: bool = False
+) -> tuple[np.ndarray, tuple[np.ndarray, ...]]:
     """The fast level's fit in PyTorch: per-iteration loss and the final (B, M, S), as NumPy arrays."""
     import torch
 
@@ -103,7 +131,11 @@ def run_torch(data, n_iter: int, lr: float = 1.0, compiled: bool = False) -> tup
     n, p = Y.shape
     with torch.inference_mode():
         k = Y + (Y == 0)
-        const = torch.sum(Y * O) + 0.5 * n * p - torch.sum(0.5 * torch.log(2 * torch.pi * k) + k * (torch.log(k) - 1.0))
+        const = (
+            torch.sum(Y * O)
+            + 0.5 * n * p
+            - torch.sum(0.5 * torch.log(2 * torch.pi * k) + k * (torch.log(k) - 1.0))
+        )
         XtY = X.T @ Y
         params = (torch.zeros(X.shape[1], p), torch.zeros(n, p), torch.ones(n, p))
         mu = nu = tuple(torch.zeros_like(x) for x in params)
@@ -118,7 +150,9 @@ def run_torch(data, n_iter: int, lr: float = 1.0, compiled: bool = False) -> tup
         return torch.stack(losses).numpy(), tuple(x.numpy() for x in params)
 
 
-def _timed_row(name: str, run, n_iter: int, repeats: int, note: str, compiles: bool = False) -> dict:
+def _timed_row(
+    name: str, run, n_iter: int, repeats: int, note: str, compiles: bool = False
+) -> dict:
     start = perf_counter()
     run()
     first = perf_counter() - start
@@ -154,11 +188,18 @@ def fit_pypln(data) -> dict:
     start = perf_counter()
     model.fit()
     seconds = perf_counter() - start
-    M, S = (np.asarray(t, np.float64) for t in (model.latent_mean, model.latent_sqrt_variance))
-    B = np.linalg.pinv(X.astype(np.float64)) @ M  # the part of its latent mean that X explains
+    M, S = (
+        np.asarray(t, np.float64)
+        for t in (model.latent_mean, model.latent_sqrt_variance)
+    )
+    B = (
+        np.linalg.pinv(X.astype(np.float64)) @ M
+    )  # the part of its latent mean that X explains
     return {
         "seconds": seconds,
-        "iterations": len(model._elbo_criterion_monitor.elbo_list),  # no public count of iterations done
+        "iterations": len(
+            model._elbo_criterion_monitor.elbo_list
+        ),  # no public count of iterations done
         "elbo": float(model.elbo),
         "version": pyPLNmodels.__version__,
         "B": B,
@@ -167,15 +208,25 @@ def fit_pypln(data) -> dict:
     }
 
 
-def benchmark_peers(data, n_iter: int, repeats: int = 3, pypln: bool = True) -> tuple[list[dict], dict | None]:
+def benchmark_peers(
+    data, n_iter: int, repeats: int = 3, pypln: bool = True
+) -> tuple[list[dict], dict | None]:
     """Rows for PyTorch eager and torch.compile (the columns of `bench.benchmark_levels`), and pyPLNmodels' fit."""
     import torch
 
     version = f"torch {torch.__version__}, {torch.get_num_threads()} threads"
     rows = [
-        _timed_row("PyTorch eager", lambda: run_torch(data, n_iter), n_iter, repeats, version),
-        _timed_row("torch.compile", lambda: run_torch(data, n_iter, compiled=True), n_iter, repeats,
-                   "compile s = first call minus the median run", compiles=True),
+        _timed_row(
+            "PyTorch eager", lambda: run_torch(data, n_iter), n_iter, repeats, version
+        ),
+        _timed_row(
+            "torch.compile",
+            lambda: run_torch(data, n_iter, compiled=True),
+            n_iter,
+            repeats,
+            "compile s = first call minus the median run",
+            compiles=True,
+        ),
     ]
     return rows, fit_pypln(data) if pypln else None
 
@@ -189,7 +240,9 @@ def run_in(python: str, task: str, arrays: dict, **options) -> dict:
         cmd = [python, "-P", __file__, task, str(src), str(out), json.dumps(options)]
         done = subprocess.run(cmd, capture_output=True, text=True)
         if done.returncode != 0:
-            raise RuntimeError(f"{python} could not run the peers ({task}): {done.stderr.strip()[-2000:]}")
+            raise RuntimeError(
+                f"{python} could not run the peers ({task}): {done.stderr.strip()[-2000:]}"
+            )
         with np.load(out) as result:
             return {k: result[k] for k in result.files}
 
@@ -212,7 +265,9 @@ def pypln_row(pypln: dict, data) -> tuple[dict, float]:
     return row, loss
 
 
-def add_peers(rows: list[dict], data, n_iter: int, repeats: int, python: str | None = None) -> tuple[str, float | None]:
+def add_peers(
+    rows: list[dict], data, n_iter: int, repeats: int, python: str | None = None
+) -> tuple[str, float | None]:
     """Append the peer rows to the JAX levels' `rows`; return where they ran and pyPLNmodels' loss.
 
     With `python`, the peers run in that interpreter as a subprocess; otherwise in this one. If torch or
@@ -221,7 +276,10 @@ def add_peers(rows: list[dict], data, n_iter: int, repeats: int, python: str | N
     arrays = dict(zip("YOX", data, strict=True))
     if python:
         out = run_in(python, "bench", arrays, n_iter=n_iter, repeats=repeats)
-        peer, pypln = json.loads(str(out["rows"])), json.loads(str(out["pypln"])) | {k: out[k] for k in "BMS"}
+        peer, pypln = (
+            json.loads(str(out["rows"])),
+            json.loads(str(out["pypln"])) | {k: out[k] for k in "BMS"},
+        )
         where = f"PyTorch and pyPLNmodels rows measured in a subprocess running Python {out['python']} ({python})"
     else:
         missing = peers_missing()
@@ -231,7 +289,10 @@ def add_peers(rows: list[dict], data, n_iter: int, repeats: int, python: str | N
         where = "every row measured in this process"
     row, loss = pypln_row(pypln, data)
     rows += peer + [row]
-    return f"JAX levels in this process, {where}, one after the other in the same command run.", loss
+    return (
+        f"JAX levels in this process, {where}, one after the other in the same command run.",
+        loss,
+    )
 
 
 def _main(task: str, src: str, out: str, options: str) -> None:
@@ -240,15 +301,27 @@ def _main(task: str, src: str, out: str, options: str) -> None:
         a = {k: inp[k] for k in inp.files}
     data = (a["Y"], a["O"], a["X"])
     if task == "elbo":
-        result = {"loss": torch_neg_elbo((a["B"], a["M"], a["S"]), data, a["Omega"]).numpy()}
+        result = {
+            "loss": torch_neg_elbo((a["B"], a["M"], a["S"]), data, a["Omega"]).numpy()
+        }
     elif task == "fit":
-        losses, (B, M, S) = run_torch(data, opts["n_iter"], opts.get("lr", 1.0), opts.get("compiled", False))
+        losses, (B, M, S) = run_torch(
+            data, opts["n_iter"], opts.get("lr", 1.0), opts.get("compiled", False)
+        )
         result = {"losses": losses, "B": B, "M": M, "S": S}
     elif task == "bench":
-        rows, pypln = benchmark_peers(data, opts["n_iter"], opts["repeats"], opts.get("pypln", True))
-        result = {"rows": np.array(json.dumps(rows)), "python": np.array(sys.version.split()[0])}
+        rows, pypln = benchmark_peers(
+            data, opts["n_iter"], opts["repeats"], opts.get("pypln", True)
+        )
+        result = {
+            "rows": np.array(json.dumps(rows)),
+            "python": np.array(sys.version.split()[0]),
+        }
         if pypln:
-            result.update({k: pypln.pop(k) for k in ("B", "M", "S")}, pypln=np.array(json.dumps(pypln)))
+            result.update(
+                {k: pypln.pop(k) for k in ("B", "M", "S")},
+                pypln=np.array(json.dumps(pypln)),
+            )
     else:
         raise SystemExit(f"unknown task {task!r}; choose elbo, fit or bench")
     np.savez(out, **result)

@@ -31,16 +31,22 @@ def radam_init(params: Params) -> RAdamState:
     return RAdamState(jnp.zeros([], jnp.int32), zeros, zeros)
 
 
-def radam_scalars(count: jax.Array, b1: float = 0.9, b2: float = 0.999, threshold: float = 5.0):
+def radam_scalars(
+    count: jax.Array, b1: float = 0.9, b2: float = 0.999, threshold: float = 5.0
+):
     """The per-step scalars of RAdam (as optax.scale_by_radam computes them): bias corrections and rectifier."""
     ro_inf = 2.0 / (1.0 - b2) - 1.0
     b2t = b2**count
     ro = ro_inf - 2 * count * b2t / (1 - b2t)
-    r = jnp.sqrt((ro - 4.0) * (ro - 2.0) * ro_inf / ((ro_inf - 4.0) * (ro_inf - 2.0) * ro))
+    r = jnp.sqrt(
+        (ro - 4.0) * (ro - 2.0) * ro_inf / ((ro_inf - 4.0) * (ro_inf - 2.0) * ro)
+    )
     return 1 - b1**count, 1 - b2t, r, ro >= threshold
 
 
-def radam_step(x, g, mu, nu, scalars, lr, b1: float = 0.9, b2: float = 0.999, eps: float = 1e-8):
+def radam_step(
+    x, g, mu, nu, scalars, lr, b1: float = 0.9, b2: float = 0.999, eps: float = 1e-8
+):
     """One RAdam step on one array, scaled by -lr and clipped to 0.1: a single elementwise pass.
 
     Taught in chapter "The PLN model, made fast", section "A faster level".
@@ -49,7 +55,9 @@ def radam_step(x, g, mu, nu, scalars, lr, b1: float = 0.9, b2: float = 0.999, ep
     mu = b1 * mu + (1 - b1) * g
     nu = b2 * nu + (1 - b2) * g * g
     mu_hat = mu / c1.astype(mu.dtype)
-    step = jnp.where(rectify, r * mu_hat / (jnp.sqrt(nu / c2.astype(nu.dtype)) + eps), mu_hat)
+    step = jnp.where(
+        rectify, r * mu_hat / (jnp.sqrt(nu / c2.astype(nu.dtype)) + eps), mu_hat
+    )
     return x + jnp.clip(-lr * step, -0.1, 0.1), mu, nu
 
 
@@ -70,4 +78,6 @@ def rectifier_float64(step: int, b2: float = 0.999) -> float:
     """RAdam's rectifier r_t in float64, the yardstick for the float32 values."""
     rho_inf = 2 / (1 - b2) - 1
     rho = rho_inf - 2 * step * b2**step / (1 - b2**step)
-    return float(np.sqrt((rho - 4) * (rho - 2) * rho_inf / ((rho_inf - 4) * (rho_inf - 2) * rho)))
+    return float(
+        np.sqrt((rho - 4) * (rho - 2) * rho_inf / ((rho_inf - 4) * (rho_inf - 2) * rho))
+    )

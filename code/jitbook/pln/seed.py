@@ -12,7 +12,14 @@ import jax.numpy as jnp
 import optax
 from jax.tree_util import register_pytree_node_class
 
-from .model import Params, closed_form_sigma, init_params, log_stirling, make_optimizer, neg_elbo
+from .model import (
+    Params,
+    closed_form_sigma,
+    init_params,
+    log_stirling,
+    make_optimizer,
+    neg_elbo,
+)
 
 
 def seed_neg_elbo(params: Params, data, Omega: jax.Array) -> jax.Array:
@@ -26,9 +33,13 @@ def seed_neg_elbo(params: Params, data, Omega: jax.Array) -> jax.Array:
     S2 = S * S
     Z = O + M + X @ B
     A = jnp.exp(Z + S2 / 2)
-    elbo = n / 2 * jnp.log(jnp.linalg.det(Omega))  # det overflows float32 once Omega grows
+    elbo = (
+        n / 2 * jnp.log(jnp.linalg.det(Omega))
+    )  # det overflows float32 once Omega grows
     elbo += jnp.sum(Y * Z - A + 0.5 * jnp.log(S2))
-    elbo -= 0.5 * jnp.trace(M.T @ M + jnp.diag(jnp.sum(S2, axis=0)) @ Omega)  # @ binds before +
+    elbo -= 0.5 * jnp.trace(
+        M.T @ M + jnp.diag(jnp.sum(S2, axis=0)) @ Omega
+    )  # @ binds before +
     elbo += 0.5 * n * p - jnp.sum(log_stirling(Y))
     return -elbo
 
@@ -50,7 +61,9 @@ def seed_optimizer(lr: float) -> optax.GradientTransformation:
 
 
 @partial(jax.jit, static_argnames=("n_iter", "loss_fn", "make_opt"))
-def fit_with(data, n_iter: int, loss_fn=neg_elbo, make_opt=make_optimizer, lr: float = 1.0):
+def fit_with(
+    data, n_iter: int, loss_fn=neg_elbo, make_opt=make_optimizer, lr: float = 1.0
+):
     """The "scan" level with the loss and optimizer swapped for the seed's; returns losses, params, Omega."""
     opt = make_opt(lr)
     params = init_params(data)
@@ -61,9 +74,15 @@ def fit_with(data, n_iter: int, loss_fn=neg_elbo, make_opt=make_optimizer, lr: f
         loss, grads = jax.value_and_grad(loss_fn)(params, data, Omega)
         updates, opt_state = opt.update(grads, opt_state, params)
         params = optax.apply_updates(params, updates)
-        return (params, jnp.linalg.inv(closed_form_sigma(params.M, params.S)), opt_state), loss
+        return (
+            params,
+            jnp.linalg.inv(closed_form_sigma(params.M, params.S)),
+            opt_state,
+        ), loss
 
-    (params, Omega, _), losses = jax.lax.scan(body, (params, eye, opt.init(params)), length=n_iter)
+    (params, Omega, _), losses = jax.lax.scan(
+        body, (params, eye, opt.init(params)), length=n_iter
+    )
     return losses, params, Omega
 
 
@@ -85,12 +104,22 @@ class SeedPLN:
 
     def tree_flatten(self):
         children = (self.B, self.M, self.S, self.Sigma, self.Omega)
-        aux_data = {"Y": self.Y, "O": self.O, "X": self.X, "n": self.n, "p": self.p}  # arrays as static data
+        aux_data = {
+            "Y": self.Y,
+            "O": self.O,
+            "X": self.X,
+            "n": self.n,
+            "p": self.p,
+        }  # arrays as static data
         return children, aux_data
 
     @classmethod
     def tree_unflatten(cls, aux_data, children):
         B, M, S, Sigma, Omega = children
         obj = cls(aux_data["Y"], aux_data["O"], aux_data["X"])
-        obj.B, obj.M, obj.S = B, M, S  # Sigma and Omega are dropped: back to the identity
+        obj.B, obj.M, obj.S = (
+            B,
+            M,
+            S,
+        )  # Sigma and Omega are dropped: back to the identity
         return obj

@@ -16,7 +16,9 @@ BLAS_THREADS = 1  # what every fit uses; the chapter measures the default agains
 
 def blas_threads() -> int:
     """Threads the loaded BLAS libraries (SciPy's OpenBLAS among them) may use now: the largest setting."""
-    return max(info["num_threads"] for info in threadpool_info() if info["user_api"] == "blas")
+    return max(
+        info["num_threads"] for info in threadpool_info() if info["user_api"] == "blas"
+    )
 
 
 def blas_limited(threads: int = BLAS_THREADS) -> threadpool_limits:
@@ -25,5 +27,7 @@ def blas_limited(threads: int = BLAS_THREADS) -> threadpool_limits:
     Taught in chapter "The PLN model, made fast", section "Two thread pools".
     """
     if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
-        raise ValueError(f"threads must be a positive integer number of threads, got {threads!r}.")
+        raise ValueError(
+            f"threads must be a positive integer number of threads, got {threads!r}."
+        )
     return threadpool_limits(limits=threads, user_api="blas")
