@@ -18,7 +18,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .cache import capture_jax_logs, count_compiles, fresh_jit, messages_about
+from .cache import (
+    capture_jax_logs,
+    count_compiles,
+    count_dispatch_misses,
+    fresh_jit,
+    messages_about,
+)
 from .errors import raised
 
 # --- static arguments ------------------------------------------------------------------------------------
@@ -236,19 +242,24 @@ def cache_misses(
 
 
 def rejit_cost(calls: int = 200) -> dict:
-    """Microseconds per call of ``plus_one``: one jitted wrapper reused, and ``jax.jit(plus_one)`` built at each call.
+    """Microseconds per call of ``plus_one``: one wrapper reused, a new one at each call.
 
-    Both find the same compiled program; the new wrapper loses jit's fast C++ dispatch path.
+    Both reach the same program through jit's global dispatch cache, which is keyed on
+    the function and jit's options, not on the wrapper: ``slow-path calls`` counts the
+    calls that missed it (0). The difference is the cost of building the wrapper.
+
+    Taught in Static arguments and compiling again, The dispatch cache.
     """
     if not isinstance(calls, int) or calls < 1:
         raise ValueError(f"calls must be a positive int, got {calls!r}.")
     reused = jax.jit(plus_one)
     reused(0)
     cost = {}
-    with count_compiles() as log:
+    with count_compiles() as log, count_dispatch_misses() as dispatch:
         for label, call in (
             ("reused wrapper", lambda: reused(0)),
             ("jax.jit(plus_one) per call", lambda: jax.jit(plus_one)(0)),
+            ("building jax.jit(plus_one) only", lambda: jax.jit(plus_one)),
         ):
             call()
             start = time.perf_counter()
@@ -258,8 +269,64 @@ def rejit_cost(calls: int = 200) -> dict:
     return {
         "calls": calls,
         "compiles": log.count_for("plus_one"),
+        "slow-path calls": dispatch.count_for("plus_one"),
         **{f"{k} (us)": v for k, v in cost.items()},
     }
+
+
+def dispatch_rows(wrappers: int = 100) -> list[dict]:
+    """Calls through many jit wrappers: which leave the C++ dispatch cache, which compile.
+
+    Each row calls ``wrappers`` new wrappers once each (or one wrapper that many times).
+    The callables of a row stay alive until it is counted, as in a loop that keeps them.
+
+    Taught in Static arguments and compiling again, The dispatch cache.
+    """
+    if not isinstance(wrappers, int) or wrappers < 1:
+        raise ValueError(f"wrappers must be a positive int, got {wrappers!r}.")
+    x = jnp.ones(3)  # made before counting: eager operations compile programs of their own
+    jax.clear_caches()
+    reused = jax.jit(plus_one)
+    cases = [  # (row, calls, name of the wrapped callable, new callable and argument)
+        ("first call of jax.jit(plus_one)", 1, "plus_one", lambda: (plus_one, 0)),
+        ("a new jax.jit(plus_one) per call", wrappers, "plus_one", lambda: (plus_one, 0)),
+        ("one reused wrapper", wrappers, "plus_one", None),
+        (
+            "a new jax.jit(plus_one, static_argnums=0)",
+            wrappers,
+            "plus_one",
+            lambda: (plus_one, 0),
+        ),
+        ("a new jax.jit(ScaleBy(2.0))", wrappers, "ScaleBy", lambda: (ScaleBy(2.0), x)),
+        (
+            "a new jax.jit(functools.partial(plus_one))",
+            wrappers,
+            "partial",
+            lambda: (functools.partial(plus_one), 0),
+        ),
+    ]
+    rows = []
+    for label, calls, name, make in cases:
+        options = {"static_argnums": 0} if "static_argnums" in label else {}
+        kept = []
+        with count_compiles() as log, count_dispatch_misses() as dispatch:
+            for _ in range(calls):
+                if make is None:
+                    reused(0)
+                    continue
+                fn, arg = make()
+                kept.append(fn)
+                jax.jit(fn, **options)(arg)
+        rows.append(
+            {
+                "calls": label,
+                "how many": calls,
+                "dispatch-cache misses": dispatch.count_for(name),
+                "traces": len(log.traces),
+                "compiles": log.count,
+            }
+        )
+    return rows
 
 
 # --- the cache key: configuration ------------------------------------------------------------------------
