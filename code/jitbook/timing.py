@@ -30,7 +30,7 @@ def _name(fn: Callable) -> str:
 
 
 def check_callable(fn, who: str) -> None:
-    """Refuse a value where a function is expected: the usual slip is ``f(x)`` for ``f``."""
+    """Refuse a value where a function is expected: the slip is ``f(x)`` for ``f``."""
     if not callable(fn):
         raise TypeError(
             f"{who} takes the function first, then its arguments, got "
