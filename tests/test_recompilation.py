@@ -456,7 +456,7 @@ def test_rejit_cost_compiles_nothing_and_takes_no_slow_path():
         recompilation.wrapper_race(0)
 
 
-@pytest.mark.claim("sec-recompilation")
+@pytest.mark.claim("sec-recompilation-static")
 def test_static_tuples_compare_their_contents_without_types():
     rows = recompilation.static_tuple_rows()
     tuple_int, tuple_float, bare_int, bare_float = rows
@@ -467,7 +467,7 @@ def test_static_tuples_compare_their_contents_without_types():
     assert (2,) == (2.0,) and hash((2,)) == hash((2.0,))
 
 
-@pytest.mark.claim("sec-recompilation")
+@pytest.mark.claim("sec-recompilation-static")
 def test_jit_without_a_function_is_a_decorator_factory():
     @jax.jit(static_argnames="n")
     def power_by_name(x, n):
@@ -489,7 +489,7 @@ def test_the_slow_tracing_pages_partial_compiles_at_every_step():
         recompilation.docs_partial_rows(0)
 
 
-@pytest.mark.claim("sec-recompilation")
+@pytest.mark.claim("sec-recompilation-function")
 def test_a_functions_cache_entries_last_as_long_as_it_does():
     """JAX holds the function weakly: an equal ScaleBy made after the first one died
     compiles again, one made while the first is alive does not."""
@@ -517,7 +517,7 @@ def test_explain_cache_misses_reports_the_persistent_cache_too():
     assert not any("/" in m.split(" defined at ")[-1] for m in messages)
 
 
-@pytest.mark.claim("sec-recompilation")
+@pytest.mark.claim("sec-recompilation-buckets")
 def test_buckets_pad_long_lengths_below_double_and_short_ones_to_sixteen():
     assert all(recompilation.next_bucket(n) < 2 * n for n in range(17, 600))
     assert recompilation.next_bucket(1) == 16 and recompilation.next_bucket(2) / 2 == 8

@@ -18,6 +18,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from . import timing
 from .cache import (
     capture_jax_logs,
     count_compiles,
@@ -25,7 +26,6 @@ from .cache import (
     fresh_jit,
     messages_about,
 )
-from . import timing
 from .errors import raised
 
 # --- static arguments ------------------------------------------------------------------------------------
