@@ -253,7 +253,7 @@ def cache_misses(
 ) -> list[dict]:
     """Which of jit's three caches each call missed (trace, lower, compile), and what each diagnostic saw.
 
-    ``explained``: lines ``jax_explain_cache_misses`` wrote (tracing-cache misses only);
+    ``explained``: lines ``jax_explain_cache_misses`` wrote (no persistent cache here);
     ``logged compiles``: "Finished XLA compilation" lines of ``jax.log_compiles()``.
     """
     from .cache import capture_jax_logs
