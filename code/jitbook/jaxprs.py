@@ -166,7 +166,7 @@ def no_tracing_rows() -> list[dict]:
     """Warm jitted calls that do not trace, called without and then with
     ``jax.no_tracing``: which does it let through?
 
-    Taught in "jaxprs", "Calling an executable with other shapes".
+    Taught in jaxprs and the road to XLA, Calling an executable with other shapes.
     """
     x = jnp.ones(3)
     committed = jax.device_put(x, jax.devices()[0])

@@ -375,7 +375,7 @@ def positives_padded(x: jax.Array, size: int) -> jax.Array:
     """The entries of ``x`` above 0, as ``positives`` returns them, padded with 0.0 to a
     fixed ``size``: a shape jit knows while tracing.
 
-    Taught in "Tracing", "Shapes that depend on values".
+    Taught in Tracing: what jit sees, Shapes that depend on values.
     """
     return jnp.extract(x > 0, x, size=size, fill_value=0.0)
 
@@ -409,7 +409,7 @@ def callback_runs(x: jax.Array) -> dict:
     A ``jax.debug.callback`` has no result and is kept; a ``pure_callback`` whose
     result is unused is dead code, and the compiled program drops it.
 
-    Taught in "Tracing", "Side effects done properly" (sec-tracing-side-effects).
+    Taught in Tracing: what jit sees, Side effects done properly.
     """
     runs = {"debug.callback": 0, "pure_callback, result unused": 0}
     spec = jax.ShapeDtypeStruct(x.shape, x.dtype)
@@ -438,7 +438,7 @@ def host_conversions(x: jax.Array) -> list[dict]:
     """What each way of turning a tracer into a NumPy array or a Python number raises
     under jit.
 
-    Taught in "Tracing", "NumPy and Python values inside jit" (sec-tracing-numpy).
+    Taught in Tracing: what jit sees, NumPy and Python values inside jit.
     """
     attempts = {
         "np.sin(x)": lambda v: np.sin(v),
@@ -466,7 +466,7 @@ def shift_by_noise(x):
     """``x`` plus a NumPy random number: under jit the number is drawn once, while
     tracing, and becomes a constant of the program.
 
-    Taught in "Tracing", "NumPy and Python values inside jit" (sec-tracing-numpy).
+    Taught in Tracing: what jit sees, NumPy and Python values inside jit.
     """
     return x + np.random.normal()
 
@@ -480,7 +480,7 @@ def squares_lookup(i):
     """Entry ``i`` of a table of squares built while tracing, with
     ``jax.ensure_compile_time_eval``, plus the index of its largest entry as a Python int.
 
-    Taught in "Tracing", "NumPy and Python values inside jit" (sec-tracing-numpy).
+    Taught in Tracing: what jit sees, NumPy and Python values inside jit.
     """
     with jax.ensure_compile_time_eval():
         table = jnp.arange(5.0) ** 2  # a concrete array, not a tracer
