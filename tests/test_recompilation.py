@@ -425,6 +425,20 @@ def test_a_new_wrapper_of_a_called_function_hits_the_dispatch_cache():
     assert (equal["dispatch-cache misses"], equal["traces"], equal["compiles"]) == (20, 20, 1)
     partials = rows["a new jax.jit(functools.partial(plus_one))"]
     assert (partials["dispatch-cache misses"], partials["compiles"]) == (20, 20)
+    noted = rows["one reused wrapper of plus_one_noted (a debug callback)"]
+    assert (noted["dispatch-cache misses"], noted["traces"], noted["compiles"]) == (20, 0, 0)
+
+
+@pytest.mark.claim("sec-recompilation-dispatch")
+def test_donation_is_part_of_the_dispatch_key():
+    def donated_double(v):
+        return v * 2
+
+    with cache.count_dispatch_misses() as log:
+        for _ in range(5):
+            jax.jit(donated_double, donate_argnums=0)(jnp.ones(3))
+        jax.jit(donated_double)(jnp.ones(3))
+    assert log.count_for("donated_double") == 2  # once per set of options
 
 
 @pytest.mark.claim("sec-recompilation-dispatch")
@@ -521,3 +535,38 @@ def test_explain_cache_misses_reports_the_persistent_cache_too():
 def test_buckets_pad_long_lengths_below_double_and_short_ones_to_sixteen():
     assert all(recompilation.next_bucket(n) < 2 * n for n in range(17, 600))
     assert recompilation.next_bucket(1) == 16 and recompilation.next_bucket(2) / 2 == 8
+
+
+@pytest.mark.claim("sec-recompilation-loop")
+def test_the_tutorials_jit_and_caching_example_as_written():
+    """docs.jax.dev jit-compilation.html, "JIT and caching" (jax-ml/jax#9288 fixed the
+    page): the partial and lambda loops compile every step, the plain one once."""
+
+    def unjitted_loop_body(prev_i):
+        return prev_i + 1
+
+    def g_inner_jitted_partial(x, n):
+        i = 0
+        while i < n:
+            i = jax.jit(functools.partial(unjitted_loop_body))(i)
+        return x + i
+
+    def g_inner_jitted_lambda(x, n):
+        i = 0
+        while i < n:
+            i = jax.jit(lambda x: unjitted_loop_body(x))(i)
+        return x + i
+
+    def g_inner_jitted_normal(x, n):
+        i = 0
+        while i < n:
+            i = jax.jit(unjitted_loop_body)(i)
+        return x + i
+
+    counts = []
+    for g in (g_inner_jitted_partial, g_inner_jitted_lambda, g_inner_jitted_normal):
+        jax.clear_caches()
+        with count_compiles() as log:
+            assert int(g(10, 5)) == 15
+        counts.append(log.count_for("unjitted_loop_body") + log.count_for("<lambda>"))
+    assert counts == [5, 5, 1]

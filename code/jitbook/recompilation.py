@@ -354,6 +354,18 @@ def rejit_cost(calls: int = 200) -> dict:
     }
 
 
+def plus_one_noted(i):
+    """``plus_one`` with a ``jax.debug.callback`` that does nothing: a program with an
+    effect, which jit never puts in its dispatch cache."""
+    jax.debug.callback(lambda v: None, i)
+    return i + 1
+
+
+def _new_wrapper(fn: Callable, **options) -> Callable:
+    """A maker of ``(fn, jax.jit(fn, **options))``: the callable is kept alive with it."""
+    return lambda: (fn, jax.jit(fn, **options))
+
+
 def dispatch_rows(wrappers: int = 100) -> list[dict]:
     """Calls through many jit wrappers: which leave the C++ dispatch cache, which compile.
 
@@ -362,48 +374,56 @@ def dispatch_rows(wrappers: int = 100) -> list[dict]:
 
     Taught in Static arguments and compiling again, The dispatch cache.
     """
-    if not isinstance(wrappers, int) or wrappers < 1:
+    if isinstance(wrappers, bool) or not isinstance(wrappers, int) or wrappers < 1:
         raise ValueError(f"wrappers must be a positive int, got {wrappers!r}.")
-    x = jnp.ones(
-        3
-    )  # made before counting: eager operations compile programs of their own
+    # made before counting: eager operations compile programs of their own
+    x = jnp.ones(3)
     jax.clear_caches()
-    reused = jax.jit(plus_one)
-    cases = [  # (row, calls, name of the wrapped callable, new callable and argument)
-        ("first call of jax.jit(plus_one)", 1, "plus_one", lambda: (plus_one, 0)),
-        (
-            "a new jax.jit(plus_one) per call",
-            wrappers,
-            "plus_one",
-            lambda: (plus_one, 0),
-        ),
-        ("one reused wrapper", wrappers, "plus_one", None),
+    reused, noted = jax.jit(plus_one), jax.jit(plus_one_noted)
+    noted(0)
+    n = wrappers
+    cases = [  # row, calls, name to count, argument, maker of (callable, wrapper)
+        ("first call of jax.jit(plus_one)", 1, "plus_one", 0, _new_wrapper(plus_one)),
+        ("a new jax.jit(plus_one) per call", n, "plus_one", 0, _new_wrapper(plus_one)),
+        ("one reused wrapper", n, "plus_one", 0, lambda: (plus_one, reused)),
         (
             "a new jax.jit(plus_one, static_argnums=0)",
-            wrappers,
+            n,
             "plus_one",
-            lambda: (plus_one, 0),
+            0,
+            _new_wrapper(plus_one, static_argnums=0),
         ),
-        ("a new jax.jit(ScaleBy(2.0))", wrappers, "ScaleBy", lambda: (ScaleBy(2.0), x)),
+        (
+            "a new jax.jit(ScaleBy(2.0))",
+            n,
+            "ScaleBy",
+            x,
+            lambda: _new_wrapper(ScaleBy(2.0))(),
+        ),
         (
             "a new jax.jit(functools.partial(plus_one))",
-            wrappers,
+            n,
             "partial",
-            lambda: (functools.partial(plus_one), 0),
+            0,
+            lambda: _new_wrapper(functools.partial(plus_one))(),
+        ),
+        (
+            "one reused wrapper of plus_one_noted (a debug callback)",
+            n,
+            "plus_one_noted",
+            0,
+            lambda: (plus_one_noted, noted),
         ),
     ]
     rows = []
-    for label, calls, name, make in cases:
-        options = {"static_argnums": 0} if "static_argnums" in label else {}
+    for label, calls, name, arg, make in cases:
         kept = []
         with count_compiles() as log, count_dispatch_misses() as dispatch:
             for _ in range(calls):
-                if make is None:
-                    reused(0)
-                    continue
-                fn, arg = make()
+                fn, wrapper = make()
                 kept.append(fn)
-                jax.jit(fn, **options)(arg)
+                wrapper(arg)
+            jax.effects_barrier()
         rows.append(
             {
                 "calls": label,
