@@ -377,6 +377,13 @@ def test_lowering_gives_an_mlir_module_and_as_text_prints_it():
     module = lowered.compiler_ir("stablehlo")
     assert type(module).__name__ == "Module"
     assert str(module) == lowered.as_text()
+    # what XLA is handed: the module object (jax/_src/compiler.py), not its text
+    import inspect
+
+    from jax._src import compiler
+
+    params = inspect.signature(compiler.backend_compile_and_load).parameters
+    assert "module" in params and "Module" in str(params["module"].annotation)
 
 
 @pytest.mark.claim("sec-jaxprs-xla")
