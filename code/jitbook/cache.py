@@ -173,7 +173,8 @@ def capture_jax_logs(
 
 
 def fresh_jit(fn: Callable, **jit_kwargs) -> Callable:
-    """``jax.jit`` of a new wrapper of ``fn``: same name, empty cache (jit caches per function object)."""
+    """``jax.jit`` of a new wrapper of ``fn``: same name, no cache entries yet (jit's
+    caches are keyed on the function object)."""
     if not callable(fn):
         raise TypeError(f"fresh_jit takes a function, got {type(fn).__name__}.")
 
