@@ -7,12 +7,16 @@ order jit runs them. Taught in Build your own jit.
 """
 
 import dataclasses
+import functools
 import itertools
+import os
+import sys
 import weakref
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 from jax._src import core, dtypes
 
@@ -30,18 +34,21 @@ class Abstract:
     weak_type: bool = False
 
     def __str__(self) -> str:
-        dims = ",".join(map(str, self.shape))
-        return f"{self.dtype.name}[{dims}]" + ("{weak}" if self.weak_type else "")
+        weak = "~" if self.weak_type else ""  # JAX marks weak types the same way
+        return weak + self.to_jax().str_short(short_dtypes=True)
 
     def to_jax(self) -> core.ShapedArray:
         return core.ShapedArray(self.shape, self.dtype, weak_type=self.weak_type)
 
 
 def abstract_of(value: Any) -> Abstract:
-    """The abstract value of an argument: a Python number is weakly typed, as in JAX."""
-    aval = core.typeof(_canonical(value))
-    weak = isinstance(value, (bool, int, float, complex)) or aval.weak_type
-    return Abstract(tuple(aval.shape), np.dtype(aval.dtype), bool(weak))
+    """The abstract value of an argument, as jit sees it: a Python int, float or complex
+    is weakly typed (it will yield to the dtype of the array it meets); bool is not."""
+    if isinstance(value, (int, float, complex)) and not isinstance(value, bool):
+        dtype = np.dtype(_canonical(np.asarray(value)).dtype)
+        return Abstract((), dtype, weak_type=True)
+    aval = jax.typeof(value)
+    return Abstract(tuple(aval.shape), np.dtype(aval.dtype), bool(aval.weak_type))
 
 
 def shape_and_dtype(value: Any) -> Abstract:
@@ -71,7 +78,7 @@ class Literal:
     value: Any
 
     def __str__(self) -> str:
-        return repr(self.value)
+        return f"{np.asarray(self.value).item()!r}:{_aval(self).str_short(True)}"
 
 
 @dataclasses.dataclass
@@ -82,6 +89,7 @@ class Equation:
     inputs: list
     outputs: list[Var]
     params: dict
+    line: str = ""  # the Python function and line that made it
 
     def __str__(self) -> str:
         outs = " ".join(f"{v}:{v.abstract}" for v in self.outputs)
@@ -101,8 +109,10 @@ class Program:
     out_tree: Any = None
 
     def __str__(self) -> str:
-        heads = [f"{v}:{v.abstract}" for v in self.constvars + self.inputs]
-        lines = [f"{{ lambda {' '.join(heads)} ."]
+        consts = " ".join(f"{v}:{v.abstract}" for v in self.constvars)
+        inputs = " ".join(f"{v}:{v.abstract}" for v in self.inputs)
+        head = f"{consts} ; {inputs}" if consts else f"; {inputs}"
+        lines = [f"{{ lambda {head} ."]  # constants ; inputs, as a jaxpr prints them
         lines += [f"    {eqn}" for eqn in self.equations]
         lines.append(f"  in ({', '.join(map(str, self.outputs))}) }}")
         return "\n".join(lines)
@@ -187,16 +197,22 @@ class Recorder(core.Trace):
             with core.set_current_trace(core.eval_trace):
                 return primitive.bind(*args, **params)
         inputs = [self.atom(a) for a in args]
-        avals = [_aval(a) for a in inputs]
-        out_avals, _ = primitive.abstract_eval(*avals, **params)
+        # each primitive knows the shape and dtype of its result: no data needed
+        out_avals, _ = primitive.abstract_eval(*map(_aval, inputs), **params)
         many = primitive.multiple_results
-        outputs = [
-            self.new_tracer(_abstract(a)) for a in (out_avals if many else [out_avals])
-        ]
-        self.equations.append(
-            Equation(primitive, inputs, [t.var for t in outputs], params)
+        outputs = self.record(
+            primitive, inputs, out_avals if many else [out_avals], params
         )
         return outputs if many else outputs[0]
+
+    def record(self, primitive, inputs: list, out_avals, params: dict) -> list[Tracer]:
+        """Append one equation; its outputs are new tracers for the function to go on with."""
+        outputs = [self.new_tracer(_abstract(a)) for a in out_avals]
+        outvars = [t.var for t in outputs]
+        self.equations.append(
+            Equation(primitive, inputs, outvars, params, _user_line())
+        )
+        return outputs
 
     def process_custom_jvp_call(self, primitive, fun, jvp, tracers, **_):
         return self.record_call(primitive, fun.call_wrapped, tracers)
@@ -209,11 +225,19 @@ class Recorder(core.Trace):
         its body is a program of its own (the rule itself does not matter to jit)."""
         inputs = [self.atom(a) for a in args]
         body = trace_abstract(body_fn, [_abstract(_aval(a)) for a in inputs])
-        outputs = [self.new_tracer(v.abstract) for v in body.outputs]
-        self.equations.append(
-            Equation(primitive, inputs, [t.var for t in outputs], {"body": body})
-        )
-        return outputs
+        out_avals = [v.abstract.to_jax() for v in body.outputs]
+        return self.record(primitive, inputs, out_avals, {"body": body})
+
+
+_NOT_USER = (os.path.dirname(jax.__file__), __file__)
+
+
+def _user_line() -> str:
+    """``function:line`` of the Python code that made the current equation (no paths)."""
+    frame = sys._getframe(1)
+    while frame and frame.f_code.co_filename.startswith(_NOT_USER):
+        frame = frame.f_back
+    return f"{frame.f_code.co_name}:{frame.f_lineno}" if frame else ""
 
 
 def _inlined(primitive, params) -> bool:
@@ -265,8 +289,8 @@ EMITTERS: dict[str, Callable] = {}
 
 def evaluate(program: Program, consts: Sequence, *args) -> list:
     """Replay the equations on concrete values, or on jax.jit's own tracers."""
-    env: dict[Var, Any] = dict(zip(program.constvars, consts))
-    env.update(zip(program.inputs, args))
+    env: dict[Var, Any] = dict(zip(program.constvars, consts, strict=True))
+    env.update(zip(program.inputs, args, strict=True))
 
     def read(atom):
         return atom.value if isinstance(atom, Literal) else env[atom]
@@ -281,7 +305,7 @@ def evaluate(program: Program, consts: Sequence, *args) -> list:
         else:
             out = eqn.primitive.bind(*ins, **eqn.params)
         outs = out if eqn.primitive.multiple_results else [out]
-        env.update(zip(eqn.outputs, outs))
+        env.update(zip(eqn.outputs, outs, strict=True))
     return [read(a) for a in program.outputs]
 
 
@@ -320,6 +344,7 @@ class MiniJit:
         fn: Callable,
         static_argnames: Sequence[str] = (),
         abstractify: Callable = abstract_of,
+        explain: Callable[[tuple, tuple], str] | None = None,
     ):
         if not callable(fn):
             raise TypeError(
@@ -329,7 +354,8 @@ class MiniJit:
         if isinstance(static_argnames, str):
             static_argnames = (static_argnames,)
         self.fn, self.static_argnames = fn, tuple(static_argnames)
-        self.abstractify = abstractify
+        self.abstractify, self.explain = abstractify, explain
+        self.explanations: list[str] = []
         self.cache: dict[Hashable, tuple[Program, Callable]] = (
             MiniJit.programs.setdefault(fn, {})
         )
@@ -351,6 +377,8 @@ class MiniJit:
             self.hits += 1
             program, run = self.cache[key]
         else:
+            if self.explain is not None and self.cache:
+                self.explanations.append(self.explain(list(self.cache)[-1], key))
             self.misses.append(key)
             program = self.trace(*args, **static)
             run = compile_program(program)
@@ -382,3 +410,125 @@ def jit(fn: Callable | None = None, *, static_argnames: Sequence[str] = ()):
     if fn is None:
         return lambda f: MiniJit(f, static_argnames)
     return MiniJit(fn, static_argnames)
+
+
+# --- for the chapter: side by side with JAX ------------------------------------------
+
+
+def compiles_side_by_side(
+    fn: Callable, calls: Sequence[tuple[str, tuple, dict]], static_argnames=()
+) -> list[dict]:
+    """One row per call: minijit's compiles so far and jax.jit's, each starting empty."""
+    from .cache import count_compiles, fresh_jit
+
+    ours = MiniJit(new_function(fn), static_argnames)
+    theirs = fresh_jit(fn, static_argnames=static_argnames)
+    rows = []
+    with count_compiles() as log:
+        for label, args, kwargs in calls:
+            ours(*args, **kwargs)
+            theirs(*args, **kwargs)
+            rows.append(
+                {
+                    "call": label,
+                    "minijit compiles": ours.compiles,
+                    "jax.jit compiles": log.count_for(fn.__name__),
+                }
+            )
+    return rows
+
+
+def new_function(fn: Callable) -> Callable:
+    """A new function object that calls ``fn``: a cache that starts empty."""
+    return functools.wraps(fn)(lambda *args, **kwargs: fn(*args, **kwargs))
+
+
+def trace_steps(program: Program) -> tuple[list[dict], list[dict]]:
+    """The program equation by equation, for a slider: bytes written so far, and the
+    program up to that equation with the Python line that made it."""
+    rows, panels, written = [], [], 0
+    lines = str(program).splitlines()
+    for i, eqn in enumerate(program.equations):
+        written += sum(_nbytes(v.abstract) for v in eqn.outputs)
+        rows.append(
+            {
+                "equation": i + 1,
+                "bytes written so far": written,
+                "primitive": eqn.primitive.name,
+            }
+        )
+        shown = lines[: i + 2] + ["    ..."] * (i + 1 < len(program.equations))
+        shown[i + 1] = "->" + shown[i + 1][2:]
+        panels.append(
+            {
+                "the program so far": "\n".join(shown),
+                "made by the Python line": eqn.line or "(inside JAX)",
+            }
+        )
+    return rows, panels
+
+
+def _nbytes(abstract: Abstract) -> int:
+    return int(np.prod(abstract.shape, dtype=int)) * abstract.dtype.itemsize
+
+
+def book_functions() -> list[tuple[str, Callable, tuple, dict]]:
+    """Functions of the book's chapters, with arguments and static values, to hold
+    minijit to JAX: (name, function, arguments, static keyword arguments)."""
+    from . import jaxprs, recompilation, tracing, why_compile
+
+    x = jnp.linspace(-2.0, 3.0, 12).reshape(3, 4)
+    v = jnp.linspace(-1.0, 1.0, 5)
+    mask = jnp.array([1.0, 0.0, 1.0, 1.0, 0.0])
+    return [
+        ("standardize_softplus", why_compile.standardize_softplus, (x,), {}),
+        ("tiny", why_compile.tiny, (v,), {}),
+        ("divide_by_huge", why_compile.divide_by_huge, (v,), {}),
+        ("step", tracing.step, (v,), {}),
+        ("python_loop", tracing.python_loop, (v,), {"n": 3}),
+        ("fori_version", tracing.fori_version, (v, 3), {}),
+        ("scan_version", tracing.scan_version, (v,), {"n": 4}),
+        ("sin_or_cos", tracing.sin_or_cos, (v,), {"t": 1}),
+        ("sin_or_cos_where", tracing.sin_or_cos_where, (v, 0.5), {}),
+        ("sin_or_cos_cond", tracing.sin_or_cos_cond, (v, -0.5), {}),
+        ("sqrt_or_zero_safe", tracing.sqrt_or_zero_safe, (v,), {}),
+        ("scale_by_argument", tracing.scale_by_argument, (v, 3.0), {}),
+        ("make_scaler(2.0)", tracing.make_scaler(2.0), (v,), {}),
+        ("by_rank (a matrix)", jaxprs.by_rank, (x,), {}),
+        ("by_rank (a vector)", jaxprs.by_rank, (v,), {}),
+        ("update", jaxprs.update, (v,), {}),
+        ("update_f32_constant", jaxprs.update_f32_constant, (v,), {}),
+        ("with_closure(table)", jaxprs.with_closure(jnp.arange(5.0)), (v,), {}),
+        ("with_argument", jaxprs.with_argument, (v, jnp.arange(5.0)), {}),
+        ("outer (a jitted inner)", jaxprs.outer, (v,), {}),
+        ("power", recompilation.power, (v,), {"n": 3}),
+        ("total (a dict)", recompilation.total, ({"a": v, "b": x},), {}),
+        ("soft_mean", recompilation.soft_mean, (v, mask), {}),
+        ("soft_threshold", recompilation.soft_threshold, (v, 0.5), {}),
+    ]
+
+
+def against_jax(functions: Sequence[tuple[str, Callable, tuple, dict]]) -> list[dict]:
+    """Per function: equations in minijit's program and in JAX's jaxpr, whether the
+    primitives match in order, and whether the compiled results agree."""
+    rows = []
+    for name, fn, args, static in functions:
+        bound = functools.partial(fn, **static)
+        ours, theirs = trace(bound, *args), jax.make_jaxpr(bound)(*args)
+        got = MiniJit(fn, tuple(static))(*args, **static)
+        want = jax.jit(fn, static_argnames=tuple(static))(*args, **static)
+        same = all(
+            a.dtype == b.dtype and np.allclose(a, b, rtol=1e-6)
+            for a, b in zip(jax.tree.leaves(got), jax.tree.leaves(want), strict=True)
+        )
+        rows.append(
+            {
+                "function": name,
+                "minijit equations": len(ours.equations),
+                "jaxpr equations": len(theirs.eqns),
+                "same primitives": ours.primitives()
+                == [e.primitive.name for e in theirs.eqns],
+                "same result": same,
+            }
+        )
+    return rows
