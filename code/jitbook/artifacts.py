@@ -450,8 +450,7 @@ def constant_hoisting_rows(side: int, time_limit: float = 120.0) -> list[dict]:
     ``jax_use_simplified_jaxpr_constants`` is read when JAX is imported, so each setting
     gets its own process, with the option set in its environment.
     Taught in Keeping, reusing and shipping compiled programs, Large constants captured
-    by
-    a closure.
+    by a closure.
     """
     _count(side, "side (the side of the square table)", "side=500")
     rows = []
