@@ -345,6 +345,7 @@ def test_a_jitted_closure_over_a_mutable_object_goes_stale():
 
 
 # The decision guide.
+@pytest.mark.claim("sec-methods-helper")
 def test_decision_guide_rows():
     rows = {s.name: methods.evaluate(s) for s in methods.STRATEGIES}
     bad = ["1. jax.jit(layer.predict)", "2. self static, identity hash"]
@@ -356,6 +357,10 @@ def test_decision_guide_rows():
         row = rows[name]
         assert row["compiles: new layer"] == 1 and row["compiles: new activation"] == 1
         assert row["jit(grad) w.r.t. layer"] == row["vmap over layers"] == row["scan carry"] == "no: TypeError"
+    helper = rows["1b. method calls a jitted function"]
+    assert helper["right after new weights"] == "yes"
+    assert (helper["compiles: new layer"], helper["compiles: new activation"]) == (0, 1)
+    assert helper["jit(grad) w.r.t. layer"] == helper["vmap over layers"] == helper["scan carry"] == "no: TypeError"
     for name in ["3. pytree class", "3. register_dataclass", "4. Equinox module", "5. NamedTuple + functions"]:
         assert rows[name] == {"strategy": name, "right after new weights": "yes", "compiles: new layer": 0,
                               "compiles: new activation": 1, "jit(grad) w.r.t. layer": "yes",
