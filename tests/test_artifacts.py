@@ -178,6 +178,18 @@ def test_jitted_pieces_compile_once_each_but_not_inside_an_outer_jit():
 
 
 @pytest.mark.claim("sec-artifacts-hoisting")
+def test_constant_hoisting_set_after_import_leaves_the_closure_embedded():
+    table = np.random.default_rng(0).normal(size=(50, 50)).astype(np.float32)
+    before = len(jax.jit(artifacts.closed_over(table)).lower(jnp.ones(50)).as_text())
+    jax.config.update("jax_use_simplified_jaxpr_constants", True)
+    try:
+        after = len(jax.jit(artifacts.closed_over(table)).lower(jnp.ones(50)).as_text())
+    finally:
+        jax.config.update("jax_use_simplified_jaxpr_constants", False)
+    assert after == before > table.nbytes
+
+
+@pytest.mark.claim("sec-artifacts-hoisting")
 def test_constant_hoisting_is_off_by_default_and_moves_the_table_into_the_arguments():
     assert jax.config.jax_use_simplified_jaxpr_constants is False
     assert jax.config.jax_embedded_constants_max_bytes == 32
