@@ -603,7 +603,7 @@ STRATEGIES: tuple[Strategy, ...] = (
         lambda p, x, a: layer_predict(p, x, activation=a),
         lambda p, w: p._replace(weight=w),
     ),
-    # Last, so the strategies above keep their places; sort by name to read in order.
+    # Last, so the strategies above keep their places; sort by number to read in order.
     Strategy(
         "1b. method calls a jitted function",
         HelperLayer,
