@@ -1,5 +1,5 @@
-"""The sources appendix's probes: the PLN tutorial's points, the Q&A's value-hashed class, the
-blog's jit-in-a-loop, and the JAX monitoring events that `count_compiles` reads.
+"""The sources appendix's probes: the PLN tutorial's points, the Q&A's value-hashed
+class, the blog's jit-in-a-loop, and the monitoring events `count_compiles` reads.
 """
 
 from __future__ import annotations
@@ -16,16 +16,17 @@ import numpy as np
 
 from . import cache
 from .cache import count_compiles
-from .errors import raised
+from .errors import error_line, raised
 from .pln import seed
 from .pln.data import PLNData
 from .pln.model import init_params
 
 
 class ValueHashed:
-    """The Q&A's fix: `self` static, hashed and compared by value, then mutated as in its question.
+    """The Q&A's fix: `self` static, hashed and compared by value, then mutated.
 
-    Taught in Where the sources no longer match, The Q&A thread on bound methods.
+    Taught in "Where the sources no longer match",
+    "The Q&A thread on bound methods (and its translation)".
     """
 
     def __init__(self, x: int, mul: bool) -> None:
@@ -53,15 +54,15 @@ def _called(obj: ValueHashed, step: str, y: int = 3) -> dict:
 
 
 def mutation_rows(x: int = 2) -> list[dict]:
-    """Call `calc` on an object, mutate it, then call it on a new object equal to its first value.
+    """Call `calc`, mutate the object, call it on a new object equal to its first value.
 
-    The cache keeps the mutated object itself as a key, so its first entry no longer matches.
+    The cache keeps the mutated object as a key: its first entry no longer matches.
     """
     if isinstance(x, bool) or not isinstance(x, int):
         raise TypeError(
             f"mutation_rows takes an int x (hashable), got {type(x).__name__}."
         )
-    ValueHashed.calc.clear_cache()  # start empty: the rows count this run's compiles only
+    ValueHashed.calc.clear_cache()  # start empty: the rows count this run's compiles
     first = ValueHashed(x, True)
     rows = [_called(first, f"c = ValueHashed({x}, True); c.calc(3)")]
     first.mul = False
@@ -75,9 +76,9 @@ def add_one(i):
 
 
 def blog_loop_compiles(steps: int = 3) -> dict[str, int]:
-    """Compiles in `steps` steps of the blog's three loops, each warmed up by one step first.
+    """Compiles in `steps` steps of each of the blog's loops, after one warm-up step.
 
-    Taught in Where the sources no longer match, The blog post on jit.
+    Taught in "Where the sources no longer match", "The blog post on jit".
     """
     if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
         raise ValueError(f"steps must be a positive int, got {steps!r}.")
@@ -106,9 +107,9 @@ COUNTED = {
 
 
 def compile_events(fn: Callable, *args) -> list[dict]:
-    """The `jax.monitoring` events fired by the first call of a new `jax.jit(fn)`, in order.
+    """The `jax.monitoring` events fired by the first call of a new `jax.jit(fn)`.
 
-    Taught in Where the sources no longer match, How this book counts compiles.
+    Taught in "Where the sources no longer match", "How this book counts compiles".
     """
     if not callable(fn):
         raise TypeError(f"compile_events takes a function, got {type(fn).__name__}.")
@@ -138,10 +139,10 @@ def _size_in_carry(carry, _):
 
 
 def tutorial_facts(data: PLNData, n_iter: int = 8) -> dict:
-    """What each point of the 2023 PLN tutorial does on the installed JAX, for the table.
+    """What each point of the 2023 PLN tutorial does on the installed JAX.
 
-    Runs the tutorial's code from `jitbook.pln.seed` on `data`; `n_iter` must reach the overflow.
-    Taught in Where the sources no longer match, The 2023 PLN tutorial.
+    Runs `jitbook.pln.seed` on `data`; `n_iter` must reach the overflow of det.
+    Taught in "Where the sources no longer match", "The 2023 PLN tutorial".
     """
     losses = np.asarray(seed.fit_with(data, n_iter, seed.seed_neg_elbo)[0])
     with warnings.catch_warnings(record=True) as caught:
@@ -175,10 +176,10 @@ def tutorial_facts(data: PLNData, n_iter: int = 8) -> dict:
         "minus inf from": int(np.argmax(np.isinf(losses))) + 1,
         "nan from": int(np.argmax(np.isnan(log_losses))) + 1,
         "numpy warning": str(caught[0].message) if caught else "none",
-        "Omega in grad M": not bool(jnp.allclose(*grad_M)),
+        "Omega out of grad M": bool(jnp.allclose(*grad_M)),
         "lr ignored": bool(np.array_equal(*by_lr)),
-        "size in carry": raised(
-            jax.lax.scan, _size_in_carry, {"p": 3, "x": 0.0}, length=2
+        "size in carry": error_line(
+            raised(jax.lax.scan, _size_in_carry, {"p": 3, "x": 0.0}, length=2)
         ),
         "level 4 is Omega = I": bool(np.allclose(level4, held, rtol=1e-6)),
         "global holds": type(seed.pln.Sigma).__name__,

@@ -1,4 +1,4 @@
-"""Which LAPACK routines a compiled CPU program calls: factorisations and triangular solves."""
+"""The LAPACK routines a compiled CPU program calls: factorisations and solves."""
 
 from __future__ import annotations
 
@@ -15,17 +15,17 @@ ROUTINES = {
 
 
 def lapack_calls(compiled: jax.stages.Compiled | str) -> dict[str, int]:
-    """How many times each LAPACK routine of `ROUTINES` appears in a compiled program's HLO.
+    """How many times each routine of `ROUTINES` appears in a compiled program's HLO.
 
     A loop body is counted once, however many times it runs.
-    Taught in The PLN model, made fast and convergent, A faster level.
+    Taught in "The PLN model, made fast and convergent", "A faster level".
     """
     if isinstance(compiled, jax.stages.Compiled):
         compiled = compiled.as_text()
     if not isinstance(compiled, str):
         raise TypeError(
-            "lapack_calls takes a compiled program (jax.jit(f).lower(...).compile()) or its "
-            f"HLO text, got {type(compiled).__name__}."
+            "lapack_calls takes a compiled program (jax.jit(f).lower(...).compile()) "
+            f"or its HLO text, got {type(compiled).__name__}."
         )
     targets = re.findall(r'custom_call_target="lapack_[sdcz](\w+?)(?:_ffi)?"', compiled)
     return {label: targets.count(name) for name, label in ROUTINES.items()}

@@ -1,7 +1,7 @@
-"""The 2023 tutorial's PLN code, rewritten small: its two bugs in the loss, its unused learning
-rate, its un-jitted scan and its level-4 class, each kept so the chapter can show what it does.
+"""The 2023 tutorial's PLN code, rewritten small: the two bugs in its loss, its unused
+learning rate, its un-jitted scan and its level-4 class, kept to show what each does.
 
-Nothing here is used by the fitted levels; `model.py` and `levels.py` hold the corrected code.
+The fitted levels use none of it; `model.py` and `levels.py` hold the corrected code.
 """
 
 from __future__ import annotations
@@ -29,7 +29,8 @@ Loss = Callable[[Params, PLNData, jax.Array], jax.Array]
 def seed_neg_elbo(params: Params, data: PLNData, Omega: jax.Array) -> jax.Array:
     """Minus the tutorial's ELBO: its log-determinant and its trace term are both wrong.
 
-    Taught in The PLN model, level by level, Bugs in the 2023 code.
+    Taught in "A worked example: the PLN model, level by level",
+    "Bugs in the 2023 code".
     """
     B, M, S = params
     Y, O, X = data
@@ -44,7 +45,7 @@ def seed_neg_elbo(params: Params, data: PLNData, Omega: jax.Array) -> jax.Array:
 
 
 def trace_bug_neg_elbo(params: Params, data: PLNData, Omega: jax.Array) -> jax.Array:
-    """The corrected loss with only the trace bug left in, to see what that bug alone costs."""
+    """The corrected loss with only the trace bug left in: what that bug alone costs."""
     M, S = params.M, params.S
     diag = jnp.diag(jnp.sum(S * S, axis=0))
     right = jnp.trace((M.T @ M + diag) @ Omega)
@@ -63,9 +64,10 @@ def identity_omega_neg_elbo(
 
 
 def seed_optimizer(lr: float) -> optax.GradientTransformation:
-    """The tutorial's optimizer: `lr` is accepted and never used; the step is RAdam's, clipped.
+    """The tutorial's optimizer: `lr` is accepted, never used; RAdam's step, clipped.
 
-    Taught in The PLN model, level by level, Bugs in the 2023 code.
+    Taught in "A worked example: the PLN model, level by level",
+    "Bugs in the 2023 code".
     """
     return optax.chain(optax.scale_by_radam(), optax.scale(-1.0), optax.clip(0.1))
 
@@ -77,10 +79,11 @@ def scan_fit(
     make_opt: Callable[[float], optax.GradientTransformation] = make_optimizer,
     lr: float = 1.0,
 ) -> tuple[jax.Array, Params, jax.Array]:
-    """The whole fit as one `lax.scan`, not jitted, as the tutorial's levels 2 to 4 ran it.
+    """The whole fit as one `lax.scan`, not jitted, as the tutorial's levels 2 to 4 ran.
 
-    The loop body is defined anew at every call. Returns the losses, the parameters and Omega.
-    Taught in The PLN model, level by level, Bugs in the 2023 code.
+    The loop body is a new function at every call. Returns losses, parameters and Omega.
+    Taught in "A worked example: the PLN model, level by level",
+    "Bugs in the 2023 code".
     """
     opt = make_opt(lr)
     params = init_params(data)
@@ -102,16 +105,17 @@ def scan_fit(
 fit_with = jax.jit(scan_fit, static_argnames=("n_iter", "loss_fn", "make_opt"))
 
 
-# The global the tutorial's methods write to: its notebook named the fitted object `pln`.
+# The global the tutorial's methods write to: its notebook's name for the fitted object.
 pln: SeedPLN | None = None
 
 
 @register_pytree_node_class
 class SeedPLN:
-    """The tutorial's level-4 class: arrays as aux data, Sigma and Omega lost on unflatten,
-    and methods that write to the global `pln` instead of `self`.
+    """The tutorial's level-4 class: arrays as aux data, Sigma and Omega lost on
+    unflatten, and methods that write to the global `pln` instead of `self`.
 
-    Taught in The PLN model, level by level, Bugs in the 2023 code.
+    Taught in "A worked example: the PLN model, level by level",
+    "Bugs in the 2023 code".
     """
 
     def __init__(self, Y: jax.Array, O: jax.Array, X: jax.Array) -> None:
@@ -145,9 +149,10 @@ class SeedPLN:
 
 
 def fit_level4(model: SeedPLN, n_iter: int) -> jax.Array:
-    """The tutorial's level 4: an un-jitted scan whose carry is the class; returns the losses.
+    """The tutorial's level 4: an un-jitted scan whose carry is the class; the losses.
 
-    Taught in The PLN model, level by level, Bugs in the 2023 code.
+    Taught in "A worked example: the PLN model, level by level",
+    "Bugs in the 2023 code".
     """
     opt = seed_optimizer(1.0)
 
