@@ -25,8 +25,8 @@ from .pln.model import init_params
 class ValueHashed:
     """The Q&A's fix: `self` static, hashed and compared by value, then mutated.
 
-    Taught in "Where the sources no longer match",
-    "The Q&A thread on bound methods (and its translation)".
+    Taught in Where the sources no longer match,
+    The Q&A thread on bound methods (and its translation).
     """
 
     def __init__(self, x: int, mul: bool) -> None:
@@ -78,7 +78,7 @@ def add_one(i):
 def blog_loop_compiles(steps: int = 3) -> dict[str, int]:
     """Compiles in `steps` steps of each of the blog's loops, after one warm-up step.
 
-    Taught in "Where the sources no longer match", "The blog post on jit".
+    Taught in Where the sources no longer match, The blog post on jit.
     """
     if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
         raise ValueError(f"steps must be a positive int, got {steps!r}.")
@@ -109,7 +109,7 @@ COUNTED = {
 def compile_events(fn: Callable, *args) -> list[dict]:
     """The `jax.monitoring` events fired by the first call of a new `jax.jit(fn)`.
 
-    Taught in "Where the sources no longer match", "How this book counts compiles".
+    Taught in Where the sources no longer match, How this book counts compiles.
     """
     if not callable(fn):
         raise TypeError(f"compile_events takes a function, got {type(fn).__name__}.")
@@ -142,7 +142,7 @@ def tutorial_facts(data: PLNData, n_iter: int = 8) -> dict:
     """What each point of the 2023 PLN tutorial does on the installed JAX.
 
     Runs `jitbook.pln.seed` on `data`; `n_iter` must reach the overflow of det.
-    Taught in "Where the sources no longer match", "The 2023 PLN tutorial".
+    Taught in Where the sources no longer match, The 2023 PLN tutorial.
     """
     losses = np.asarray(seed.fit_with(data, n_iter, seed.seed_neg_elbo)[0])
     with warnings.catch_warnings(record=True) as caught:

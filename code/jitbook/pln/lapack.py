@@ -18,7 +18,7 @@ def lapack_calls(compiled: jax.stages.Compiled | str) -> dict[str, int]:
     """How many times each routine of `ROUTINES` appears in a compiled program's HLO.
 
     A loop body is counted once, however many times it runs.
-    Taught in "The PLN model, made fast and convergent", "A faster level".
+    Taught in The PLN model, made fast and convergent, A faster level.
     """
     if isinstance(compiled, jax.stages.Compiled):
         compiled = compiled.as_text()

@@ -39,8 +39,8 @@ def log_stirling(k: jax.Array) -> jax.Array:
 def neg_elbo(params: Params, data, Omega: jax.Array) -> jax.Array:
     """Minus the ELBO at (B, M, S) for a fixed precision matrix Omega: the loss.
 
-    Taught in "A worked example: the PLN model, level by level",
-    "The model".
+    Taught in A worked example: the PLN model, level by level,
+    The model.
     """
     B, M, S = params
     Y, O, X = data
@@ -60,8 +60,8 @@ def neg_elbo(params: Params, data, Omega: jax.Array) -> jax.Array:
 def closed_form_sigma(M: jax.Array, S: jax.Array) -> jax.Array:
     """The Sigma that maximises the ELBO at M, S: (M^T M + diag(sum_i S_i^2)) / n.
 
-    Taught in "A worked example: the PLN model, level by level",
-    "The model".
+    Taught in A worked example: the PLN model, level by level,
+    The model.
     """
     return (M.T @ M + jnp.diag(jnp.sum(S * S, axis=0))) / M.shape[0]
 
@@ -69,8 +69,8 @@ def closed_form_sigma(M: jax.Array, S: jax.Array) -> jax.Array:
 def neg_elbo_grads(params: Params, data, Omega: jax.Array) -> Params:
     """The gradient of `neg_elbo` by hand (the tests compare it with jax.grad).
 
-    Taught in "A worked example: the PLN model, level by level",
-    "The model".
+    Taught in A worked example: the PLN model, level by level,
+    The model.
     """
     B, M, S = params
     Y, O, X = data
@@ -85,8 +85,8 @@ def neg_elbo_grads(params: Params, data, Omega: jax.Array) -> Params:
 def make_optimizer(lr: float = 1.0) -> optax.GradientTransformation:
     """RAdam, a step of size `lr`, each step clipped to 0.1: the seed's recipe, lr used.
 
-    Taught in "A worked example: the PLN model, level by level",
-    "The model".
+    Taught in A worked example: the PLN model, level by level,
+    The model.
     """
     return optax.chain(optax.scale_by_radam(), optax.scale(-lr), optax.clip(0.1))
 

@@ -29,8 +29,8 @@ Loss = Callable[[Params, PLNData, jax.Array], jax.Array]
 def seed_neg_elbo(params: Params, data: PLNData, Omega: jax.Array) -> jax.Array:
     """Minus the tutorial's ELBO: its log-determinant and its trace term are both wrong.
 
-    Taught in "A worked example: the PLN model, level by level",
-    "Bugs in the 2023 code".
+    Taught in A worked example: the PLN model, level by level,
+    Bugs in the 2023 code.
     """
     B, M, S = params
     Y, O, X = data
@@ -66,8 +66,8 @@ def identity_omega_neg_elbo(
 def seed_optimizer(lr: float) -> optax.GradientTransformation:
     """The tutorial's optimizer: `lr` is accepted, never used; RAdam's step, clipped.
 
-    Taught in "A worked example: the PLN model, level by level",
-    "Bugs in the 2023 code".
+    Taught in A worked example: the PLN model, level by level,
+    Bugs in the 2023 code.
     """
     return optax.chain(optax.scale_by_radam(), optax.scale(-1.0), optax.clip(0.1))
 
@@ -82,8 +82,8 @@ def scan_fit(
     """The whole fit as one `lax.scan`, not jitted, as the tutorial's levels 2 to 4 ran.
 
     The loop body is a new function at every call. Returns losses, parameters and Omega.
-    Taught in "A worked example: the PLN model, level by level",
-    "Bugs in the 2023 code".
+    Taught in A worked example: the PLN model, level by level,
+    Bugs in the 2023 code.
     """
     opt = make_opt(lr)
     params = init_params(data)
@@ -114,8 +114,8 @@ class SeedPLN:
     """The tutorial's level-4 class: arrays as aux data, Sigma and Omega lost on
     unflatten, and methods that write to the global `pln` instead of `self`.
 
-    Taught in "A worked example: the PLN model, level by level",
-    "Bugs in the 2023 code".
+    Taught in A worked example: the PLN model, level by level,
+    Bugs in the 2023 code.
     """
 
     def __init__(self, Y: jax.Array, O: jax.Array, X: jax.Array) -> None:
@@ -151,8 +151,8 @@ class SeedPLN:
 def fit_level4(model: SeedPLN, n_iter: int) -> jax.Array:
     """The tutorial's level 4: an un-jitted scan whose carry is the class; the losses.
 
-    Taught in "A worked example: the PLN model, level by level",
-    "Bugs in the 2023 code".
+    Taught in A worked example: the PLN model, level by level,
+    Bugs in the 2023 code.
     """
     opt = seed_optimizer(1.0)
 
