@@ -13,8 +13,10 @@ import argparse
 import copy
 import csv
 import dataclasses
+import hashlib
 import os
 import re
+import subprocess
 import sys
 import tempfile
 import time
@@ -23,7 +25,7 @@ from pathlib import Path
 import nbformat
 
 from . import book, size
-from .exercises import registry, reports
+from .exercises import registry
 
 BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
 STUB = ("# YOUR CODE HERE", "raise NotImplementedError()")
@@ -245,13 +247,21 @@ class Grade:
     exercise: str
     passed: bool
     message: str
+    flags: str = ""
 
 
-FIELDS = ("student_file", "exercise", "passed", "message")
+FIELDS = ("student_file", "exercise", "passed", "message", "flags")
 
 
-class _OutOfTime(Exception):
-    """The whole-notebook time limit ran out between two cells."""
+@dataclasses.dataclass
+class Step:
+    """A cell the grading kernel runs: the grader's set-up, a student's cell, or a verdict."""
+
+    kind: str  # "prelude", "student" or "verdict"
+    cell: nbformat.NotebookNode
+    exercise: str | None = None
+    index: int | None = None  # the cell's place in the submission
+    failure: str = ""  # why it did not finish: a time limit or a dead kernel
 
 
 def chapter_of(
@@ -286,8 +296,9 @@ def _sections(cell) -> list[str]:
 
 def body_cells(nb: nbformat.NotebookNode) -> list[int]:
     """Code cells of the chapter's body: after its set-up (the cells before the first ``##`` section) and
-    before ``## Exercises``. Grading skips them: the exercises need only the set-up, and the body holds the
-    chapter's measurements, which would make grading a class take hours."""
+    before ``## Exercises``. Grading skips those the student left as handed out: the exercises need
+    only the set-up, and the body holds the chapter's measurements, which would make grading a class
+    take hours."""
     sections = [(i, h) for i, c in enumerate(nb.cells) for h in _sections(c)]
     exercises = next((i for i, h in sections if h.startswith("## Exercises")), None)
     if exercises is None:
@@ -297,76 +308,6 @@ def body_cells(nb: nbformat.NotebookNode) -> list[int]:
     ]
 
 
-def execute_submission(
-    nb: nbformat.NotebookNode,
-    cell_timeout: float,
-    time_limit: float,
-    env: dict[str, str] | None = None,
-) -> tuple[int | None, str]:
-    """Run a notebook in a fresh kernel, errors allowed; return the cell index it stopped at (None: ran to the end).
-
-    ``env`` is added to this process's environment for the kernel only (``GRADING_ENV`` by default).
-    """
-    from nbclient import NotebookClient
-
-    for cell in nb.cells:
-        if cell.cell_type == "code":
-            cell.outputs, cell.execution_count = (
-                [],
-                None,
-            )  # never grade what was stored: run it again
-    for i in body_cells(nb):
-        nb.cells[i].metadata.setdefault("tags", []).append("skip-execution")
-    current = {"index": None, "deadline": None}
-
-    def on_cell_start(
-        cell, cell_index
-    ):  # the clock starts with the first cell, not with the kernel
-        current["index"] = cell_index
-        current["deadline"] = current["deadline"] or time.monotonic() + time_limit
-        if time.monotonic() > current["deadline"]:
-            raise _OutOfTime()
-
-    with tempfile.TemporaryDirectory(prefix="jitbook-grade-") as workdir:
-        client = NotebookClient(
-            nb,
-            timeout=cell_timeout,
-            kernel_name="python3",
-            allow_errors=True,
-            extra_arguments=book.QUIET_KERNEL,
-            interrupt_on_timeout=False,
-            resources={"metadata": {"path": workdir}},
-            on_cell_start=on_cell_start,
-        )
-        try:
-            client.execute(env={**os.environ, **(GRADING_ENV if env is None else env)})
-        except _OutOfTime:
-            return current[
-                "index"
-            ], f"the notebook ran out of its {time_limit:g} s time limit"
-        except Exception as err:  # a dead kernel, a cell over its time limit, a kernel that never started
-            return current["index"] or 0, _stop_reason(err, cell_timeout)
-    return None, ""
-
-
-def _stop_reason(err: Exception, cell_timeout: float) -> str:
-    """Why execution stopped, in words for the grade sheet."""
-    name = type(err).__name__
-    if name == "DeadKernelError":
-        return "the kernel died (the code crashed or exited the Python process)"
-    if name == "CellTimeoutError":
-        return f"a cell ran longer than {cell_timeout:g} s and was stopped"
-    first_line = (str(err).strip().splitlines() or [""])[0]
-    return f"execution stopped with {name}: {first_line}"
-
-
-def _cell_error(cell) -> str:
-    errors = [o for o in cell.get("outputs", []) if o.get("output_type") == "error"]
-    return (
-        f" (it raised {errors[-1]['ename']}: {errors[-1]['evalue']})" if errors else ""
-    )
-
-
 def _code(source: str) -> str:
     """A cell's code without Quarto options and blank lines, for comparing a submission with its handout."""
     return "\n".join(
@@ -374,89 +315,449 @@ def _code(source: str) -> str:
     )
 
 
-def handed_out(qmd: Path) -> set[str]:
-    """The solution cells of a chapter's student notebook, as handed out (stubs in place)."""
+@dataclasses.dataclass(frozen=True)
+class Handout:
+    """What a chapter's student notebook held: its solution stubs and its body cells."""
+
+    stubs: frozenset[str]
+    body: frozenset[str]
+
+
+def handed_out(qmd: Path) -> Handout:
+    """The solution cells (stubs in place) and body cells of a chapter's student notebook."""
+    nb = student_notebook(qmd)
+    return Handout(
+        frozenset(
+            _code(c.source)
+            for c in nb.cells
+            if c.metadata.get("jitbook", {}).get("role") == "solution"
+        ),
+        frozenset(_code(nb.cells[i].source) for i in body_cells(nb)),
+    )
+
+
+def verdict_source(exercise_id: str, check_limit: float | None) -> str:
+    """The grader's cell for one exercise: the sealed checker, never the notebook's ``check``."""
+    return (
+        f'__import__("sys").modules["{GRADER_MODULE}"].GRADER.grade('
+        f"{exercise_id!r}, time_limit={check_limit!r})"
+    )
+
+
+def plan(
+    nb: nbformat.NotebookNode,
+    exercises: list[str],
+    handout: Handout,
+    prelude: str,
+    check_limit: float | None = None,
+) -> list[Step]:
+    """What a grading kernel runs, in order: the grader's set-up, every cell the student wrote or
+    kept (body cells left as handed out are skipped), and the grader's own check where each check
+    cell stands; exercises whose check cell is gone are checked at the end."""
+    steps = [Step("prelude", nbformat.v4.new_code_cell(prelude))]
+    body = set(body_cells(nb))
+    checked = set()
+    for i, cell in enumerate(nb.cells):
+        if cell.cell_type != "code" or not cell.source.strip():
+            continue
+        exercise_id = checked_exercise(cell)
+        if exercise_id in exercises:
+            checked.add(exercise_id)
+            source = verdict_source(exercise_id, check_limit)
+            steps.append(
+                Step("verdict", nbformat.v4.new_code_cell(source), exercise_id, i)
+            )
+        elif not (i in body and _code(cell.source) in handout.body):
+            steps.append(Step("student", _fresh(cell), None, i))
+    for exercise_id in exercises:
+        if exercise_id not in checked:
+            source = verdict_source(exercise_id, check_limit)
+            steps.append(Step("verdict", nbformat.v4.new_code_cell(source), exercise_id))
+    return steps
+
+
+def _fresh(cell) -> nbformat.NotebookNode:
+    """A copy of a code cell without its stored outputs: a stored output counts for nothing."""
+    copied = nbformat.v4.new_code_cell(cell.source)
+    copied.metadata = copy.deepcopy(cell.get("metadata", {}))
+    return copied
+
+
+# ---- the grading kernel: alone, limited, sandboxed ---------------------------------------------------------
+
+GRADER_MODULE = "_jitbook_grader"
+MEMORY_LIMIT = 4.0  # GiB of address space per grading kernel; JAX starts in well under 2
+CHECK_MARGIN = 20.0  # seconds a check may run past its limit before the kernel is killed
+MAX_RESTARTS = 5
+SANDBOXES = ("auto", "bwrap", "none")
+# Sets the memory limit, forgets the grader's pid, then becomes the kernel (or bwrap).
+LIMITER = (
+    "import os, resource, sys; m = int(sys.argv[1]); "
+    "resource.setrlimit(resource.RLIMIT_AS, (m, m)); "
+    "os.environ.pop('JPY_PARENT_PID', None); os.execvp(sys.argv[2], sys.argv[2:])"
+)
+KERNEL_ENV = ("PATH", "LANG", "LC_ALL", "JAX_PLATFORMS", "TZ")
+
+
+def sandbox_mode(requested: str = "auto") -> str:
+    """``bwrap`` when bubblewrap is installed and works here (or was asked for), else ``none``."""
+    if requested not in SANDBOXES:
+        raise ValueError(f"--sandbox must be one of {', '.join(SANDBOXES)}, not {requested!r}.")
+    if requested == "none":
+        return "none"
+    import shutil
+
+    works = shutil.which("bwrap") is not None and (
+        subprocess.run(
+            ["bwrap", "--ro-bind", "/", "/", "--unshare-pid", "true"],
+            capture_output=True,
+        ).returncode
+        == 0
+    )
+    if requested == "bwrap" and not works:
+        raise ValueError(
+            "--sandbox bwrap: bubblewrap is not installed or cannot make namespaces here; "
+            "install it (Debian: apt-get install bubblewrap) or pass --sandbox none."
+        )
+    return "bwrap" if works else "none"
+
+
+def _read_only_paths() -> list[str]:
+    """What a sandboxed kernel must read: Python, the venv, the book's package and its data."""
+    import jitbook
+
+    code = Path(jitbook.__file__).resolve().parents[1]
+    paths = {
+        sys.prefix,
+        sys.base_prefix,
+        str(Path(sys.executable).resolve().parents[1]),
+        str(code),
+        str(book.ROOT / "data"),
+    }
+    system = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/etc")
+    return sorted(
+        p
+        for p in paths
+        if Path(p).exists() and not any(p == s or p.startswith(s + "/") for s in system)
+    )
+
+
+def bwrap_prefix(workdir: Path, private: Path, env: dict[str, str]) -> list[str]:
+    """bubblewrap's command: a read-only system, a private /tmp and /proc, only ``workdir`` writable."""
+    args = ["bwrap", "--die-with-parent", "--new-session", "--unshare-pid"]
+    args += ["--unshare-ipc", "--unshare-uts", "--proc", "/proc", "--dev", "/dev"]
+    args += ["--tmpfs", "/tmp"]
+    for top in ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/etc"):
+        if Path(top).is_symlink():
+            args += ["--symlink", os.readlink(top), top]
+        elif Path(top).is_dir():
+            args += ["--ro-bind", top, top]
+    for path in _read_only_paths():
+        args += ["--ro-bind", path, path]
+    args += ["--ro-bind", str(private), str(private)]
+    args += ["--bind", str(workdir), str(workdir), "--chdir", str(workdir), "--clearenv"]
+    for key, value in env.items():
+        args += ["--setenv", key, value]
+    return args + ["--"]
+
+
+def kernel_env(workdir: Path, extra: dict[str, str]) -> dict[str, str]:
+    """The grading kernel's whole environment: nothing of the grader's but the basics."""
+    import jitbook
+
+    env = {k: os.environ[k] for k in KERNEL_ENV if k in os.environ}
+    env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
     return {
-        _code(c.source)
-        for c in student_notebook(qmd).cells
-        if c.metadata.get("jitbook", {}).get("role") == "solution"
+        **env,
+        "HOME": str(workdir),
+        "TMPDIR": "/tmp",
+        "PYTHONPATH": str(Path(jitbook.__file__).resolve().parents[1]),
+        "MPLBACKEND": "agg",
+        "PYTHONDONTWRITEBYTECODE": "1",
+        **extra,
     }
 
 
-def grade_executed(
+@dataclasses.dataclass
+class Kernel:
+    """How grading kernels start: the sandbox, the memory limit and the environment."""
+
+    sandbox: str = "none"
+    memory_gib: float = MEMORY_LIMIT
+    env: dict[str, str] = dataclasses.field(default_factory=dict)
+
+    def client(self, nb, workdir: Path, private: Path, timeout: float):
+        """An nbclient client whose kernel starts in ``workdir`` under this sandbox and limit."""
+        from jupyter_client.manager import AsyncKernelManager
+        from nbclient import NotebookClient
+
+        env = kernel_env(workdir, self.env)
+        limit = [sys.executable, "-c", LIMITER, str(int(self.memory_gib * 2**30))]
+        prefix = limit + (
+            bwrap_prefix(workdir, private, env) if self.sandbox == "bwrap" else []
+        )
+
+        class Confined(AsyncKernelManager):
+            def format_kernel_cmd(self, extra_arguments=None):
+                return prefix + super().format_kernel_cmd(extra_arguments)
+
+        km = Confined(kernel_name="python3")
+        km.connection_file = str(private / "kernel.json")
+        client = NotebookClient(
+            nb,
+            km=km,
+            timeout=timeout,
+            allow_errors=True,
+            interrupt_on_timeout=False,
+            shutdown_kernel="immediate",
+            extra_arguments=[*book.QUIET_KERNEL, "--HistoryManager.enabled=False"],
+        )
+        return client, env
+
+
+def prelude_source(chapter: str, key: str) -> str:
+    """The grader's first cell: load ``jitbook.sealed`` and the chapter's checkers from hashed bytes."""
+    import jitbook
+
+    package = Path(jitbook.__file__).resolve().parent
+    sealed_file = package / "sealed.py"
+    sealed_hash = hashlib.sha256(sealed_file.read_bytes()).hexdigest()
+    from .sealed import digests
+
+    hashes = digests(package / "exercises")
+    return "\n".join(
+        [
+            "import hashlib as _h, sys as _s, types as _t",
+            "import jitbook",
+            f"_b = open({str(sealed_file)!r}, 'rb').read()",
+            f"if _h.sha256(_b).hexdigest() != {sealed_hash!r}:",
+            "    raise RuntimeError('jitbook/sealed.py changed on disk during grading')",
+            f"_m = _t.ModuleType({GRADER_MODULE!r})",
+            f"exec(compile(_b, {str(sealed_file)!r}, 'exec'), _m.__dict__)",
+            f"_s.modules[{GRADER_MODULE!r}] = _m",
+            f"_m.GRADER = _m.install({str(package / 'exercises')!r}, {hashes!r}, "
+            f"{chapter!r}, {key!r})",
+            "del _h, _s, _t, _b, _m",
+        ]
+    )
+
+
+def run_steps(
+    steps: list[Step],
+    kernel: Kernel,
+    *,
+    cell_timeout: float,
+    check_timeout: dict[str, float],
+    time_limit: float,
+) -> str:
+    """Run the steps, each once, restarting the kernel when one hangs or kills it: the new kernel
+    replays the cells that finished before, then goes on after the one that failed. Returns why
+    the run stopped early ("" when every step ran)."""
+    done: set[int] = set()
+    deadline = time.monotonic() + time_limit
+    position, restarts = 0, 0
+    with tempfile.TemporaryDirectory(prefix="jitbook-grade-") as root:
+        workdir, private = Path(root) / "work", Path(root) / "kernel"
+        workdir.mkdir()
+        private.mkdir()
+        while position < len(steps):
+            if restarts > MAX_RESTARTS:
+                return f"the kernel was restarted {MAX_RESTARTS} times"
+            nb = nbformat.v4.new_notebook(cells=[s.cell for s in steps])
+            client, env = kernel.client(nb, workdir, private, cell_timeout)
+            try:
+                position = _session(
+                    client, env, workdir, steps, position, done, cell_timeout,
+                    check_timeout, deadline,
+                )
+            except _OutOfTime:
+                return f"the notebook ran out of its {time_limit:g} s time limit"
+            except _KernelFailed as failed:
+                return str(failed)
+            restarts += 1
+    return ""
+
+
+class _OutOfTime(Exception):
+    """The whole-notebook time limit ran out between two cells."""
+
+
+class _KernelFailed(Exception):
+    """The kernel did not start, or the replay after a restart failed."""
+
+
+def _session(client, env, workdir, steps, position, done, cell_timeout, check_timeout,
+             deadline) -> int:
+    """One kernel's life: replay what finished, then run on; return where the next kernel starts."""
+    from nbclient.exceptions import CellTimeoutError, DeadKernelError
+
+    try:
+        # The kernel's own output goes to a log, not the grader's terminal.
+        log = open(workdir.parent / "kernel" / "kernel.log", "ab")  # noqa: SIM115
+        with log, client.setup_kernel(
+            env=env, cwd=str(workdir), stdout=subprocess.DEVNULL, stderr=log
+        ):
+            for j in sorted(done):  # a fresh kernel: what finished before runs again
+                replayed = copy.deepcopy(steps[j].cell)
+                try:
+                    client.execute_cell(replayed, j, store_history=steps[j].kind != "prelude")
+                except (CellTimeoutError, DeadKernelError) as err:
+                    raise _KernelFailed(
+                        f"replaying the cells before it after a restart failed "
+                        f"({type(err).__name__})"
+                    ) from None
+            for j in range(position, len(steps)):
+                step = steps[j]
+                if time.monotonic() > deadline:
+                    raise _OutOfTime()
+                limit = check_timeout.get(step.exercise, cell_timeout)
+                client.timeout = limit if step.kind == "verdict" else cell_timeout
+                try:
+                    client.execute_cell(step.cell, j, store_history=step.kind != "prelude")
+                except CellTimeoutError:
+                    step.failure = f"ran longer than {client.timeout:g} s"
+                    return j + 1
+                except DeadKernelError:
+                    step.failure = "killed the kernel"
+                    return j + 1
+                if step.kind != "verdict":
+                    done.add(j)
+            return len(steps)
+    except (CellTimeoutError, DeadKernelError, _OutOfTime, _KernelFailed):
+        raise
+    except Exception as err:  # the kernel never started (a broken sandbox, a missing Python)
+        raise _KernelFailed(
+            f"the grading kernel did not start ({type(err).__name__}: "
+            f"{(str(err).strip().splitlines() or [''])[0]})"
+        ) from None
+
+
+# ---- verdicts to rows -------------------------------------------------------------------------------------
+
+
+def _errors(cell) -> list[dict]:
+    return [o for o in cell.get("outputs", []) if o.get("output_type") == "error"]
+
+
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def error_summary(error: dict) -> str:
+    """One line for an error a student's cell raised: its kind, its line in the cell, its message."""
+    text = ANSI.sub("", "\n".join(error.get("traceback", [])))
+    lines = re.findall(r"(?:Cell In\[\d+\], line|line) (\d+)", text)
+    where = f" at line {lines[-1]}" if lines else ""
+    message = (error.get("evalue", "").strip().splitlines() or [""])[0]
+    return f"{error.get('ename', 'error')}{where}: {message}"
+
+
+def _stdout(cell) -> str:
+    return "".join(
+        o.get("text", "")
+        for o in cell.get("outputs", [])
+        if o.get("output_type") == "stream" and o.get("name") == "stdout"
+    )
+
+
+def _solution_problem(steps: list[Step], nb, exercise_id: str) -> str:
+    """Why the exercise's solution cell did not run through, in one line ("" when it did)."""
+    for step in steps:
+        if step.kind != "student" or step.index is None:
+            continue
+        meta = nb.cells[step.index].metadata.get("jitbook", {})
+        if meta.get("exercise") != exercise_id or meta.get("role") != "solution":
+            continue
+        if step.failure:
+            return f"your solution cell {step.failure} and was stopped"
+        errors = _errors(step.cell)
+        if errors:
+            return f"your solution cell raised {error_summary(errors[-1])}"
+    return ""
+
+
+def rows_for(
     name: str,
     nb: nbformat.NotebookNode,
+    steps: list[Step],
     exercises: list[str],
-    stopped_at: int | None,
-    reason: str,
-    stubs: set[str] = frozenset(),
+    key: bytes,
+    handout: Handout,
+    stopped: str,
+    check_limits: dict[str, float],
 ) -> list[Grade]:
-    """Rows for one executed submission: each exercise's last check report, or why there is none.
+    """One row per exercise, from the grader's own verdicts; the notebook's outputs count for nothing."""
+    from .sealed import read_verdict
 
-    ``stubs`` are the handed-out solution cells: an exercise whose solution cells all still read as handed
-    out, and whose check did not pass, was not attempted.
-    """
     rows = []
     for exercise_id in exercises:
-        checks = [
-            i for i, c in enumerate(nb.cells) if checked_exercise(c) == exercise_id
-        ]
+        step = next(s for s in steps if s.kind == "verdict" and s.exercise == exercise_id)
         solutions = [
             c
             for c in nb.cells
             if c.metadata.get("jitbook", {}).get("exercise") == exercise_id
             and c.metadata["jitbook"].get("role") == "solution"
         ]
-        shown = [
-            r
-            for r in reports(nb.cells[i] for i in checks)
-            if r.get("exercise") == exercise_id
-        ]
-        if shown and shown[-1].get("passed") is True:
-            rows.append(Grade(name, exercise_id, True, ""))
-        elif solutions and all(_code(c.source) in stubs for c in solutions):
-            rows.append(
-                Grade(
-                    name,
-                    exercise_id,
-                    False,
-                    "not attempted: its solution cell is as it was handed out",
-                )
+        untouched = bool(solutions) and all(
+            _code(c.source) in handout.stubs for c in solutions
+        )
+        verdict = read_verdict(_stdout(step.cell), key)
+        changes = "; ".join(verdict.get("changes", [])) if verdict else ""
+        problem = _solution_problem(steps, nb, exercise_id)
+        if step.failure:
+            limit = check_limits.get(exercise_id, 0)
+            message = (
+                f"the check of {exercise_id} {step.failure} (its limit is {limit:g} s) and "
+                f"was stopped; the kernel was restarted and grading went on. Look for a loop "
+                f"that never ends, such as a lax.while_loop whose condition stays true"
             )
-        elif shown:
-            rows.append(
-                Grade(name, exercise_id, False, str(shown[-1].get("message", "")))
+        elif verdict is None:
+            message = (
+                f"not reached: {stopped}, before this exercise's check"
+                if stopped
+                else "not checked: the grader's check gave no verdict"
+                + (f" ({error_summary(_errors(step.cell)[-1])})" if _errors(step.cell) else "")
             )
-        elif not checks:
-            rows.append(
-                Grade(
-                    name,
-                    exercise_id,
-                    False,
-                    f'not attempted: the notebook has no check("{exercise_id}") cell',
-                )
-            )
-        elif stopped_at is not None and checks[-1] >= stopped_at:
-            rows.append(
-                Grade(
-                    name,
-                    exercise_id,
-                    False,
-                    f"not reached: {reason} at cell {stopped_at + 1} of {len(nb.cells)}, "
-                    f"before this exercise's check",
-                )
-            )
+        elif untouched:
+            message = "not attempted: its solution cell is as it was handed out"
+        elif changes:
+            message = f"not graded: the notebook changes the grading code ({changes})"
+        elif verdict["passed"]:
+            message = ""
         else:
-            error = _cell_error(nb.cells[checks[-1]])
-            rows.append(
-                Grade(
-                    name,
-                    exercise_id,
-                    False,
-                    f"not checked: its check cell ran but showed no report{error}",
+            message = "; ".join(filter(None, [problem, verdict["message"]]))
+        passed = bool(verdict and verdict["passed"]) and not (
+            untouched or changes or step.failure
+        )
+        rows.append(Grade(name, exercise_id, passed, message, changes))
+    return rows
+
+
+def executed_notebook(nb: nbformat.NotebookNode, steps: list[Step]) -> nbformat.NotebookNode:
+    """The submission as grading ran it: the grader's check in place of each check cell, cells
+    grading skipped left without outputs, and the checks of missing check cells at the end."""
+    out = copy.deepcopy(nb)
+    for cell in out.cells:
+        if cell.cell_type == "code":
+            cell.outputs, cell.execution_count = [], None
+    for step in steps:
+        if step.kind == "prelude":
+            continue
+        cell = copy.deepcopy(step.cell)
+        if step.failure:
+            cell.outputs.append(
+                nbformat.v4.new_output(
+                    "stream", name="stderr", text=f"[grader] this cell {step.failure}\n"
                 )
             )
-    return rows
+        if step.kind == "verdict":
+            cell.metadata.setdefault("jitbook", {}).update(
+                exercise=step.exercise, role="grader"
+            )
+        if step.index is None:
+            out.cells.append(cell)
+        else:
+            out.cells[step.index] = cell
+    return out
 
 
 def grade_notebook(
@@ -466,20 +767,36 @@ def grade_notebook(
     cell_timeout: float = CELL_TIMEOUT,
     time_limit: float = TIME_LIMIT,
     env: dict[str, str] | None = None,
+    kernel: Kernel | None = None,
+    check_limit: float | None = None,
+    content: bytes | None = None,
+    executed_to: Path | None = None,
 ) -> list[Grade]:
-    """Execute one submission in a fresh kernel and grade every exercise of its chapter; never raises for it."""
+    """Execute one submission in a fresh, confined kernel and grade every exercise of its chapter
+    with the grader's own checkers; never raises for it.
+
+    ``content`` is the submission as read when grading began (the file is never written);
+    ``executed_to``, if given, receives the notebook as grading ran it.
+    """
+    import secrets
+
     path = Path(path)
     name = name or path.name
+    kernel = kernel or Kernel(env=GRADING_ENV if env is None else env)
+    if env is not None:
+        kernel = dataclasses.replace(kernel, env=env)
     stems = [p.stem for p in book.chapter_files() if p.exists()]
     try:
-        nb = nbformat.read(path, as_version=4)
+        text = (content if content is not None else path.read_bytes()).decode()
+        nb = nbformat.reads(text, as_version=4)
     except Exception as err:
         return [
             Grade(
                 name,
                 "",
                 False,
-                f"could not read the notebook ({type(err).__name__}: {err})",
+                f"could not read the notebook ({type(err).__name__}: "
+                f"{(str(err).splitlines() or [''])[0]})",
             )
         ]
     stem = chapter_of(path, nb, stems)
@@ -494,9 +811,32 @@ def grade_notebook(
             )
         )
         return [Grade(name, "", False, what)]
-    stubs = handed_out(next(p for p in book.chapter_files() if p.stem == stem))
-    stopped_at, reason = execute_submission(nb, cell_timeout, time_limit, env)
-    return grade_executed(name, nb, exercises, stopped_at, reason, stubs)
+    handout = handed_out(next(p for p in book.chapter_files() if p.stem == stem))
+    key = secrets.token_hex(32)
+    limits = {
+        id: registry()[id].time_limit if check_limit is None else check_limit
+        for id in exercises
+    }
+    steps = plan(nb, exercises, handout, prelude_source(stem, key), check_limit)
+    stopped = run_steps(
+        steps,
+        kernel,
+        cell_timeout=cell_timeout,
+        check_timeout={id: t + CHECK_MARGIN for id, t in limits.items()},
+        time_limit=time_limit,
+    )
+    prelude_errors = _errors(steps[0].cell)
+    if prelude_errors and not stopped:
+        stopped = f"the grader's set-up failed ({error_summary(prelude_errors[-1])})"
+    if executed_to is not None:
+        executed_to.parent.mkdir(parents=True, exist_ok=True)
+        executed = executed_notebook(nb, steps)
+        executed.metadata.setdefault("jitbook", {})["grading"] = {
+            "sandbox": kernel.sandbox,
+            "memory_gib": kernel.memory_gib,
+        }
+        nbformat.write(executed, executed_to)
+    return rows_for(name, nb, steps, exercises, bytes.fromhex(key), handout, stopped, limits)
 
 
 def submissions(folder: Path) -> list[Path]:
@@ -506,6 +846,11 @@ def submissions(folder: Path) -> list[Path]:
     )
 
 
+def executed_folder(out: Path) -> Path:
+    """Where the executed submissions go: beside the grade sheet, ``<sheet name>-executed/``."""
+    return Path(out).with_name(Path(out).stem + "-executed")
+
+
 def grade_folder(
     folder: Path,
     out: Path,
@@ -513,21 +858,35 @@ def grade_folder(
     cell_timeout: float = CELL_TIMEOUT,
     time_limit: float = TIME_LIMIT,
     env: dict[str, str] | None = None,
+    kernel: Kernel | None = None,
+    check_limit: float | None = None,
     log=print,
 ) -> list[Grade]:
-    """Grade every notebook under ``folder`` and write the grade sheet as CSV to ``out``; one line per notebook."""
+    """Grade every notebook under ``folder``, each alone; write the grade sheet as CSV to ``out`` and
+    each executed submission beside it. Every submission is read before any kernel runs, and graded
+    from that copy."""
     folder = Path(folder)
     if not folder.is_dir():
         raise FileNotFoundError(
             f"no folder at {folder}; give the folder that holds the submitted notebooks."
         )
-    rows: list[Grade] = []
+    kernel = kernel or Kernel(env=GRADING_ENV if env is None else env)
     paths = submissions(folder)
+    contents = {p: p.read_bytes() for p in paths}
+    rows: list[Grade] = []
+    executed = executed_folder(out)
     for n, path in enumerate(paths, 1):
         start, shown = time.perf_counter(), path.relative_to(folder).as_posix()
         log(f"[{n}/{len(paths)}] {shown}: grading ...", flush=True)
         graded = grade_notebook(
-            path, shown, cell_timeout=cell_timeout, time_limit=time_limit, env=env
+            path,
+            shown,
+            cell_timeout=cell_timeout,
+            time_limit=time_limit,
+            kernel=kernel,
+            check_limit=check_limit,
+            content=contents[path],
+            executed_to=executed / shown,
         )
         rows += graded
         passed = sum(g.passed for g in graded if g.exercise)
@@ -536,6 +895,14 @@ def grade_folder(
             f"({time.perf_counter() - start:.0f} s)",
             flush=True,
         )
+    changed = [p for p in paths if not p.exists() or p.read_bytes() != contents[p]]
+    for path in changed:
+        log(
+            f"warning: {path.relative_to(folder).as_posix()} changed on disk while grading; "
+            f"it was graded as it was before (grade in the bwrap sandbox to prevent this)",
+            flush=True,
+        )
+    Path(out).parent.mkdir(parents=True, exist_ok=True)
     write_csv(rows, out)
     return rows
 
@@ -546,7 +913,7 @@ def write_csv(rows: list[Grade], out: Path) -> None:
         writer.writerow(FIELDS)
         for g in rows:
             writer.writerow(
-                [g.student_file, g.exercise, "yes" if g.passed else "no", g.message]
+                [g.student_file, g.exercise, "yes" if g.passed else "no", g.message, g.flags]
             )
 
 
@@ -600,6 +967,9 @@ def exercise_counts() -> dict[str, int]:
 # ---- command line -----------------------------------------------------------------------------------------
 
 
+GRADES = book.ROOT / "_build" / "grades" / "grades.csv"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m jitbook.classroom", description=__doc__.split("\n\n")[0]
@@ -617,7 +987,13 @@ def main(argv: list[str] | None = None) -> int:
         "grade", help="execute submitted notebooks and write a CSV of results"
     )
     grade_p.add_argument("submissions", type=Path)
-    grade_p.add_argument("--out", type=Path, default=Path("grades.csv"))
+    grade_p.add_argument(
+        "--out",
+        type=Path,
+        default=GRADES,
+        help="the grade sheet (default _build/grades/grades.csv); the executed "
+        "submissions go beside it, in <name>-executed/",
+    )
     grade_p.add_argument(
         "--cell-timeout",
         type=float,
@@ -629,6 +1005,25 @@ def main(argv: list[str] | None = None) -> int:
         type=float,
         default=TIME_LIMIT,
         help=f"seconds one notebook may run (default {TIME_LIMIT:g})",
+    )
+    grade_p.add_argument(
+        "--check-limit",
+        type=float,
+        default=None,
+        help="seconds each check may run (default: each exercise's own limit)",
+    )
+    grade_p.add_argument(
+        "--memory",
+        type=float,
+        default=MEMORY_LIMIT,
+        help=f"GiB of memory each grading kernel may use (default {MEMORY_LIMIT:g})",
+    )
+    grade_p.add_argument(
+        "--sandbox",
+        choices=SANDBOXES,
+        default="auto",
+        help="bwrap: run each kernel in a bubblewrap sandbox; auto (default): when "
+        "bubblewrap works here; none: a plain process",
     )
     grade_p.add_argument(
         "--full-size",
@@ -644,8 +1039,16 @@ def main(argv: list[str] | None = None) -> int:
         start = time.perf_counter()
         env = {size.ENV_VAR: "0"} if args.full_size else GRADING_ENV
         sizes = "full" if args.full_size else "small (JITBOOK_SMALL=1)"
+        kernel = Kernel(sandbox_mode(args.sandbox), args.memory, env)
+        confined = (
+            "in a bubblewrap sandbox (read-only system, private /tmp, only its own "
+            "folder writable)"
+            if kernel.sandbox == "bwrap"
+            else "as a plain process (no sandbox: bubblewrap is not in use)"
+        )
         print(
-            f"Grading {args.submissions} at {sizes} problem sizes, each notebook in a fresh kernel.",
+            f"Grading {args.submissions} at {sizes} problem sizes, each notebook in a fresh "
+            f"kernel {confined}, with {kernel.memory_gib:g} GiB of memory.",
             flush=True,
         )
         rows = grade_folder(
@@ -653,13 +1056,15 @@ def main(argv: list[str] | None = None) -> int:
             args.out,
             cell_timeout=args.cell_timeout,
             time_limit=args.time_limit,
-            env=env,
+            kernel=kernel,
+            check_limit=args.check_limit,
         )
     except (FileNotFoundError, ValueError) as err:
         print(err, file=sys.stderr)
         return 1
     print(
-        f"{sum(g.passed for g in rows)} of {sum(1 for g in rows if g.exercise)} exercises passed -> {args.out} "
+        f"{sum(g.passed for g in rows)} of {sum(1 for g in rows if g.exercise)} exercises "
+        f"passed -> {args.out}, executed notebooks in {executed_folder(args.out)} "
         f"({time.perf_counter() - start:.0f} s)"
     )
     return 0
