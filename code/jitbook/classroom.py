@@ -13,6 +13,7 @@ import argparse
 import copy
 import csv
 import dataclasses
+import functools
 import hashlib
 import os
 import re
@@ -323,6 +324,7 @@ class Handout:
     body: frozenset[str]
 
 
+@functools.lru_cache(maxsize=None)
 def handed_out(qmd: Path) -> Handout:
     """The solution cells (stubs in place) and body cells of a chapter's student notebook."""
     nb = student_notebook(qmd)
@@ -372,7 +374,9 @@ def plan(
     for exercise_id in exercises:
         if exercise_id not in checked:
             source = verdict_source(exercise_id, check_limit)
-            steps.append(Step("verdict", nbformat.v4.new_code_cell(source), exercise_id))
+            steps.append(
+                Step("verdict", nbformat.v4.new_code_cell(source), exercise_id)
+            )
     return steps
 
 
@@ -386,8 +390,12 @@ def _fresh(cell) -> nbformat.NotebookNode:
 # ---- the grading kernel: alone, limited, sandboxed ---------------------------------------------------------
 
 GRADER_MODULE = "_jitbook_grader"
-MEMORY_LIMIT = 4.0  # GiB of address space per grading kernel; JAX starts in well under 2
-CHECK_MARGIN = 20.0  # seconds a check may run past its limit before the kernel is killed
+MEMORY_LIMIT = (
+    4.0  # GiB of address space per grading kernel; JAX starts in well under 2
+)
+CHECK_MARGIN = (
+    10.0  # seconds a check may run past its limit before the kernel is killed
+)
 MAX_RESTARTS = 5
 SANDBOXES = ("auto", "bwrap", "none")
 # Sets the memory limit, forgets the grader's pid, then becomes the kernel (or bwrap).
@@ -402,7 +410,9 @@ KERNEL_ENV = ("PATH", "LANG", "LC_ALL", "JAX_PLATFORMS", "TZ")
 def sandbox_mode(requested: str = "auto") -> str:
     """``bwrap`` when bubblewrap is installed and works here (or was asked for), else ``none``."""
     if requested not in SANDBOXES:
-        raise ValueError(f"--sandbox must be one of {', '.join(SANDBOXES)}, not {requested!r}.")
+        raise ValueError(
+            f"--sandbox must be one of {', '.join(SANDBOXES)}, not {requested!r}."
+        )
     if requested == "none":
         return "none"
     import shutil
@@ -455,7 +465,14 @@ def bwrap_prefix(workdir: Path, private: Path, env: dict[str, str]) -> list[str]
     for path in _read_only_paths():
         args += ["--ro-bind", path, path]
     args += ["--ro-bind", str(private), str(private)]
-    args += ["--bind", str(workdir), str(workdir), "--chdir", str(workdir), "--clearenv"]
+    args += [
+        "--bind",
+        str(workdir),
+        str(workdir),
+        "--chdir",
+        str(workdir),
+        "--clearenv",
+    ]
     for key, value in env.items():
         args += ["--setenv", key, value]
     return args + ["--"]
@@ -567,8 +584,15 @@ def run_steps(
             client, env = kernel.client(nb, workdir, private, cell_timeout)
             try:
                 position = _session(
-                    client, env, workdir, steps, position, done, cell_timeout,
-                    check_timeout, deadline,
+                    client,
+                    env,
+                    workdir,
+                    steps,
+                    position,
+                    done,
+                    cell_timeout,
+                    check_timeout,
+                    deadline,
                 )
             except _OutOfTime:
                 return f"the notebook ran out of its {time_limit:g} s time limit"
@@ -586,21 +610,31 @@ class _KernelFailed(Exception):
     """The kernel did not start, or the replay after a restart failed."""
 
 
-def _session(client, env, workdir, steps, position, done, cell_timeout, check_timeout,
-             deadline) -> int:
+def _session(
+    client, env, workdir, steps, position, done, cell_timeout, check_timeout, deadline
+) -> int:
     """One kernel's life: replay what finished, then run on; return where the next kernel starts."""
     from nbclient.exceptions import CellTimeoutError, DeadKernelError
 
     try:
         # The kernel's own output goes to a log, not the grader's terminal.
         log = open(workdir.parent / "kernel" / "kernel.log", "ab")  # noqa: SIM115
-        with log, client.setup_kernel(
-            env=env, cwd=str(workdir), stdout=subprocess.DEVNULL, stderr=log
+        with (
+            log,
+            client.setup_kernel(
+                env=env,
+                cwd=str(workdir),
+                stdout=subprocess.DEVNULL,
+                stderr=log,
+                cleanup_kc=True,  # the kernel is ours to kill, hung or not
+            ),
         ):
             for j in sorted(done):  # a fresh kernel: what finished before runs again
                 replayed = copy.deepcopy(steps[j].cell)
                 try:
-                    client.execute_cell(replayed, j, store_history=steps[j].kind != "prelude")
+                    client.execute_cell(
+                        replayed, j, store_history=steps[j].kind != "prelude"
+                    )
                 except (CellTimeoutError, DeadKernelError) as err:
                     raise _KernelFailed(
                         f"replaying the cells before it after a restart failed "
@@ -613,7 +647,9 @@ def _session(client, env, workdir, steps, position, done, cell_timeout, check_ti
                 limit = check_timeout.get(step.exercise, cell_timeout)
                 client.timeout = limit if step.kind == "verdict" else cell_timeout
                 try:
-                    client.execute_cell(step.cell, j, store_history=step.kind != "prelude")
+                    client.execute_cell(
+                        step.cell, j, store_history=step.kind != "prelude"
+                    )
                 except CellTimeoutError:
                     step.failure = f"ran longer than {client.timeout:g} s"
                     return j + 1
@@ -625,7 +661,9 @@ def _session(client, env, workdir, steps, position, done, cell_timeout, check_ti
             return len(steps)
     except (CellTimeoutError, DeadKernelError, _OutOfTime, _KernelFailed):
         raise
-    except Exception as err:  # the kernel never started (a broken sandbox, a missing Python)
+    except (
+        Exception
+    ) as err:  # the kernel never started (a broken sandbox, a missing Python)
         raise _KernelFailed(
             f"the grading kernel did not start ({type(err).__name__}: "
             f"{(str(err).strip().splitlines() or [''])[0]})"
@@ -648,6 +686,9 @@ def error_summary(error: dict) -> str:
     lines = re.findall(r"(?:Cell In\[\d+\], line|line) (\d+)", text)
     where = f" at line {lines[-1]}" if lines else ""
     message = (error.get("evalue", "").strip().splitlines() or [""])[0]
+    message = re.sub(
+        r"\s*\([^()]*, line \d+\)$", "", message
+    )  # Python's "(file, line 2)"
     return f"{error.get('ename', 'error')}{where}: {message}"
 
 
@@ -690,7 +731,9 @@ def rows_for(
 
     rows = []
     for exercise_id in exercises:
-        step = next(s for s in steps if s.kind == "verdict" and s.exercise == exercise_id)
+        step = next(
+            s for s in steps if s.kind == "verdict" and s.exercise == exercise_id
+        )
         solutions = [
             c
             for c in nb.cells
@@ -715,7 +758,11 @@ def rows_for(
                 f"not reached: {stopped}, before this exercise's check"
                 if stopped
                 else "not checked: the grader's check gave no verdict"
-                + (f" ({error_summary(_errors(step.cell)[-1])})" if _errors(step.cell) else "")
+                + (
+                    f" ({error_summary(_errors(step.cell)[-1])})"
+                    if _errors(step.cell)
+                    else ""
+                )
             )
         elif untouched:
             message = "not attempted: its solution cell is as it was handed out"
@@ -723,6 +770,9 @@ def rows_for(
             message = f"not graded: the notebook changes the grading code ({changes})"
         elif verdict["passed"]:
             message = ""
+        elif problem and verdict["message"].startswith("I could not find"):
+            answer = registry()[exercise_id].answer
+            message = f"{problem}, so `{answer}` was never defined"
         else:
             message = "; ".join(filter(None, [problem, verdict["message"]]))
         passed = bool(verdict and verdict["passed"]) and not (
@@ -732,7 +782,9 @@ def rows_for(
     return rows
 
 
-def executed_notebook(nb: nbformat.NotebookNode, steps: list[Step]) -> nbformat.NotebookNode:
+def executed_notebook(
+    nb: nbformat.NotebookNode, steps: list[Step]
+) -> nbformat.NotebookNode:
     """The submission as grading ran it: the grader's check in place of each check cell, cells
     grading skipped left without outputs, and the checks of missing check cells at the end."""
     out = copy.deepcopy(nb)
@@ -836,7 +888,9 @@ def grade_notebook(
             "memory_gib": kernel.memory_gib,
         }
         nbformat.write(executed, executed_to)
-    return rows_for(name, nb, steps, exercises, bytes.fromhex(key), handout, stopped, limits)
+    return rows_for(
+        name, nb, steps, exercises, bytes.fromhex(key), handout, stopped, limits
+    )
 
 
 def submissions(folder: Path) -> list[Path]:
@@ -913,7 +967,13 @@ def write_csv(rows: list[Grade], out: Path) -> None:
         writer.writerow(FIELDS)
         for g in rows:
             writer.writerow(
-                [g.student_file, g.exercise, "yes" if g.passed else "no", g.message, g.flags]
+                [
+                    g.student_file,
+                    g.exercise,
+                    "yes" if g.passed else "no",
+                    g.message,
+                    g.flags,
+                ]
             )
 
 

@@ -111,9 +111,7 @@ def snapshot() -> dict[str, dict[str, tuple]]:
     """Who is who among the functions of ``jitbook`` and of the modules checkers use."""
     names = [n for n in list(sys.modules) if n == "jitbook" or n.startswith("jitbook.")]
     names = [n for n in names if not n.startswith(PACKAGE)] + list(WATCHED)
-    return {
-        n: _watched_attributes(sys.modules[n]) for n in names if n in sys.modules
-    }
+    return {n: _watched_attributes(sys.modules[n]) for n in names if n in sys.modules}
 
 
 def _same_code(a, b) -> bool:
@@ -169,7 +167,9 @@ class Grader:
                     found.append(f"rebinds {module}.{name}")
         for m in [self.package, *self._modules()]:
             for name, value in list(vars(m).items()):
-                if self.sealed.get((m, name), _fingerprint(value)) != _fingerprint(value):
+                if self.sealed.get((m, name), _fingerprint(value)) != _fingerprint(
+                    value
+                ):
                     found.append(f"changes the grader's copy ({m.__name__}.{name})")
         return sorted(set(found))
 

@@ -178,9 +178,7 @@ def call_answer(fn, *args, **kwargs):
         ) from None
 
 
-_PLACEHOLDER = (
-    "the answer is still the placeholder NotImplemented: replace that line with your code."
-)
+_PLACEHOLDER = "the answer is still the placeholder NotImplemented: replace that line with your code."
 
 
 def error_line(err: BaseException) -> str:
@@ -334,9 +332,7 @@ def check(
             ex.checker(answer)
         return Report(ex.id, True, progress.passed, "", "")
     except Wrong as wrong:
-        return Report(
-            ex.id, False, progress.passed, str(wrong), ex.hint, wrong.details
-        )
+        return Report(ex.id, False, progress.passed, str(wrong), ex.hint, wrong.details)
     except _TimeLimit:
         return Report(
             ex.id,
