@@ -9,8 +9,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from jitbook import book, classroom, why_compile
-from jitbook.exercises import check, registry
+from jitbook import book, classroom
+from jitbook.exercises import registry
 
 NBGRADER_KEYS = {"schema_version", "grade", "locked", "solution", "task", "grade_id", "points", "checksum",
                  "cell_type"}  # nbgrader/nbgraderformat/v3.json (nbgrader 0.9) allows no other key

@@ -324,7 +324,7 @@ class Handout:
     body: frozenset[str]
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def handed_out(qmd: Path) -> Handout:
     """The solution cells (stubs in place) and body cells of a chapter's student notebook."""
     nb = student_notebook(qmd)
