@@ -111,6 +111,12 @@ def _one_sharding(answer):
                     f"for the {name} input it returned an array on {len(placed.sharding.device_set)} "
                     f"device(s) out of {n}: keep the data spread over the mesh."
                 )
+            if placed.sharding.is_fully_replicated:
+                raise Wrong(
+                    f"for the {name} input it returned a whole copy of the array on every "
+                    f"device (replicated): split it over the mesh, so each device holds a "
+                    f"part."
+                )
             got, want = (
                 float(step(placed)),
                 float(np.sum(values[name].astype(np.float64) ** 2)),

@@ -207,3 +207,18 @@ def _precompile(answer):
         "no compilation when called",
         f"calling the functions compiled {later.count} times; they should be executables compiled in advance.",
     )
+    other = jnp.full((7,), 0.3, jnp.float32)
+    with count_compiles() as extra:
+        try:
+            table[shapes[0]](other)
+        except Exception:  # noqa: BLE001 - an executable refuses another shape: what we want
+            refused = True
+        else:
+            refused = False
+    expect(
+        refused and extra.count == 0,
+        "each entry is an executable for its one shape",
+        f"the entry for {shapes[0]} also ran on a (7,) array, compiling for it: it is a "
+        f"jitted function warmed up, not an executable. Return "
+        f"jax.jit(fn).trace(...).lower().compile() for each shape.",
+    )

@@ -52,3 +52,17 @@ def _trace_term(answer):
         f"`{built[0] if built else ''}` builds a {P} x {P} array from the {N}-row M: that is MᵀM. "
         "Use the product M Ω instead.",
     )
+    wide = [
+        e.primitive.name
+        for e in equations(jaxpr)
+        if any(
+            sum(d >= N for d in getattr(v.aval, "shape", ())) >= 2 for v in e.outvars
+        )
+    ]
+    expect(
+        not wide,
+        "never forms an n x n array",
+        f"`{wide[0] if wide else ''}` builds an {N} x {N} array, n x n (M Ω Mᵀ is one): "
+        f"at the chapter's size that is hundreds of MB. tr(M Ω Mᵀ) is the sum of "
+        f"M * (M Ω), entry by entry.",
+    )

@@ -111,7 +111,14 @@ def _buckets(answer):
     with count_compiles() as log:
         for n in lengths:
             x = rng.normal(size=n).astype(np.float32)
-            got = float(call_answer(answer, x))
+            out = call_answer(answer, x)
+            if not isinstance(out, jax.Array):
+                raise Wrong(
+                    f"padded_mean returned a {type(out).__name__}, not a jax.Array: the mean "
+                    f"must come from a jitted JAX function (NumPy only pads), since the "
+                    f"exercise is about how often that function compiles."
+                )
+            got = float(out)
             want = float(np.mean(x.astype(np.float64)))
             if abs(got - want) > 1e-5:
                 raise Wrong(
