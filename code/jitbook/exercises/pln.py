@@ -127,7 +127,8 @@ def _grad_omega(answer):
     n = M.shape[0]
     if close(out - want, (n - 1) / 2 * np.linalg.inv(np.asarray(Omega, np.float64))):
         raise Wrong(
-            "the log det term is off by a factor n: d/dΩ of (n/2) log det Ω is (n/2) Ω⁻¹."
+            "the log det term is off by a factor n: check the factor n/2 in front of log det Ω "
+            "(d/dΩ of (n/2) log det Ω is (n/2) Ω⁻¹)."
         )
     expect(
         close(out, want) or close(out, _symmetric(want)),
