@@ -1,5 +1,6 @@
 """The classroom: student notebooks hold no solutions, grading re-runs the checks, and the chapters keep the form."""
 
+import ast
 import copy
 import csv
 import re
@@ -55,7 +56,7 @@ def test_broken_markers_in_a_chapter_name_the_chapter_and_line(tmp_path):
 
 
 def test_notebooks_command_writes_student_and_instructor_notebooks_for_every_chapter(tmp_path):
-    assert classroom.main(["notebooks", str(tmp_path)]) == 0
+    assert classroom.main(["notebooks", str(tmp_path), "--no-values"]) == 0
     with_exercises = [p for p in chapters() if classroom.has_exercises(book.to_notebook(p))]
     assert any(p.stem == "why-compile" for p in with_exercises)
     assert sorted(p.name for p in (tmp_path / "student").iterdir()) == sorted(f"{p.stem}.ipynb" for p in with_exercises)
@@ -78,17 +79,43 @@ def test_notebooks_command_writes_student_and_instructor_notebooks_for_every_cha
             for line in {l.strip() for l in region.splitlines() if l.strip()}:
                 assert student_lines.count(line) <= outside.count(line), (
                     f"{qmd.name}: solution line {line!r} in the student notebook")
-        assert student_lines.count(classroom.STUB[1]) >= len(regions)
+        stubs = [line for line in student_lines if line == classroom.STUB[1] or " = NotImplemented  #" in line]
+        assert len(stubs) >= len(regions)
         assert student.metadata["jitbook"]["source"] == qmd.name
         for cell in student.cells:
             if cell.cell_type == "code":
                 assert cell.outputs == [] and cell.execution_count is None
         solutions = [c for c in student.cells if c.metadata.get("jitbook", {}).get("role") == "solution"]
         for cell in solutions:
-            assert not re.search(r"^#\|\s*code-(fold|summary)", cell.source, re.M), cell.source
+            assert not re.search(r"^#\|", cell.source, re.M), cell.source
             assert classroom.STUB[0] in cell.source
+            top_level = [node for node in ast.parse(cell.source).body if isinstance(node, ast.Raise)]
+            assert not top_level, f"{qmd.name}: a stub raises when its cell runs, stopping Run All"
+        _assert_no_quarto_markup(student, qmd.name)
         _assert_nbgrader_metadata(student)
         _assert_nbgrader_metadata(instructor)
+
+
+def _assert_no_quarto_markup(nb, name):
+    markdown = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
+    code = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
+    assert "{python}" not in markdown, name
+    assert not re.search(r"^:::", markdown, re.M), name
+    assert not re.search(r"\{#(sec|exr|tbl|fig)-", markdown), name
+    assert not re.search(r"(?<![\w`])@(sec|exr|tbl|fig)-", markdown), name
+    assert not re.search(r"^#\|", code, re.M), name
+
+
+def test_student_notebook_fills_values_from_the_executed_chapter(executed):
+    page = book.ROOT / "chapters" / "why-compile.qmd"
+    ran = executed(page)
+    student = classroom.student_notebook(page, ran)
+    _assert_no_quarto_markup(student, page.name)
+    filled = [c.source for c in ran.cells if c.cell_type == "markdown" and c.source != book.SMALL_NOTE]
+    shown = [c.source for c in student.cells if c.cell_type == "markdown" and c.source != classroom.STUDENT_NOTE]
+    assert len(shown) == len(filled)
+    with_values = [text for text in book.to_notebook(page).cells if "{python}" in text.source]
+    assert with_values and all(classroom.FENCE.sub("", f).strip("\n") == s for f, s in zip(filled, shown))
 
 
 def _assert_nbgrader_metadata(nb):

@@ -46,11 +46,14 @@ NBGRADER_SCHEMA = (
     3  # the cell metadata schema of nbgrader 0.9 (nbgrader/nbgraderformat/v3.json)
 )
 STUDENT_NOTE = (
-    "*Student notebook.* Write your code where a cell says `# YOUR CODE HERE` (delete the "
-    "`raise NotImplementedError()` line), then run the `check(...)` cell below it for feedback. "
-    "Text shown as `{python} ...` is a value the book computes when it is built: run the cells "
-    "above it to see it."
+    "*Student notebook.* Write your code where a cell says `# YOUR CODE HERE`: replace the "
+    "`raise NotImplementedError()` line (or the `name = NotImplemented` placeholder) with "
+    "your code, then run the `check(...)` cell below it for feedback. Run All runs every "
+    "check. Grading runs the set-up cells at the top, every cell you add or change "
+    "anywhere, and the Exercises section; the chapter's own cells, as handed out, are "
+    "skipped."
 )
+FENCE = re.compile(r"^:::.*\n?", re.M)  # Quarto's ::: {#exr-...} divs
 
 
 # ---- notebooks --------------------------------------------------------------------------------------------
@@ -96,18 +99,6 @@ def solution_regions(source: str) -> list[str]:
             rf"^[ \t]*{BEGIN}[ \t]*\n(.*?)^[ \t]*{END}[ \t]*$", source, re.M | re.S
         )
     ]
-
-
-def _drop_fold_options(source: str) -> str:
-    lines = source.splitlines()
-    keep = [
-        l
-        for l in lines
-        if not (
-            l.startswith("#|") and l[2:].strip().split(":")[0].strip() in FOLD_OPTIONS
-        )
-    ]
-    return "\n".join(keep)
 
 
 def is_solution_cell(cell) -> bool:
@@ -178,8 +169,15 @@ def instructor_notebook(qmd: Path) -> nbformat.NotebookNode:
     return mark_exercises(book.to_notebook(qmd))
 
 
-def student_notebook(qmd: Path) -> nbformat.NotebookNode:
-    """The chapter without its solutions (nbgrader stubs instead), fold options dropped, outputs cleared."""
+def student_notebook(
+    qmd: Path, executed: nbformat.NotebookNode | None = None
+) -> nbformat.NotebookNode:
+    """The chapter without its solutions (stubs that raise when called, not when defined), its
+    Markdown as a Jupyter reader reads it, outputs cleared.
+
+    ``executed`` is the chapter's executed notebook (``jitbook.book run``): its Markdown carries
+    the inline values filled in. Without it, each inline value shows as its expression in code.
+    """
     nb = copy.deepcopy(instructor_notebook(qmd))
     for cell in nb.cells:
         if is_solution_cell(cell):
@@ -190,18 +188,57 @@ def student_notebook(qmd: Path) -> nbformat.NotebookNode:
                 raise ValueError(
                     f"{Path(qmd).name}, code chunk at line {line}: {err}"
                 ) from None
-            cell.source = _drop_fold_options(cell.source)
             options = cell.metadata.get("jitbook", {}).get("options", {})
             for key in FOLD_OPTIONS:
                 options.pop(key, None)
         if cell.cell_type == "code":
             cell.outputs, cell.execution_count = [], None
+            cell.source = "\n".join(
+                line for line in cell.source.splitlines() if not line.startswith("#|")
+            )
     nb = clear_solutions(nb)
+    _placeholders(nb)
+    _reader_markdown(nb, executed)
     nb.cells.insert(
         1 if nb.cells and nb.cells[0].cell_type == "markdown" else 0,
         nbformat.v4.new_markdown_cell(STUDENT_NOTE),
     )
     return nb
+
+
+def _placeholders(nb: nbformat.NotebookNode) -> None:
+    """A stub at the top level of a cell would raise when the cell runs, stopping Run All: it
+    becomes ``answer = NotImplemented``, which the check reads as "not answered yet"."""
+    for cell in nb.cells:
+        exercise_id = cell.metadata.get("jitbook", {}).get("exercise")
+        if cell.metadata.get("jitbook", {}).get("role") != "solution":
+            continue
+        answer = registry()[exercise_id].answer if exercise_id in registry() else "answer"
+        cell.source = "\n".join(
+            f"{answer} = NotImplemented  # replace this line with your answer"
+            if line == STUB[1]
+            else line
+            for line in cell.source.splitlines()
+        )
+
+
+def _reader_markdown(
+    nb: nbformat.NotebookNode, executed: nbformat.NotebookNode | None
+) -> None:
+    """Markdown without Quarto markup: values filled (from ``executed``), cross-references as
+    titles, no heading attributes and no ``:::`` fences."""
+    done = [c for c in (executed.cells if executed else []) if c.source != book.SMALL_NOTE]
+    aligned = len(done) == len(nb.cells) and all(
+        a.cell_type == b.cell_type for a, b in zip(done, nb.cells, strict=True)
+    )
+    for cell, ran in zip(nb.cells, done if aligned else nb.cells, strict=True):
+        if cell.cell_type == "markdown":
+            cell.source = book.INLINE.sub(r"`\1`", ran.source)
+    cells = book.reader_notebook(nb).cells
+    nb.cells = [c for c in cells if c.source != book.SMALL_NOTE]
+    for cell in nb.cells:
+        if cell.cell_type == "markdown":
+            cell.source = FENCE.sub("", cell.source).strip("\n")
 
 
 def has_exercises(nb: nbformat.NotebookNode) -> bool:
@@ -213,8 +250,22 @@ def has_exercises(nb: nbformat.NotebookNode) -> bool:
     )
 
 
-def write_notebooks(out_dir: Path, chapters: list[Path] | None = None) -> list[Path]:
-    """Write ``student/<stem>.ipynb`` and ``instructor/<stem>.ipynb`` for every chapter with exercises."""
+def executed_copy(qmd: Path, folder: Path = book.BUILD) -> nbformat.NotebookNode | None:
+    """The chapter's executed notebook in ``folder`` if it is newer than the chapter, else None."""
+    path = Path(folder) / f"{Path(qmd).stem}.ipynb"
+    if path.exists() and path.stat().st_mtime >= Path(qmd).stat().st_mtime:
+        return nbformat.read(path, as_version=4)
+    return None
+
+
+def write_notebooks(
+    out_dir: Path, chapters: list[Path] | None = None, *, values: bool = False, log=print
+) -> list[Path]:
+    """Write ``student/<stem>.ipynb`` and ``instructor/<stem>.ipynb`` for every chapter with exercises.
+
+    With ``values``, a chapter without an up-to-date executed copy in ``_build/notebooks`` is
+    executed first, so the student notebook shows the values the text quotes.
+    """
     out_dir = Path(out_dir)
     written = []
     for qmd in chapters if chapters is not None else book.chapter_files():
@@ -226,9 +277,13 @@ def write_notebooks(out_dir: Path, chapters: list[Path] | None = None) -> list[P
         instructor = instructor_notebook(qmd)
         if not has_exercises(instructor):
             continue
+        executed = executed_copy(qmd)
+        if executed is None and values:
+            log(f"executing {qmd.name} to fill in the values its text quotes ...", flush=True)
+            executed = nbformat.read(book.run(qmd), as_version=4)
         for kind, nb in (
             ("instructor", instructor),
-            ("student", student_notebook(qmd)),
+            ("student", student_notebook(qmd, executed)),
         ):
             path = out_dir / kind / f"{qmd.stem}.ipynb"
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -1043,6 +1098,11 @@ def main(argv: list[str] | None = None) -> int:
         type=Path,
         help="chapter .qmd files (default: every chapter with exercises)",
     )
+    nb_p.add_argument(
+        "--no-values",
+        action="store_true",
+        help="do not execute chapters to fill in inline values (they show as code)",
+    )
     grade_p = sub.add_parser(
         "grade", help="execute submitted notebooks and write a CSV of results"
     )
@@ -1093,7 +1153,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         if args.command == "notebooks":
-            for path in write_notebooks(args.out_dir, args.chapters or None):
+            chosen = args.chapters or None
+            for path in write_notebooks(args.out_dir, chosen, values=not args.no_values):
                 print(path)
             return 0
         start = time.perf_counter()
