@@ -3,6 +3,7 @@
 import ast
 import copy
 import csv
+import json
 import re
 import time
 from pathlib import Path
@@ -428,3 +429,48 @@ def test_the_plan_skips_body_cells_as_handed_out_and_runs_changed_ones():
     assert [(s.kind, s.index, s.exercise) for s in steps] == [
         ("prelude", None, None), ("student", 1, None), ("student", 4, None), ("student", 6, None),
         ("verdict", 7, "demo.x"), ("verdict", None, "demo.y")]
+
+
+# ---- the students' JupyterLab ------------------------------------------------------------------------------
+
+def test_lab_starts_without_nbgrader_and_without_errors(tmp_path):
+    """What `make lab` runs: the Lab config hides nbgrader, and nothing logs an [E] line at start."""
+    import os
+    import subprocess
+    import sys
+
+    config = classroom.lab_config(tmp_path / "jupyter")
+    assert json.loads((config / "labconfig" / "page_config.json").read_text()) == {
+        "disabledExtensions": {"@jupyter/nbgrader": True}}
+    (tmp_path / "notebooks").mkdir()
+    env = {**os.environ, "JUPYTER_CONFIG_DIR": str(config), "JUPYTER_RUNTIME_DIR": str(tmp_path / "runtime")}
+    root = ["--allow-root"] if os.getuid() == 0 else []
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "jupyter", "lab", str(tmp_path / "notebooks"), "--no-browser", "--port", "0",
+         *root], stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, env=env)
+    lines = []
+    try:
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline:
+            line = proc.stderr.readline()
+            lines.append(line)
+            if not line or "Use Control-C to stop this server" in line:
+                break
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+        proc.stderr.close()
+    log = "".join(lines)
+    assert "Use Control-C to stop this server" in log, log[-3000:]
+    assert "[E " not in log and "nbgrader" not in log, log
+    listed = subprocess.run([sys.executable, "-m", "jupyter", "labextension", "list"], env=env,
+                            capture_output=True, text=True).stdout + subprocess.run(
+        [sys.executable, "-m", "jupyter", "labextension", "list"], env=env, capture_output=True, text=True).stderr
+    if "@jupyter/nbgrader" in listed:
+        assert re.search(r"@jupyter/nbgrader \S+ \S*disabled", listed), listed
+
+
+def test_the_makefile_runs_lab_with_the_config_and_allow_root_as_root():
+    recipe = (book.ROOT / "Makefile").read_text().split("\nlab:")[1].split("\n\n")[0]
+    assert "lab-config _build/jupyter" in recipe and "JUPYTER_CONFIG_DIR=_build/jupyter" in recipe
+    assert "--allow-root" in recipe and "Running as root" in recipe

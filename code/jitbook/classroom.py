@@ -15,6 +15,7 @@ import csv
 import dataclasses
 import functools
 import hashlib
+import json
 import os
 import re
 import subprocess
@@ -213,7 +214,9 @@ def _placeholders(nb: nbformat.NotebookNode) -> None:
         exercise_id = cell.metadata.get("jitbook", {}).get("exercise")
         if cell.metadata.get("jitbook", {}).get("role") != "solution":
             continue
-        answer = registry()[exercise_id].answer if exercise_id in registry() else "answer"
+        answer = (
+            registry()[exercise_id].answer if exercise_id in registry() else "answer"
+        )
         cell.source = "\n".join(
             f"{answer} = NotImplemented  # replace this line with your answer"
             if line == STUB[1]
@@ -227,7 +230,9 @@ def _reader_markdown(
 ) -> None:
     """Markdown without Quarto markup: values filled (from ``executed``), cross-references as
     titles, no heading attributes and no ``:::`` fences."""
-    done = [c for c in (executed.cells if executed else []) if c.source != book.SMALL_NOTE]
+    done = [
+        c for c in (executed.cells if executed else []) if c.source != book.SMALL_NOTE
+    ]
     aligned = len(done) == len(nb.cells) and all(
         a.cell_type == b.cell_type for a, b in zip(done, nb.cells, strict=True)
     )
@@ -259,7 +264,11 @@ def executed_copy(qmd: Path, folder: Path = book.BUILD) -> nbformat.NotebookNode
 
 
 def write_notebooks(
-    out_dir: Path, chapters: list[Path] | None = None, *, values: bool = False, log=print
+    out_dir: Path,
+    chapters: list[Path] | None = None,
+    *,
+    values: bool = False,
+    log=print,
 ) -> list[Path]:
     """Write ``student/<stem>.ipynb`` and ``instructor/<stem>.ipynb`` for every chapter with exercises.
 
@@ -279,7 +288,10 @@ def write_notebooks(
             continue
         executed = executed_copy(qmd)
         if executed is None and values:
-            log(f"executing {qmd.name} to fill in the values its text quotes ...", flush=True)
+            log(
+                f"executing {qmd.name} to fill in the values its text quotes ...",
+                flush=True,
+            )
             executed = nbformat.read(book.run(qmd), as_version=4)
         for kind, nb in (
             ("instructor", instructor),
@@ -1032,6 +1044,29 @@ def write_csv(rows: list[Grade], out: Path) -> None:
             )
 
 
+# ---- the students' JupyterLab ------------------------------------------------------------------------------
+
+NBGRADER_SERVER = tuple(
+    f"nbgrader.server_extensions.{name}"
+    for name in ("formgrader", "validate_assignment", "assignment_list", "course_list")
+)
+
+
+def lab_config(folder: Path) -> Path:
+    """A Jupyter config folder (for ``JUPYTER_CONFIG_DIR``) in which JupyterLab shows no nbgrader:
+    neither its instructor panels and Validate button nor its server extensions, whose start-up
+    logs an error outside an nbgrader course."""
+    folder = Path(folder)
+    (folder / "labconfig").mkdir(parents=True, exist_ok=True)
+    server = {
+        "ServerApp": {"jpserver_extensions": dict.fromkeys(NBGRADER_SERVER, False)}
+    }
+    (folder / "jupyter_server_config.json").write_text(json.dumps(server, indent=2))
+    page = {"disabledExtensions": {"@jupyter/nbgrader": True}}
+    (folder / "labconfig" / "page_config.json").write_text(json.dumps(page, indent=2))
+    return folder
+
+
 # ---- the exercise table of the "For teachers" page --------------------------------------------------------
 
 
@@ -1103,6 +1138,10 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="do not execute chapters to fill in inline values (they show as code)",
     )
+    lab_p = sub.add_parser(
+        "lab-config", help="write a Jupyter config folder that hides nbgrader in Lab"
+    )
+    lab_p.add_argument("folder", type=Path)
     grade_p = sub.add_parser(
         "grade", help="execute submitted notebooks and write a CSV of results"
     )
@@ -1152,9 +1191,14 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     try:
+        if args.command == "lab-config":
+            print(lab_config(args.folder))
+            return 0
         if args.command == "notebooks":
             chosen = args.chapters or None
-            for path in write_notebooks(args.out_dir, chosen, values=not args.no_values):
+            for path in write_notebooks(
+                args.out_dir, chosen, values=not args.no_values
+            ):
                 print(path)
             return 0
         start = time.perf_counter()
