@@ -116,7 +116,7 @@ def test_student_notebook_fills_values_from_the_executed_chapter(executed):
     shown = [c.source for c in student.cells if c.cell_type == "markdown" and c.source != classroom.STUDENT_NOTE]
     assert len(shown) == len(filled)
     with_values = [text for text in book.to_notebook(page).cells if "{python}" in text.source]
-    assert with_values and all(classroom.FENCE.sub("", f).strip("\n") == s for f, s in zip(filled, shown))
+    assert with_values and all(classroom.FENCE.sub("", f).strip("\n") == s for f, s in zip(filled, shown, strict=True))
 
 
 def _assert_nbgrader_metadata(nb):
@@ -474,3 +474,20 @@ def test_the_makefile_runs_lab_with_the_config_and_allow_root_as_root():
     recipe = (book.ROOT / "Makefile").read_text().split("\nlab:")[1].split("\n\n")[0]
     assert "lab-config _build/jupyter" in recipe and "JUPYTER_CONFIG_DIR=_build/jupyter" in recipe
     assert "--allow-root" in recipe and "Running as root" in recipe
+
+
+def test_every_command_on_the_teachers_page_runs_as_printed():
+    """From a fresh clone after `make setup`: make targets that exist, the venv's Python, valid arguments."""
+    import shlex
+
+    text = (book.ROOT / "chapters" / "teachers.qmd").read_text()
+    commands = [line for block in re.findall(r"```bash\n(.*?)```", text, re.S) for line in block.splitlines()]
+    assert commands
+    targets = set(re.findall(r"^([\w-]+):", (book.ROOT / "Makefile").read_text(), re.M))
+    for command in commands:
+        words = shlex.split(command)
+        if words[0] == "make":
+            assert words[1] in targets, command
+            continue
+        assert words[:3] == [".venv/bin/python", "-m", "jitbook.classroom"], command
+        classroom.parser().parse_args(words[3:])

@@ -1,12 +1,13 @@
 """The classroom: student and instructor notebooks from the chapters, and grading of completed notebooks.
 
-    python -m jitbook.classroom notebooks OUTDIR                     # OUTDIR/student/*.ipynb, OUTDIR/instructor/*.ipynb
-    python -m jitbook.classroom grade SUBMISSIONS_DIR --out grades.csv
+    .venv/bin/python -m jitbook.classroom notebooks OUTDIR      # OUTDIR/student/, OUTDIR/instructor/
+    .venv/bin/python -m jitbook.classroom grade SUBMISSIONS     # _build/grades/grades.csv
+    .venv/bin/python -m jitbook.classroom lab-config FOLDER     # a Lab config without nbgrader
 
 Solutions sit in the chapters between ``### BEGIN SOLUTION`` and ``### END SOLUTION``, the markers nbgrader
 uses, and the cells carry nbgrader's cell metadata, so a teacher who uses nbgrader can take the notebooks as
-they are. Grading executes every submission afresh (stored outputs could be edited) and reads the check
-reports that ``jitbook.exercises.check`` leaves in the outputs.
+they are. Grading runs each submission alone in a fresh, confined kernel and decides every exercise with
+the grader's own copy of the checkers (``jitbook.sealed``), never with what the notebook shows.
 """
 
 import argparse
@@ -1120,7 +1121,8 @@ def exercise_counts() -> dict[str, int]:
 GRADES = book.ROOT / "_build" / "grades" / "grades.csv"
 
 
-def main(argv: list[str] | None = None) -> int:
+def parser() -> argparse.ArgumentParser:
+    """The command line: ``notebooks``, ``grade`` and ``lab-config``."""
     parser = argparse.ArgumentParser(
         prog="python -m jitbook.classroom", description=__doc__.split("\n\n")[0]
     )
@@ -1189,7 +1191,11 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="run the chapters at full problem sizes (default: small, JITBOOK_SMALL=1; much slower)",
     )
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
     try:
         if args.command == "lab-config":
             print(lab_config(args.folder))
