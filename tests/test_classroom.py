@@ -350,15 +350,24 @@ def _tiny(*sources: str) -> list:
     return [classroom.Step("student", nbformat.v4.new_code_cell(s)) for s in sources]
 
 
-def test_the_kernel_sees_its_own_folder_and_a_scrubbed_environment(monkeypatch):
+@pytest.mark.parametrize("sandbox", sorted({"none", classroom.sandbox_mode()}))
+def test_the_kernel_sees_its_own_folder_and_a_scrubbed_environment(monkeypatch, sandbox):
     monkeypatch.setenv("GRADER_SECRET", "submissions-folder")
     steps = _tiny("import os, pathlib\nprint(sorted(os.environ))\nprint(os.getcwd())\n"
                   "print(pathlib.Path(f'/proc/{os.getppid()}/cmdline').read_bytes())")
-    kernel = classroom.Kernel(classroom.sandbox_mode(), env={"JITBOOK_SMALL": "1"})
+    kernel = classroom.Kernel(sandbox, env={"JITBOOK_SMALL": "1"})
     assert classroom.run_steps(steps, kernel, cell_timeout=60, check_timeout={}, time_limit=120) == ""
     names, cwd, parent = steps[0].cell.outputs[0]["text"].splitlines()
     assert "GRADER_SECRET" not in names and "JPY_PARENT_PID" not in names and "'JITBOOK_SMALL'" in names
     assert Path(cwd).name == "work" and "submissions-folder" not in parent
+
+
+def test_a_cell_that_kills_its_kernel_is_noted_and_grading_goes_on_after_it():
+    steps = _tiny("x = 1", "import os\nos._exit(1)", "print(x + 1)")
+    kernel = classroom.Kernel(classroom.sandbox_mode())
+    assert classroom.run_steps(steps, kernel, cell_timeout=60, check_timeout={}, time_limit=120) == ""
+    assert steps[1].failure == "killed the kernel"
+    assert steps[2].cell.outputs[0]["text"] == "2\n"
 
 
 def test_a_hanging_cell_is_stopped_and_grading_goes_on_after_it():
