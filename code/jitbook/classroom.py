@@ -1,13 +1,19 @@
-"""The classroom: student and instructor notebooks from the chapters, and grading of completed notebooks.
+"""The classroom: student and instructor notebooks from the chapters, and grading of
+completed notebooks.
 
-    .venv/bin/python -m jitbook.classroom notebooks OUTDIR      # OUTDIR/student/, OUTDIR/instructor/
-    .venv/bin/python -m jitbook.classroom grade SUBMISSIONS     # _build/grades/grades.csv
-    .venv/bin/python -m jitbook.classroom lab-config FOLDER     # a Lab config without nbgrader
+    # OUTDIR/student/, OUTDIR/instructor/
+    .venv/bin/python -m jitbook.classroom notebooks OUTDIR
+    # _build/grades/grades.csv
+    .venv/bin/python -m jitbook.classroom grade SUBMISSIONS
+    # a Lab config without nbgrader
+    .venv/bin/python -m jitbook.classroom lab-config FOLDER
 
-Solutions sit in the chapters between ``### BEGIN SOLUTION`` and ``### END SOLUTION``, the markers nbgrader
-uses, and the cells carry nbgrader's cell metadata, so a teacher who uses nbgrader can take the notebooks as
-they are. Grading runs each submission alone in a fresh, confined kernel and decides every exercise with
-the grader's own copy of the checkers (``jitbook.sealed``), never with what the notebook shows.
+Solutions sit in the chapters between ``### BEGIN SOLUTION`` and ``### END
+SOLUTION``, the markers nbgrader uses, and the cells carry nbgrader's cell metadata,
+so a teacher who uses nbgrader can take the notebooks as they are. Grading runs each
+submission alone in a fresh, confined kernel and decides every exercise with the
+grader's own copy of the checkers (``jitbook.sealed``), never with what the notebook
+shows.
 """
 
 import argparse
@@ -48,9 +54,12 @@ NBGRADER_SCHEMA = (
     3  # the cell metadata schema of nbgrader 0.9 (nbgrader/nbgraderformat/v3.json)
 )
 STUDENT_NOTE = (
-    "*Student notebook.* Write your code where a cell says `# YOUR CODE HERE`: replace the "
-    "`raise NotImplementedError()` line (or the `name = NotImplemented` placeholder) with "
-    "your code, then run the `check(...)` cell below it for feedback. Run All runs every "
+    "*Student notebook.* Write your code where a cell says `# YOUR CODE HERE`: replace "
+    "the "
+    "`raise NotImplementedError()` line (or the `name = NotImplemented` placeholder) "
+    "with "
+    "your code, then run the `check(...)` cell below it for feedback. Run All runs "
+    "every "
     "check. Grading runs the set-up cells at the top, every cell you add or change "
     "anywhere, and the Exercises section; the chapter's own cells, as handed out, are "
     "skipped."
@@ -58,11 +67,13 @@ STUDENT_NOTE = (
 FENCE = re.compile(r"^:::.*\n?", re.M)  # Quarto's ::: {#exr-...} divs
 
 
-# ---- notebooks --------------------------------------------------------------------------------------------
+# ---- notebooks -----------------------------------------------------------------------
 
 
 def check_markers(source: str) -> None:
-    """Raise a ValueError naming the line when a cell's BEGIN/END SOLUTION markers do not pair up."""
+    """Raise a ValueError naming the line when a cell's BEGIN/END SOLUTION markers do
+    not pair up.
+    """
     open_at = None
     for number, line in enumerate(source.splitlines(), 1):
         if line.strip() == BEGIN and open_at is not None:
@@ -82,7 +93,9 @@ def check_markers(source: str) -> None:
 
 
 def clear_solutions(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
-    """nbgrader's ClearSolutions: each solution region, markers included, becomes the stub at its indentation."""
+    """nbgrader's ClearSolutions: each solution region, markers included, becomes the
+    stub at its indentation.
+    """
     from nbgrader.preprocessors import ClearSolutions
 
     nb, _ = ClearSolutions(
@@ -94,7 +107,9 @@ def clear_solutions(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
 
 
 def solution_regions(source: str) -> list[str]:
-    """The code between each BEGIN and END SOLUTION marker of a cell (or a chapter), one string per region."""
+    """The code between each BEGIN and END SOLUTION marker of a cell (or a chapter), one
+    string per region.
+    """
     return [
         m.strip("\n")
         for m in re.findall(
@@ -110,7 +125,9 @@ def is_solution_cell(cell) -> bool:
 
 
 def checked_exercise(cell) -> str | None:
-    """The exercise id a check cell checks, from its ``check("...")`` call (None for other cells)."""
+    """The exercise id a check cell checks, from its ``check("...")`` call (None for
+    other cells).
+    """
     match = CHECK_CALL.search(cell.source) if cell.cell_type == "code" else None
     return match.group(1) if match else None
 
@@ -122,7 +139,9 @@ def _grade_id(exercise_id: str, role: str) -> str:
 
 
 def _nbgrader(grade_id: str, *, solution: bool) -> dict:
-    """nbgrader metadata: solution cells are the student's to edit, check cells are read-only."""
+    """nbgrader metadata: solution cells are the student's to edit, check cells are
+    read-only.
+    """
     return {
         "grade": False,
         "grade_id": grade_id,
@@ -133,7 +152,9 @@ def _nbgrader(grade_id: str, *, solution: bool) -> dict:
 
 
 def mark_exercises(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
-    """Tag each solution cell with the exercise whose check cell follows it, and each check cell with its own."""
+    """Tag each solution cell with the exercise whose check cell follows it, and each
+    check cell with its own.
+    """
     pending: list = []
     for _index, cell in enumerate(nb.cells):
         if is_solution_cell(cell):
@@ -167,18 +188,23 @@ def mark_exercises(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
 
 
 def instructor_notebook(qmd: Path) -> nbformat.NotebookNode:
-    """The chapter as an unexecuted notebook with its solutions in place, exercise cells marked."""
+    """The chapter as an unexecuted notebook with its solutions in place, exercise cells
+    marked.
+    """
     return mark_exercises(book.to_notebook(qmd))
 
 
 def student_notebook(
     qmd: Path, executed: nbformat.NotebookNode | None = None
 ) -> nbformat.NotebookNode:
-    """The chapter without its solutions (stubs that raise when called, not when defined), its
+    """The chapter without its solutions (stubs that raise when called, not when
+    defined), its
+
     Markdown as a Jupyter reader reads it, outputs cleared.
 
-    ``executed`` is the chapter's executed notebook (``jitbook.book run``): its Markdown carries
-    the inline values filled in. Without it, each inline value shows as its expression in code.
+    ``executed`` is the chapter's executed notebook (``jitbook.book run``): its
+    Markdown carries the inline values filled in. Without it, each inline value shows
+    as its expression in code.
     """
     nb = copy.deepcopy(instructor_notebook(qmd))
     for cell in nb.cells:
@@ -209,8 +235,11 @@ def student_notebook(
 
 
 def _placeholders(nb: nbformat.NotebookNode) -> None:
-    """A stub at the top level of a cell would raise when the cell runs, stopping Run All: it
-    becomes ``answer = NotImplemented``, which the check reads as "not answered yet"."""
+    """A stub at the top level of a cell would raise when the cell runs, stopping Run
+    All: it
+
+    becomes ``answer = NotImplemented``, which the check reads as "not answered yet".
+    """
     for cell in nb.cells:
         exercise_id = cell.metadata.get("jitbook", {}).get("exercise")
         if cell.metadata.get("jitbook", {}).get("role") != "solution":
@@ -229,8 +258,11 @@ def _placeholders(nb: nbformat.NotebookNode) -> None:
 def _reader_markdown(
     nb: nbformat.NotebookNode, executed: nbformat.NotebookNode | None
 ) -> None:
-    """Markdown without Quarto markup: values filled (from ``executed``), cross-references as
-    titles, no heading attributes and no ``:::`` fences."""
+    """Markdown without Quarto markup: values filled (from ``executed``),
+    cross-references as
+
+    titles, no heading attributes and no ``:::`` fences.
+    """
     done = [
         c for c in (executed.cells if executed else []) if c.source != book.SMALL_NOTE
     ]
@@ -248,7 +280,9 @@ def _reader_markdown(
 
 
 def has_exercises(nb: nbformat.NotebookNode) -> bool:
-    """Whether a chapter's notebook has solution cells or checks its own exercises (not another chapter's)."""
+    """Whether a chapter's notebook has solution cells or checks its own exercises (not
+    another chapter's).
+    """
     stem = Path(nb.metadata.get("jitbook", {}).get("source", "")).stem
     return any(
         is_solution_cell(c) or (checked_exercise(c) or "").split(".")[0] == stem
@@ -257,7 +291,9 @@ def has_exercises(nb: nbformat.NotebookNode) -> bool:
 
 
 def executed_copy(qmd: Path, folder: Path = book.BUILD) -> nbformat.NotebookNode | None:
-    """The chapter's executed notebook in ``folder`` if it is newer than the chapter, else None."""
+    """The chapter's executed notebook in ``folder`` if it is newer than the chapter,
+    else None.
+    """
     path = Path(folder) / f"{Path(qmd).stem}.ipynb"
     if path.exists() and path.stat().st_mtime >= Path(qmd).stat().st_mtime:
         return nbformat.read(path, as_version=4)
@@ -271,10 +307,12 @@ def write_notebooks(
     values: bool = False,
     log=print,
 ) -> list[Path]:
-    """Write ``student/<stem>.ipynb`` and ``instructor/<stem>.ipynb`` for every chapter with exercises.
+    """Write ``student/<stem>.ipynb`` and ``instructor/<stem>.ipynb`` for every chapter
+    with exercises.
 
-    With ``values``, a chapter without an up-to-date executed copy in ``_build/notebooks`` is
-    executed first, so the student notebook shows the values the text quotes.
+    With ``values``, a chapter without an up-to-date executed copy in
+    ``_build/notebooks`` is executed first, so the student notebook shows the values
+    the text quotes.
     """
     out_dir = Path(out_dir)
     written = []
@@ -305,7 +343,7 @@ def write_notebooks(
     return written
 
 
-# ---- grading ----------------------------------------------------------------------------------------------
+# ---- grading -------------------------------------------------------------------------
 
 
 @dataclasses.dataclass(frozen=True)
@@ -324,7 +362,9 @@ FIELDS = ("student_file", "exercise", "passed", "message", "flags")
 
 @dataclasses.dataclass
 class Step:
-    """A cell the grading kernel runs: the grader's set-up, a student's cell, or a verdict."""
+    """A cell the grading kernel runs: the grader's set-up, a student's cell, or a
+    verdict.
+    """
 
     kind: str  # "prelude", "student" or "verdict"
     cell: nbformat.NotebookNode
@@ -336,7 +376,9 @@ class Step:
 def chapter_of(
     path: Path, nb: nbformat.NotebookNode | None, stems: list[str]
 ) -> str | None:
-    """The chapter a submission belongs to: notebook metadata first, else the longest chapter stem in its name."""
+    """The chapter a submission belongs to: notebook metadata first, else the longest
+    chapter stem in its name.
+    """
     source = (nb or {}).get("metadata", {}).get("jitbook", {}).get("source")
     if source and Path(source).stem in stems:
         return Path(source).stem
@@ -345,7 +387,9 @@ def chapter_of(
 
 
 def chapter_exercises(stem: str) -> list[str]:
-    """The exercise ids of a chapter, in the order its check cells appear, then any others registered for it."""
+    """The exercise ids of a chapter, in the order its check cells appear, then any
+    others registered for it.
+    """
     ids = [id for id, ex in registry().items() if ex.chapter == stem]
     qmd = next((p for p in book.chapter_files() if p.stem == stem), None)
     order = (
@@ -357,17 +401,22 @@ def chapter_exercises(stem: str) -> list[str]:
 
 
 def _sections(cell) -> list[str]:
-    """The ``##`` headings in a Markdown cell (a cell may hold several, and prose around them)."""
+    """The ``##`` headings in a Markdown cell (a cell may hold several, and prose around
+    them).
+    """
     if cell.cell_type != "markdown":
         return []
     return [line for line in cell.source.splitlines() if line.startswith("## ")]
 
 
 def body_cells(nb: nbformat.NotebookNode) -> list[int]:
-    """Code cells of the chapter's body: after its set-up (the cells before the first ``##`` section) and
-    before ``## Exercises``. Grading skips those the student left as handed out: the exercises need
-    only the set-up, and the body holds the chapter's measurements, which would make grading a class
-    take hours."""
+    """Code cells of the chapter's body: after its set-up (the cells before the first
+    ``##`` section) and
+
+    before ``## Exercises``. Grading skips those the student left as handed out: the
+    exercises need only the set-up, and the body holds the chapter's measurements,
+    which would make grading a class take hours.
+    """
     sections = [(i, h) for i, c in enumerate(nb.cells) for h in _sections(c)]
     exercises = next((i for i, h in sections if h.startswith("## Exercises")), None)
     if exercises is None:
@@ -378,7 +427,9 @@ def body_cells(nb: nbformat.NotebookNode) -> list[int]:
 
 
 def _code(source: str) -> str:
-    """A cell's code without Quarto options and blank lines, for comparing a submission with its handout."""
+    """A cell's code without Quarto options and blank lines, for comparing a submission
+    with its handout.
+    """
     return "\n".join(
         l.rstrip() for l in source.splitlines() if l.strip() and not l.startswith("#|")
     )
@@ -394,7 +445,9 @@ class Handout:
 
 @functools.cache
 def handed_out(qmd: Path) -> Handout:
-    """The solution cells (stubs in place) and body cells of a chapter's student notebook."""
+    """The solution cells (stubs in place) and body cells of a chapter's student
+    notebook.
+    """
     nb = student_notebook(qmd)
     return Handout(
         frozenset(
@@ -407,7 +460,9 @@ def handed_out(qmd: Path) -> Handout:
 
 
 def verdict_source(exercise_id: str, check_limit: float | None) -> str:
-    """The grader's cell for one exercise: the sealed checker, never the notebook's ``check``."""
+    """The grader's cell for one exercise: the sealed checker, never the notebook's
+    ``check``.
+    """
     return (
         f'__import__("sys").modules["{GRADER_MODULE}"].GRADER.grade('
         f"{exercise_id!r}, time_limit={check_limit!r})"
@@ -421,9 +476,13 @@ def plan(
     prelude: str,
     check_limit: float | None = None,
 ) -> list[Step]:
-    """What a grading kernel runs, in order: the grader's set-up, every cell the student wrote or
-    kept (body cells left as handed out are skipped), and the grader's own check where each check
-    cell stands; exercises whose check cell is gone are checked at the end."""
+    """What a grading kernel runs, in order: the grader's set-up, every cell the student
+    wrote or
+
+    kept (body cells left as handed out are skipped), and the grader's own check
+    where each check cell stands; exercises whose check cell is gone are checked at
+    the end.
+    """
     steps = [Step("prelude", nbformat.v4.new_code_cell(prelude))]
     body = set(body_cells(nb))
     checked = set()
@@ -449,13 +508,15 @@ def plan(
 
 
 def _fresh(cell) -> nbformat.NotebookNode:
-    """A copy of a code cell without its stored outputs: a stored output counts for nothing."""
+    """A copy of a code cell without its stored outputs: a stored output counts for
+    nothing.
+    """
     copied = nbformat.v4.new_code_cell(cell.source)
     copied.metadata = copy.deepcopy(cell.get("metadata", {}))
     return copied
 
 
-# ---- the grading kernel: alone, limited, sandboxed ---------------------------------------------------------
+# ---- the grading kernel: alone, limited, sandboxed -----------------------------------
 
 GRADER_MODULE = "_jitbook_grader"
 MEMORY_LIMIT = (
@@ -476,7 +537,9 @@ KERNEL_ENV = ("PATH", "LANG", "LC_ALL", "JAX_PLATFORMS", "TZ")
 
 
 def sandbox_mode(requested: str = "auto") -> str:
-    """``bwrap`` when bubblewrap is installed and works here (or was asked for), else ``none``."""
+    """``bwrap`` when bubblewrap is installed and works here (or was asked for), else
+    ``none``.
+    """
     if requested not in SANDBOXES:
         raise ValueError(
             f"--sandbox must be one of {', '.join(SANDBOXES)}, not {requested!r}."
@@ -494,14 +557,17 @@ def sandbox_mode(requested: str = "auto") -> str:
     )
     if requested == "bwrap" and not works:
         raise ValueError(
-            "--sandbox bwrap: bubblewrap is not installed or cannot make namespaces here; "
+            "--sandbox bwrap: bubblewrap is not installed or cannot make namespaces "
+            "here; "
             "install it (Debian: apt-get install bubblewrap) or pass --sandbox none."
         )
     return "bwrap" if works else "none"
 
 
 def _read_only_paths() -> list[str]:
-    """What a sandboxed kernel must read: Python, the venv, the book's package and its data."""
+    """What a sandboxed kernel must read: Python, the venv, the book's package and its
+    data.
+    """
     import jitbook
 
     code = Path(jitbook.__file__).resolve().parents[1]
@@ -521,7 +587,9 @@ def _read_only_paths() -> list[str]:
 
 
 def bwrap_prefix(workdir: Path, private: Path, env: dict[str, str]) -> list[str]:
-    """bubblewrap's command: a read-only system, a private /tmp and /proc, only ``workdir`` writable."""
+    """bubblewrap's command: a read-only system, a private /tmp and /proc, only
+    ``workdir`` writable.
+    """
     args = ["bwrap", "--die-with-parent", "--new-session", "--unshare-pid"]
     args += ["--unshare-ipc", "--unshare-uts", "--proc", "/proc", "--dev", "/dev"]
     args += ["--tmpfs", "/tmp"]
@@ -547,7 +615,7 @@ def bwrap_prefix(workdir: Path, private: Path, env: dict[str, str]) -> list[str]
 
 
 def kernel_env(workdir: Path, extra: dict[str, str]) -> dict[str, str]:
-    """The grading kernel's whole environment: nothing of the grader's but the basics."""
+    """The grading kernel's whole environment: none of the grader's variables."""
     import jitbook
 
     env = {k: os.environ[k] for k in KERNEL_ENV if k in os.environ}
@@ -572,7 +640,9 @@ class Kernel:
     env: dict[str, str] = dataclasses.field(default_factory=dict)
 
     def client(self, nb, workdir: Path, private: Path, timeout: float):
-        """An nbclient client whose kernel starts in ``workdir`` under this sandbox and limit."""
+        """An nbclient client whose kernel starts in ``workdir`` under this sandbox and
+        limit.
+        """
         from jupyter_client.manager import AsyncKernelManager
         from nbclient import NotebookClient
 
@@ -601,7 +671,9 @@ class Kernel:
 
 
 def prelude_source(chapter: str, key: str) -> str:
-    """The grader's first cell: load ``jitbook.sealed`` and the chapter's checkers from hashed bytes."""
+    """The grader's first cell: load ``jitbook.sealed`` and the chapter's checkers from
+    hashed bytes.
+    """
     import jitbook
 
     package = Path(jitbook.__file__).resolve().parent
@@ -616,7 +688,8 @@ def prelude_source(chapter: str, key: str) -> str:
             "import jitbook",
             f"_b = open({str(sealed_file)!r}, 'rb').read()",
             f"if _h.sha256(_b).hexdigest() != {sealed_hash!r}:",
-            "    raise RuntimeError('jitbook/sealed.py changed on disk during grading')",
+            "    raise RuntimeError('jitbook/sealed.py changed on disk during "
+            "grading')",
             f"_m = _t.ModuleType({GRADER_MODULE!r})",
             f"exec(compile(_b, {str(sealed_file)!r}, 'exec'), _m.__dict__)",
             f"_s.modules[{GRADER_MODULE!r}] = _m",
@@ -635,9 +708,12 @@ def run_steps(
     check_timeout: dict[str, float],
     time_limit: float,
 ) -> str:
-    """Run the steps, each once, restarting the kernel when one hangs or kills it: the new kernel
-    replays the cells that finished before, then goes on after the one that failed. Returns why
-    the run stopped early ("" when every step ran)."""
+    """Run the steps, each once, restarting the kernel when one hangs or kills it: the
+    new kernel
+
+    replays the cells that finished before, then goes on after the one that failed.
+    Returns why the run stopped early ("" when every step ran).
+    """
     done: set[int] = set()
     deadline = time.monotonic() + time_limit
     position, restarts = 0, 0
@@ -681,7 +757,9 @@ class _KernelFailed(Exception):
 def _session(
     client, env, workdir, steps, position, done, cell_timeout, check_timeout, deadline
 ) -> int:
-    """One kernel's life: replay what finished, then run on; return where the next kernel starts."""
+    """One kernel's life: replay what finished, then run on; return where the next
+    kernel starts.
+    """
     from nbclient.exceptions import CellTimeoutError, DeadKernelError
 
     try:
@@ -738,7 +816,7 @@ def _session(
         ) from None
 
 
-# ---- verdicts to rows -------------------------------------------------------------------------------------
+# ---- verdicts to rows ----------------------------------------------------------------
 
 
 def _errors(cell) -> list[dict]:
@@ -749,7 +827,9 @@ ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
 def error_summary(error: dict) -> str:
-    """One line for an error a student's cell raised: its kind, its line in the cell, its message."""
+    """One line for an error a student's cell raised: its kind, its line in the cell,
+    its message.
+    """
     text = ANSI.sub("", "\n".join(error.get("traceback", [])))
     lines = re.findall(r"(?:Cell In\[\d+\], line|line) (\d+)", text)
     where = f" at line {lines[-1]}" if lines else ""
@@ -769,7 +849,9 @@ def _stdout(cell) -> str:
 
 
 def _solution_problem(steps: list[Step], nb, exercise_id: str) -> str:
-    """Why the exercise's solution cell did not run through, in one line ("" when it did)."""
+    """Why the exercise's solution cell did not run through, in one line ("" when it
+    did).
+    """
     for step in steps:
         if step.kind != "student" or step.index is None:
             continue
@@ -794,7 +876,9 @@ def rows_for(
     stopped: str,
     check_limits: dict[str, float],
 ) -> list[Grade]:
-    """One row per exercise, from the grader's own verdicts; the notebook's outputs count for nothing."""
+    """One row per exercise, from the grader's own verdicts; the notebook's outputs
+    count for nothing.
+    """
     from .sealed import read_verdict
 
     rows = []
@@ -817,8 +901,10 @@ def rows_for(
         if step.failure:
             limit = check_limits.get(exercise_id, 0)
             message = (
-                f"the check of {exercise_id} {step.failure} (its limit is {limit:g} s) and "
-                f"was stopped; the kernel was restarted and grading went on. Look for a loop "
+                f"the check of {exercise_id} {step.failure} (its limit is {limit:g} s) "
+                "and "
+                "was stopped; the kernel was restarted and grading went on. Look for "
+                "a loop "
                 f"that never ends, such as a lax.while_loop whose condition stays true"
             )
         elif verdict is None:
@@ -853,8 +939,12 @@ def rows_for(
 def executed_notebook(
     nb: nbformat.NotebookNode, steps: list[Step]
 ) -> nbformat.NotebookNode:
-    """The submission as grading ran it: the grader's check in place of each check cell, cells
-    grading skipped left without outputs, and the checks of missing check cells at the end."""
+    """The submission as grading ran it: the grader's check in place of each check cell,
+    cells
+
+    grading skipped left without outputs, and the checks of missing check cells at
+    the end.
+    """
     out = copy.deepcopy(nb)
     for cell in out.cells:
         if cell.cell_type == "code":
@@ -892,11 +982,13 @@ def grade_notebook(
     content: bytes | None = None,
     executed_to: Path | None = None,
 ) -> list[Grade]:
-    """Execute one submission in a fresh, confined kernel and grade every exercise of its chapter
+    """Execute one submission in a fresh, confined kernel and grade every exercise of
+    its chapter
+
     with the grader's own checkers; never raises for it.
 
-    ``content`` is the submission as read when grading began (the file is never written);
-    ``executed_to``, if given, receives the notebook as grading ran it.
+    ``content`` is the submission as read when grading began (the file is never
+    written); ``executed_to``, if given, receives the notebook as grading ran it.
     """
     import secrets
 
@@ -962,14 +1054,18 @@ def grade_notebook(
 
 
 def submissions(folder: Path) -> list[Path]:
-    """The notebooks in a folder and its subfolders (one per student, say), Jupyter checkpoints left out."""
+    """The notebooks in a folder and its subfolders (one per student, say), Jupyter
+    checkpoints left out.
+    """
     return sorted(
         p for p in Path(folder).rglob("*.ipynb") if ".ipynb_checkpoints" not in p.parts
     )
 
 
 def executed_folder(out: Path) -> Path:
-    """Where the executed submissions go: beside the grade sheet, ``<sheet name>-executed/``."""
+    """Where the executed submissions go: beside the grade sheet, ``<sheet
+    name>-executed/``.
+    """
     return Path(out).with_name(Path(out).stem + "-executed")
 
 
@@ -984,9 +1080,12 @@ def grade_folder(
     check_limit: float | None = None,
     log=print,
 ) -> list[Grade]:
-    """Grade every notebook under ``folder``, each alone; write the grade sheet as CSV to ``out`` and
-    each executed submission beside it. Every submission is read before any kernel runs, and graded
-    from that copy."""
+    """Grade every notebook under ``folder``, each alone; write the grade sheet as CSV
+    to ``out`` and
+
+    each executed submission beside it. Every submission is read before any kernel
+    runs, and graded from that copy.
+    """
     folder = Path(folder)
     if not folder.is_dir():
         raise FileNotFoundError(
@@ -1020,8 +1119,10 @@ def grade_folder(
     changed = [p for p in paths if not p.exists() or p.read_bytes() != contents[p]]
     for path in changed:
         log(
-            f"warning: {path.relative_to(folder).as_posix()} changed on disk while grading; "
-            f"it was graded as it was before (grade in the bwrap sandbox to prevent this)",
+            f"warning: {path.relative_to(folder).as_posix()} changed on disk while "
+            "grading; "
+            "it was graded as it was before (grade in the bwrap sandbox to prevent "
+            "this)",
             flush=True,
         )
     Path(out).parent.mkdir(parents=True, exist_ok=True)
@@ -1045,7 +1146,7 @@ def write_csv(rows: list[Grade], out: Path) -> None:
             )
 
 
-# ---- the students' JupyterLab ------------------------------------------------------------------------------
+# ---- the students' JupyterLab --------------------------------------------------------
 
 NBGRADER_SERVER = tuple(
     f"nbgrader.server_extensions.{name}"
@@ -1054,9 +1155,12 @@ NBGRADER_SERVER = tuple(
 
 
 def lab_config(folder: Path) -> Path:
-    """A Jupyter config folder (for ``JUPYTER_CONFIG_DIR``) in which JupyterLab shows no nbgrader:
-    neither its instructor panels and Validate button nor its server extensions, whose start-up
-    logs an error outside an nbgrader course."""
+    """A Jupyter config folder (for ``JUPYTER_CONFIG_DIR``) in which JupyterLab shows no
+    nbgrader:
+
+    neither its instructor panels and Validate button nor its server extensions,
+    whose start-up logs an error outside an nbgrader course.
+    """
     folder = Path(folder)
     (folder / "labconfig").mkdir(parents=True, exist_ok=True)
     server = {
@@ -1068,7 +1172,7 @@ def lab_config(folder: Path) -> Path:
     return folder
 
 
-# ---- the exercise table of the "For teachers" page --------------------------------------------------------
+# ---- the exercise table of the "For teachers" page -----------------------------------
 
 
 def _chapter_title(qmd: Path) -> tuple[str, str | None]:
@@ -1079,7 +1183,9 @@ def _chapter_title(qmd: Path) -> tuple[str, str | None]:
 
 
 def exercise_rows() -> list[dict]:
-    """One row per registered exercise, chapters in book order, exercises in chapter order."""
+    """One row per registered exercise, chapters in book order, exercises in chapter
+    order.
+    """
     pages = {p.stem: p for p in book.chapter_files()}
     chapters = sorted(
         {ex.chapter for ex in registry().values()},
@@ -1115,7 +1221,7 @@ def exercise_counts() -> dict[str, int]:
     return counts
 
 
-# ---- command line -----------------------------------------------------------------------------------------
+# ---- command line --------------------------------------------------------------------
 
 
 GRADES = book.ROOT / "_build" / "grades" / "grades.csv"
@@ -1218,7 +1324,8 @@ def main(argv: list[str] | None = None) -> int:
             else "as a plain process (no sandbox: bubblewrap is not in use)"
         )
         print(
-            f"Grading {args.submissions} at {sizes} problem sizes, each notebook in a fresh "
+            f"Grading {args.submissions} at {sizes} problem sizes, each notebook in a "
+            "fresh "
             f"kernel {confined}, with {kernel.memory_gib:g} GiB of memory.",
             flush=True,
         )
@@ -1234,7 +1341,8 @@ def main(argv: list[str] | None = None) -> int:
         print(err, file=sys.stderr)
         return 1
     print(
-        f"{sum(g.passed for g in rows)} of {sum(1 for g in rows if g.exercise)} exercises "
+        f"{sum(g.passed for g in rows)} of {sum(1 for g in rows if g.exercise)} "
+        "exercises "
         f"passed -> {args.out}, executed notebooks in {executed_folder(args.out)} "
         f"({time.perf_counter() - start:.0f} s)"
     )

@@ -1,11 +1,13 @@
-"""The grader's own copy of the checkers, inside a grading kernel, out of the student's reach by name.
+"""The grader's own copy of the checkers, inside a grading kernel, out of the student's
+reach by name.
 
-``jitbook.classroom`` loads this module in each grading kernel before any student cell runs, from
-bytes it verified by hash. It loads the chapter's checkers the same way, under a private package
-name, so a student who rebinds ``check``, a checker or a ``jitbook`` function changes nothing the
-grader uses; it also notes such rebinding, and the grade sheet flags it. Code that sets out to reach
-into the grader's objects in memory can still do so: the teachers' page says how to grade in a
-container when that matters.
+``jitbook.classroom`` loads this module in each grading kernel before any student
+cell runs, from bytes it verified by hash. It loads the chapter's checkers the same
+way, under a private package name, so a student who rebinds ``check``, a checker or a
+``jitbook`` function changes nothing the grader uses; it also notes such rebinding,
+and the grade sheet flags it. Code that sets out to reach into the grader's objects
+in memory can still do so: the teachers' page says how to grade in a container when
+that matters.
 """
 
 import hashlib
@@ -60,7 +62,9 @@ def verified(folder: Path, hashes: dict[str, str]) -> dict[str, bytes]:
 
 
 class _Sealed(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    """Serves the private package's modules from verified bytes, never from the file system."""
+    """Serves the private package's modules from verified bytes, never from the file
+    system.
+    """
 
     def __init__(self, folder: Path, sources: dict[str, bytes]) -> None:
         self.folder, self.sources = Path(folder), sources
@@ -125,7 +129,7 @@ def _same_code(a, b) -> bool:
 
 
 class Grader:
-    """Checks exercises with the sealed checkers and reports what the notebook rebound."""
+    """Checks exercises with the sealed checkers; reports what the notebook rebound."""
 
     def __init__(self, package, key: bytes) -> None:
         self.package, self._key = package, key
@@ -142,7 +146,9 @@ class Grader:
         return [m for n, m in list(sys.modules.items()) if n.startswith(prefix)]
 
     def changes(self) -> list[str]:
-        """What the notebook rebound since the grader loaded: names of the grading code it touched."""
+        """What the notebook rebound since the grader loaded: names of the grading code
+        it touched.
+        """
         found = []
         main = sys.modules.get("__main__")
         real = sys.modules.get("jitbook.exercises")
@@ -174,7 +180,9 @@ class Grader:
         return sorted(set(found))
 
     def grade(self, exercise_id: str, time_limit: float | None = None) -> None:
-        """Check one exercise against the notebook's names; print the report and a signed verdict."""
+        """Check one exercise against the notebook's names; print the report and a
+        signed verdict.
+        """
         report = self.package.check(exercise_id, time_limit=time_limit)
         self._print(report.text())
         verdict = dict(vars(report), changes=self.changes())
@@ -199,7 +207,7 @@ def read_verdict(text: str, key: bytes) -> dict | None:
 
 
 def install(folder: str, hashes: dict[str, str], chapter: str, key: str) -> Grader:
-    """Load the chapter's checkers from verified bytes and return the kernel's grader."""
+    """Load the chapter's checkers from verified bytes; return the kernel's grader."""
     sources = verified(Path(folder), hashes)
     sys.meta_path.insert(0, _Sealed(Path(folder), sources))
     package = importlib.import_module(PACKAGE)

@@ -1,9 +1,11 @@
-"""Exercises: a registry of checkers, and ``check()``, which runs one against a student's answer.
+"""Exercises: a registry of checkers, and ``check()``, which runs one against a
+student's answer.
 
-A checker is a function of the answer that calls ``expect`` for each thing it verifies; the first failed
-expectation ends it with a plain-words message. ``check`` never raises into the student's kernel: the
-student's exceptions, wrong types, missing names and time-outs all become feedback.
-Exercise modules (one per chapter) sit beside this file and are found automatically.
+A checker is a function of the answer that calls ``expect`` for each thing it
+verifies; the first failed expectation ends it with a plain-words message. ``check``
+never raises into the student's kernel: the student's exceptions, wrong types,
+missing names and time-outs all become feedback. Exercise modules (one per chapter)
+sit beside this file and are found automatically.
 """
 
 import contextlib
@@ -27,7 +29,9 @@ REPORT_KEY = "jitbook_check"  # display metadata key: tests and grading read rep
 
 @dataclasses.dataclass(frozen=True)
 class Exercise:
-    """One exercise: its id (``chapter.name``), the name the student defines, and its checker."""
+    """One exercise: its id (``chapter.name``), the name the student defines, and its
+    checker.
+    """
 
     id: str
     answer: str
@@ -46,7 +50,9 @@ _REGISTRY: dict[str, Exercise] = {}
 
 
 def reports(cells) -> list[dict]:
-    """The check reports shown in the outputs of executed notebook cells, in order (tests and grading read them)."""
+    """The check reports shown in the outputs of executed notebook cells, in order
+    (tests and grading read them).
+    """
     return [
         out["metadata"][REPORT_KEY]
         for cell in cells
@@ -65,7 +71,9 @@ def exercise(
     hint: str,
     time_limit: float = DEFAULT_TIME_LIMIT,
 ) -> Callable:
-    """Register the decorated function as the checker of exercise ``id`` (``"<chapter>.<name>"``)."""
+    """Register the decorated function as the checker of exercise ``id``
+    (``"<chapter>.<name>"``).
+    """
     if "." not in id:
         raise ValueError(
             f"exercise id {id!r} must look like '<chapter>.<name>', e.g. 'tracing.no-print'."
@@ -102,7 +110,9 @@ class Wrong(Exception):
 
 
 class _TimeLimit(BaseException):
-    """BaseException so that a student's ``except Exception`` cannot swallow the time limit."""
+    """BaseException so that a student's ``except Exception`` cannot swallow the time
+    limit.
+    """
 
 
 @dataclasses.dataclass
@@ -136,7 +146,9 @@ def expect_jitted(answer, name: str) -> None:
 
 
 def _student_line(tb) -> str:
-    """Where the student's code raised: its last frame outside JAX, NumPy and this package."""
+    """Where the student's code raised: its last frame outside JAX, NumPy and this
+    package.
+    """
     outside = [
         f
         for f in traceback.extract_tb(tb)
@@ -154,10 +166,11 @@ _LIBRARY_PARTS = ("site-packages", "dist-packages", "/lib/python", _PACKAGE_DIR)
 
 
 def call_answer(fn, *args, **kwargs):
-    """Call the student's function; an exception in it becomes a ``Wrong`` that quotes it.
+    """Call the student's function; an exception in it becomes a ``Wrong`` that quotes
+    it.
 
-    The message is one line, the error's first sentence and the student's own line; JAX's full
-    text goes in the report's details.
+    The message is one line, the error's first sentence and the student's own line;
+    JAX's full text goes in the report's details.
     """
     if fn is NotImplemented:
         raise Wrong(_PLACEHOLDER)
@@ -173,16 +186,22 @@ def call_answer(fn, *args, **kwargs):
         raise
     except Exception as err:
         raise Wrong(
-            f"calling your function raised {error_line(err)}{_student_line(err.__traceback__)}",
+            "calling your function raised "
+            f"{error_line(err)}{_student_line(err.__traceback__)}",
             details="".join(traceback.format_exception_only(err)).strip(),
         ) from None
 
 
-_PLACEHOLDER = "the answer is still the placeholder NotImplemented: replace that line with your code."
+_PLACEHOLDER = (
+    "the answer is still the placeholder NotImplemented: replace that line "
+    "with your code."
+)
 
 
 def error_line(err: BaseException) -> str:
-    """``TypeError: first line`` of an error, going on past a first line that ends in a colon."""
+    """``TypeError: first line`` of an error, going on past a first line that ends in a
+    colon.
+    """
     from ..errors import error_line as line
 
     return line(err)
@@ -236,10 +255,12 @@ class Report:
 
 @contextlib.contextmanager
 def _time_limit(seconds: float, exercise_id: str):
-    """Interrupt the student's code after ``seconds`` (main thread only, as in a Jupyter kernel).
+    """Interrupt the student's code after ``seconds`` (main thread only, as in a Jupyter
+    kernel).
 
-    Python code stops at once; compiled code (a ``lax.while_loop`` that never ends) cannot be
-    interrupted, so a watchdog tells the student what is going on and how to get out.
+    Python code stops at once; compiled code (a ``lax.while_loop`` that never ends)
+    cannot be interrupted, so a watchdog tells the student what is going on and how
+    to get out.
     """
     if threading.current_thread() is not threading.main_thread():
         yield
@@ -265,16 +286,19 @@ def _time_limit(seconds: float, exercise_id: str):
         signal.signal(signal.SIGALRM, previous)
 
 
-GRACE = 5.0  # seconds past the limit before the watchdog speaks: Python code has stopped by then
+# seconds past the limit before the watchdog speaks: Python code has stopped by then
+GRACE = 5.0
 
 
 def stuck_message(exercise_id: str, seconds: float) -> str:
     """What a student reads when a check is still running past its limit."""
     return (
-        f"The check of {exercise_id} is still running after {seconds:g} s, past its time "
+        f"The check of {exercise_id} is still running after {seconds:g} s, past its "
+        "time "
         f"limit. It is stuck in compiled code, most likely a loop that never ends (a "
         f"lax.while_loop or fori_loop whose condition stays true), which Python cannot "
-        f"interrupt: Interrupt will not help. Restart the kernel (Kernel > Restart Kernel), "
+        "interrupt: Interrupt will not help. Restart the kernel (Kernel > Restart "
+        "Kernel), "
         f"fix the loop, run the cells above again, then check again."
     )
 
@@ -285,14 +309,17 @@ def _warn_if_still_running(done: threading.Event, seconds: float, id: str) -> No
 
 
 def _find_answer(name: str):
-    """Look ``name`` up in the globals of the notebook (or script) that called ``check``."""
+    """Look ``name`` up in the globals of the notebook (or script) that called
+    ``check``.
+    """
     for frame_info in inspect.stack()[2:]:
         module = frame_info.frame.f_globals
         if module.get("__name__") == "__main__" and name in module:
             return module[name]
     what = f"class {name}" if name[:1].isupper() else f"def {name}"
     raise Wrong(
-        f"I could not find `{name}`. Define it (run the cell with `{what}` above, or the "
+        f"I could not find `{name}`. Define it (run the cell with `{what}` above, or "
+        "the "
         f"one that assigns `{name} = ...`) and check again."
     )
 
@@ -303,7 +330,8 @@ _MISSING = object()
 def check(
     exercise_id: str, answer=_MISSING, *, time_limit: float | None = None
 ) -> Report:
-    """Check the answer to ``exercise_id``; by default the answer is looked up by name in the notebook.
+    """Check the answer to ``exercise_id``; by default the answer is looked up by name
+    in the notebook.
 
     ``time_limit`` (seconds) overrides the exercise's own limit; grading uses it.
     """
@@ -338,7 +366,8 @@ def check(
             ex.id,
             False,
             progress.passed,
-            f"the check took longer than {limit:g} s, so it was stopped; look for a loop that "
+            f"the check took longer than {limit:g} s, so it was stopped; look for a "
+            "loop that "
             f"does not end or a function that compiles on every call.",
             ex.hint,
         )
@@ -357,7 +386,9 @@ def check(
 
 
 def close(got, want, rtol: float = 1e-4) -> bool:
-    """Same shape, and every entry within ``rtol`` of the largest entry of ``want``; never raises on odd input."""
+    """Same shape, and every entry within ``rtol`` of the largest entry of ``want``;
+    never raises on odd input.
+    """
     import numpy as np
 
     try:

@@ -113,8 +113,10 @@ def _one_sharding(answer):
                 )
             if placed.sharding.is_fully_replicated:
                 raise Wrong(
-                    f"for the {name} input it returned a whole copy of the array on every "
-                    f"device (replicated): split it over the mesh, so each device holds a "
+                    f"for the {name} input it returned a whole copy of the array on "
+                    "every "
+                    "device (replicated): split it over the mesh, so each device "
+                    "holds a "
                     f"part."
                 )
             got, want = (

@@ -211,14 +211,16 @@ def _precompile(answer):
     with count_compiles() as extra:
         try:
             table[shapes[0]](other)
-        except Exception:  # noqa: BLE001 - an executable refuses another shape: what we want
+        # noqa: BLE001 - an executable refuses another shape: what we want
+        except Exception:
             refused = True
         else:
             refused = False
     expect(
         refused and extra.count == 0,
         "each entry is an executable for its one shape",
-        f"the entry for {shapes[0]} also ran on a (7,) array, compiling for it: it is a "
+        f"the entry for {shapes[0]} also ran on a (7,) array, compiling for it: it is "
+        "a "
         f"jitted function warmed up, not an executable. Return "
         f"jax.jit(fn).trace(...).lower().compile() for each shape.",
     )

@@ -114,14 +114,16 @@ def _hash_config(answer):
     expect(
         log.count_for("evaluate") == 1,
         "other coefficients of the same length compile again (self is static)",
-        "a Poly with other coefficients of the same length did not compile evaluate again, so "
-        "its coefficients are traced values, not part of a static self. Keep Poly a plain "
+        "a Poly with other coefficients of the same length did not compile evaluate "
+        "again, so "
+        "its coefficients are traced values, not part of a static self. Keep Poly a "
+        "plain "
         "frozen class (not a pytree) and jit evaluate with static_argnums=0.",
     )
 
 
 def _is_equinox(cls) -> bool:
-    """Whether a class is an Equinox module (a pytree by inheritance, jitted with filter_jit)."""
+    """Whether a class is an Equinox module (a pytree by inheritance)."""
     import equinox as eqx
 
     return isinstance(cls, type) and issubclass(cls, eqx.Module)
@@ -178,7 +180,8 @@ def _pytree_trainer(answer):
         "a new learning rate does not compile again",
         f"a new learning_rate compiled step {log.count_for('step')} time(s); "
         + (
-            "eqx.filter_jit treats a Python float field as static: store learning_rate as "
+            "eqx.filter_jit treats a Python float field as static: store learning_rate "
+            "as "
             "an array (jnp.asarray) so it is traced."
             if equinox
             else "make it a child (traced value), not metadata."

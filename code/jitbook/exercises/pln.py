@@ -40,7 +40,7 @@ _AD_NAMES = {"grad", "value_and_grad", "vjp", "jvp", "jacrev", "jacfwd", "linear
 
 
 def _names_used(fn, seen=None) -> set[str]:
-    """The global and attribute names ``fn`` uses, with those of the notebook functions it calls."""
+    """The names ``fn`` uses, with those of the notebook functions it calls."""
     seen = set() if seen is None else seen
     code = getattr(fn, "__code__", None)
     if code is None or code in seen:
@@ -63,7 +63,8 @@ def _without_autodiff(answer, name: str) -> None:
     expect(
         not used,
         "works the gradient out by hand (no automatic differentiation)",
-        f"{name} uses {', '.join(used)}: the exercise asks for the gradient worked out by "
+        f"{name} uses {', '.join(used)}: the exercise asks for the gradient worked out "
+        "by "
         f"hand, without jax.grad; write the formula.",
     )
 
@@ -99,7 +100,7 @@ def _seed_grad_M(answer):
 
 
 def _symmetric(grad: np.ndarray) -> np.ndarray:
-    """The gradient over symmetric matrices, 2A - diag(A): the other convention textbooks use."""
+    """The gradient over symmetric matrices, 2A - diag(A): another convention."""
     return 2 * grad - np.diag(np.diag(grad))
 
 
@@ -127,13 +128,16 @@ def _grad_omega(answer):
     n = M.shape[0]
     if close(out - want, (n - 1) / 2 * np.linalg.inv(np.asarray(Omega, np.float64))):
         raise Wrong(
-            "the log det term is off by a factor n: check the factor n/2 in front of log det Ω "
+            "the log det term is off by a factor n: check the factor n/2 in front of "
+            "log det Ω "
             "(d/dΩ of (n/2) log det Ω is (n/2) Ω⁻¹)."
         )
     expect(
         close(out, want) or close(out, _symmetric(want)),
-        "matches jax.grad of neg_elbo with respect to Omega (or its symmetric-matrix form)",
-        f"largest difference is {np.abs(out - want).max() / np.abs(want).max():.2%} of the "
+        "matches jax.grad of neg_elbo with respect to Omega (or its symmetric-matrix "
+        "form)",
+        f"largest difference is {np.abs(out - want).max() / np.abs(want).max():.2%} of "
+        "the "
         f"largest entry; differentiate term by term: ½ tr(GΩ) gives G/2, "
         f"(n/2) log det Ω gives (n/2) Ω⁻¹.",
     )

@@ -62,7 +62,8 @@ def _trace_term(answer):
     expect(
         not wide,
         "never forms an n x n array",
-        f"`{wide[0] if wide else ''}` builds an {N} x {N} array, n x n (M Ω Mᵀ is one): "
+        f"`{wide[0] if wide else ''}` builds an {N} x {N} array, n x n (M Ω Mᵀ is "
+        "one): "
         f"at the chapter's size that is hundreds of MB. tr(M Ω Mᵀ) is the sum of "
         f"M * (M Ω), entry by entry.",
     )

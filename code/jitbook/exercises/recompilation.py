@@ -114,8 +114,10 @@ def _buckets(answer):
             out = call_answer(answer, x)
             if not isinstance(out, jax.Array):
                 raise Wrong(
-                    f"padded_mean returned a {type(out).__name__}, not a jax.Array: the mean "
-                    f"must come from a jitted JAX function (NumPy only pads), since the "
+                    f"padded_mean returned a {type(out).__name__}, not a jax.Array: "
+                    "the mean "
+                    "must come from a jitted JAX function (NumPy only pads), since "
+                    "the "
                     f"exercise is about how often that function compiles."
                 )
             got = float(out)
