@@ -200,6 +200,9 @@ CHEAT_CHECK = ("from jitbook.exercises import Report\n\n\ndef check(exercise_id,
 CHEAT_REGISTRY = ("import dataclasses\nfrom jitbook import exercises\n\n"
                   "for key, ex in exercises.registry().items():\n"
                   "    exercises._REGISTRY[key] = dataclasses.replace(ex, checker=lambda answer: None)\n\n")
+# Right answers, but the grading code's helpers are made to agree with anything.
+CHEAT_JITBOOK = "import jax\nimport jitbook.cache\n\njitbook.cache.count_compiles = None\njax.jit = jax.jit\n" \
+    "jax.block_until_ready = lambda tree: tree"
 # Reads every process's command line (the grader's names the submissions), then blanks every notebook
 # it finds in the folders named there, in the submissions folder itself and in /tmp.
 OVERWRITE = """import os, pathlib
@@ -260,6 +263,7 @@ def make_class(handout: Path, subs: Path, outside: Path) -> None:
     put("right", instructor)
     put("cheat-check", student, {ready: CHEAT_CHECK + _solution(student, ready).source})
     put("cheat-registry", student, {ready: CHEAT_REGISTRY + _solution(student, ready).source})
+    put("cheat-jitbook", instructor, body=CHEAT_JITBOOK)
     put("overwrite", instructor, body=OVERWRITE.replace("SUBMISSIONS", repr(str(subs))))
     targets = [str(outside / "escaped.txt"), str(subs / "escaped.txt"), "/etc/escaped.txt",
                str(book.ROOT / "code" / "escaped.txt"), "../escaped.txt"]
@@ -296,17 +300,19 @@ def test_grading_a_class_no_cheat_passes_and_every_right_answer_does(graded_clas
     print(f"graded the class in {seconds:.0f} s")
     for (student, exercise), row in sorted(rows.items()):
         print(f"{student},{exercise},{row['passed']},{row['message']},{row['flags']}")
-    for cheat in ("cheat-check", "cheat-registry"):
+    for cheat in ("cheat-check", "cheat-registry", "cheat-jitbook"):
         cheats = [r for (s, _), r in rows.items() if s == cheat]
         assert len(cheats) == 3 and all(r["passed"] == "no" and r["flags"] for r in cheats), cheats
     assert rows["cheat-check", "why-compile.ready"]["flags"] == "rebinds check"
     assert "replaces the checker of why-compile.ready" in rows["cheat-registry", "why-compile.ready"]["flags"]
+    assert rows["cheat-jitbook", "why-compile.ready"]["flags"] == (
+        "rebinds jax.block_until_ready; rebinds jitbook.cache.count_compiles")
     assert rows["cheat-check", "why-compile.fuse"]["message"] == (
         "not attempted: its solution cell is as it was handed out")
     wrong = {("endless-loop", "why-compile.ready"), ("syntax-error", "why-compile.break-even"),
              ("memory-hog", "why-compile.ready")}
     for (student, exercise), row in rows.items():
-        if student in ("cheat-check", "cheat-registry", "broken"):
+        if student in ("cheat-check", "cheat-registry", "cheat-jitbook", "broken"):
             continue
         want = "no" if (student, exercise) in wrong else "yes"
         assert row["passed"] == want and not row["flags"], (student, exercise, row)

@@ -327,3 +327,8 @@ def test_a_class_answer_is_asked_for_as_a_class():
 def test_the_placeholder_of_a_top_level_answer_reads_as_not_yet_answered():
     report = check("why-compile.fuse", NotImplemented)
     assert not report.passed and "still the placeholder NotImplemented" in report.message
+
+
+def test_no_message_stops_at_a_colon():
+    message = check("recompilation.static-coeffs", lambda c: list(c)).message
+    assert not message.rstrip().endswith(":") and "unhashable type: 'list'" in message

@@ -6,7 +6,7 @@ import numpy as np
 
 from .. import recompilation
 from ..cache import count_compiles, fresh_jit
-from . import Wrong, call_answer, exercise, expect, expect_jitted
+from . import Wrong, call_answer, error_line, exercise, expect, expect_jitted
 
 
 def _sgd_step(w, x, y, lr):
@@ -160,7 +160,7 @@ def _static_coeffs(answer):
             except (TypeError, ValueError) as err:
                 raise Wrong(
                     f"jit refused as_static({coeffs!r}) as a static argument: "
-                    f"{type(err).__name__}: {str(err).splitlines()[0]}"
+                    f"{error_line(err)}"
                 ) from None
             expect(
                 np.allclose(
