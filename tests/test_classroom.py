@@ -368,6 +368,20 @@ def test_the_kernel_sees_its_own_folder_and_a_scrubbed_environment(monkeypatch, 
     assert Path(cwd).name == "work" and "submissions-folder" not in parent
 
 
+def test_a_sandboxed_kernel_has_no_network():
+    import socket
+
+    if classroom.sandbox_mode() != "bwrap":
+        pytest.skip("bubblewrap is not installed or cannot make namespaces here")
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        port = server.getsockname()[1]
+        steps = _tiny(f"import socket\ntry:\n    socket.create_connection(('127.0.0.1', {port}), 2)\n"
+                      "    print('connected')\nexcept OSError as err:\n    print(type(err).__name__)")
+        kernel = classroom.Kernel("bwrap")
+        assert classroom.run_steps(steps, kernel, cell_timeout=60, check_timeout={}, time_limit=120) == ""
+    assert steps[0].cell.outputs[0]["text"].strip() != "connected"
+
+
 def test_a_cell_that_kills_its_kernel_is_noted_and_grading_goes_on_after_it():
     steps = _tiny("x = 1", "import os\nos._exit(1)", "print(x + 1)")
     kernel = classroom.Kernel(classroom.sandbox_mode())

@@ -587,11 +587,12 @@ def _read_only_paths() -> list[str]:
 
 
 def bwrap_prefix(workdir: Path, private: Path, env: dict[str, str]) -> list[str]:
-    """bubblewrap's command: a read-only system, a private /tmp and /proc, only
-    ``workdir`` writable.
+    """bubblewrap's command: a read-only system, a private /tmp and /proc, no network,
+    only ``workdir`` writable (and the folder of the kernel's sockets).
     """
     args = ["bwrap", "--die-with-parent", "--new-session", "--unshare-pid"]
-    args += ["--unshare-ipc", "--unshare-uts", "--proc", "/proc", "--dev", "/dev"]
+    args += ["--unshare-ipc", "--unshare-uts", "--unshare-net"]
+    args += ["--proc", "/proc", "--dev", "/dev"]
     args += ["--tmpfs", "/tmp"]
     for top in ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/etc"):
         if Path(top).is_symlink():
@@ -601,6 +602,8 @@ def bwrap_prefix(workdir: Path, private: Path, env: dict[str, str]) -> list[str]
     for path in _read_only_paths():
         args += ["--ro-bind", path, path]
     args += ["--ro-bind", str(private), str(private)]
+    # No network: the kernel talks to the grader over Unix sockets in a folder of its own.
+    args += ["--bind", str(private.parent / "sockets"), str(private.parent / "sockets")]
     args += [
         "--bind",
         str(workdir),
@@ -658,6 +661,8 @@ class Kernel:
 
         km = Confined(kernel_name="python3")
         km.connection_file = str(private / "kernel.json")
+        if self.sandbox == "bwrap":
+            km.transport, km.ip = "ipc", str(private.parent / "sockets" / "kernel")
         client = NotebookClient(
             nb,
             km=km,
@@ -719,8 +724,8 @@ def run_steps(
     position, restarts = 0, 0
     with tempfile.TemporaryDirectory(prefix="jitbook-grade-") as root:
         workdir, private = Path(root) / "work", Path(root) / "kernel"
-        workdir.mkdir()
-        private.mkdir()
+        for folder in (workdir, private, Path(root) / "sockets"):
+            folder.mkdir()
         while position < len(steps):
             if restarts > MAX_RESTARTS:
                 return f"the kernel was restarted {MAX_RESTARTS} times"
