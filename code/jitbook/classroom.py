@@ -546,22 +546,23 @@ def sandbox_mode(requested: str = "auto") -> str:
         )
     if requested == "none":
         return "none"
-    import shutil
-
-    works = shutil.which("bwrap") is not None and (
-        subprocess.run(
-            ["bwrap", "--ro-bind", "/", "/", "--unshare-pid", "true"],
-            capture_output=True,
-        ).returncode
-        == 0
-    )
+    works = _bwrap_works()
     if requested == "bwrap" and not works:
         raise ValueError(
             "--sandbox bwrap: bubblewrap is not installed or cannot make namespaces "
-            "here; "
-            "install it (Debian: apt-get install bubblewrap) or pass --sandbox none."
+            "here; install it (Debian: apt-get install bubblewrap) or pass --sandbox none."
         )
     return "bwrap" if works else "none"
+
+
+@functools.cache
+def _bwrap_works() -> bool:
+    import shutil
+
+    if shutil.which("bwrap") is None:
+        return False
+    probe = ["bwrap", "--ro-bind", "/", "/", "--unshare-pid", "--unshare-net", "true"]
+    return subprocess.run(probe, capture_output=True).returncode == 0
 
 
 def _read_only_paths() -> list[str]:
@@ -999,7 +1000,7 @@ def grade_notebook(
 
     path = Path(path)
     name = name or path.name
-    kernel = kernel or Kernel(env=GRADING_ENV if env is None else env)
+    kernel = kernel or Kernel(sandbox_mode(), env=GRADING_ENV if env is None else env)
     if env is not None:
         kernel = dataclasses.replace(kernel, env=env)
     stems = [p.stem for p in book.chapter_files() if p.exists()]
@@ -1096,7 +1097,7 @@ def grade_folder(
         raise FileNotFoundError(
             f"no folder at {folder}; give the folder that holds the submitted notebooks."
         )
-    kernel = kernel or Kernel(env=GRADING_ENV if env is None else env)
+    kernel = kernel or Kernel(sandbox_mode(), env=GRADING_ENV if env is None else env)
     paths = submissions(folder)
     contents = {p: p.read_bytes() for p in paths}
     rows: list[Grade] = []
