@@ -54,15 +54,12 @@ NBGRADER_SCHEMA = (
     3  # the cell metadata schema of nbgrader 0.9 (nbgrader/nbgraderformat/v3.json)
 )
 STUDENT_NOTE = (
-    "*Student notebook.* Write your code where a cell says `# YOUR CODE HERE`: replace "
-    "the "
-    "`raise NotImplementedError()` line (or the `name = NotImplemented` placeholder) "
-    "with "
-    "your code, then run the `check(...)` cell below it for feedback. Run All runs "
-    "every "
-    "check. Grading runs the set-up cells at the top, every cell you add or change "
-    "anywhere, and the Exercises section; the chapter's own cells, as handed out, are "
-    "skipped."
+    "*Student notebook.* Write your code where a cell says `# YOUR CODE HERE`: "
+    "replace the `raise NotImplementedError()` line (or the `name = NotImplemented` "
+    "placeholder) with your code, then run the `check(...)` cell below it for "
+    "feedback. Run All runs every check. Grading runs the set-up cells at the top, "
+    "every cell you add or change anywhere, and the Exercises section; the chapter's "
+    "own cells, as handed out, are skipped."
 )
 FENCE = re.compile(r"^:::.*\n?", re.M)  # Quarto's ::: {#exr-...} divs
 
@@ -530,8 +527,8 @@ SANDBOXES = ("auto", "bwrap", "none")
 # Sets the memory limit, forgets the grader's pid, then becomes the kernel (or bwrap).
 LIMITER = (
     "import os, resource, sys; m = int(sys.argv[1]); "
-    "resource.setrlimit(resource.RLIMIT_AS, (m, m)); "
-    "os.environ.pop('JPY_PARENT_PID', None); os.execvp(sys.argv[2], sys.argv[2:])"
+    "resource.setrlimit(resource.RLIMIT_AS, (m, m)); os.environ.pop('JPY_PARENT_PID', "
+    "None); os.execvp(sys.argv[2], sys.argv[2:])"
 )
 KERNEL_ENV = ("PATH", "LANG", "LC_ALL", "JAX_PLATFORMS", "TZ")
 
@@ -550,7 +547,8 @@ def sandbox_mode(requested: str = "auto") -> str:
     if requested == "bwrap" and not works:
         raise ValueError(
             "--sandbox bwrap: bubblewrap is not installed or cannot make namespaces "
-            "here; install it (Debian: apt-get install bubblewrap) or pass --sandbox none."
+            "here; install it (Debian: apt-get install bubblewrap) or pass --sandbox "
+            "none."
         )
     return "bwrap" if works else "none"
 
@@ -603,7 +601,7 @@ def bwrap_prefix(workdir: Path, private: Path, env: dict[str, str]) -> list[str]
     for path in _read_only_paths():
         args += ["--ro-bind", path, path]
     args += ["--ro-bind", str(private), str(private)]
-    # No network: the kernel talks to the grader over Unix sockets in a folder of its own.
+    # No network: the kernel talks to the grader over Unix sockets in their own folder.
     args += ["--bind", str(private.parent / "sockets"), str(private.parent / "sockets")]
     args += [
         "--bind",
@@ -694,8 +692,7 @@ def prelude_source(chapter: str, key: str) -> str:
             "import jitbook",
             f"_b = open({str(sealed_file)!r}, 'rb').read()",
             f"if _h.sha256(_b).hexdigest() != {sealed_hash!r}:",
-            "    raise RuntimeError('jitbook/sealed.py changed on disk during "
-            "grading')",
+            "    raise RuntimeError('jitbook/sealed.py changed during grading')",
             f"_m = _t.ModuleType({GRADER_MODULE!r})",
             f"exec(compile(_b, {str(sealed_file)!r}, 'exec'), _m.__dict__)",
             f"_s.modules[{GRADER_MODULE!r}] = _m",
@@ -789,7 +786,7 @@ def _session(
                     )
                 except (CellTimeoutError, DeadKernelError) as err:
                     raise _KernelFailed(
-                        f"replaying the cells before it after a restart failed "
+                        "replaying the cells before it after a restart failed "
                         f"({type(err).__name__})"
                     ) from None
             for j in range(position, len(steps)):
@@ -908,10 +905,9 @@ def rows_for(
             limit = check_limits.get(exercise_id, 0)
             message = (
                 f"the check of {exercise_id} {step.failure} (its limit is {limit:g} s) "
-                "and "
-                "was stopped; the kernel was restarted and grading went on. Look for "
-                "a loop "
-                f"that never ends, such as a lax.while_loop whose condition stays true"
+                "and was stopped; the kernel was restarted and grading went on. Look "
+                "for a loop that never ends, such as a lax.while_loop whose condition "
+                "stays true"
             )
         elif verdict is None:
             message = (
@@ -1126,9 +1122,8 @@ def grade_folder(
     for path in changed:
         log(
             f"warning: {path.relative_to(folder).as_posix()} changed on disk while "
-            "grading; "
-            "it was graded as it was before (grade in the bwrap sandbox to prevent "
-            "this)",
+            "grading; it was graded as it was before (grade in the bwrap sandbox to "
+            "prevent this)",
             flush=True,
         )
     Path(out).parent.mkdir(parents=True, exist_ok=True)
@@ -1331,8 +1326,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         print(
             f"Grading {args.submissions} at {sizes} problem sizes, each notebook in a "
-            "fresh "
-            f"kernel {confined}, with {kernel.memory_gib:g} GiB of memory.",
+            f"fresh kernel {confined}, with {kernel.memory_gib:g} GiB of memory.",
             flush=True,
         )
         rows = grade_folder(
@@ -1348,9 +1342,8 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     print(
         f"{sum(g.passed for g in rows)} of {sum(1 for g in rows if g.exercise)} "
-        "exercises "
-        f"passed -> {args.out}, executed notebooks in {executed_folder(args.out)} "
-        f"({time.perf_counter() - start:.0f} s)"
+        f"exercises passed -> {args.out}, executed notebooks in "
+        f"{executed_folder(args.out)} ({time.perf_counter() - start:.0f} s)"
     )
     return 0
 

@@ -193,8 +193,8 @@ def call_answer(fn, *args, **kwargs):
 
 
 _PLACEHOLDER = (
-    "the answer is still the placeholder NotImplemented: replace that line "
-    "with your code."
+    "the answer is still the placeholder NotImplemented: replace that line with your "
+    "code."
 )
 
 
@@ -236,9 +236,10 @@ class Report:
             if self.hint:
                 items += f"<li><em>Hint:</em> {html.escape(self.hint)}</li>"
             if self.details:
+                details = html.escape(self.details)
                 items += (
                     "<li><details><summary>details</summary>"
-                    f"<pre>{html.escape(self.details)}</pre></details></li>"
+                    f"<pre>{details}</pre></details></li>"
                 )
         verdict = "all checks passed" if self.passed else "not yet"
         body = (
@@ -294,12 +295,10 @@ def stuck_message(exercise_id: str, seconds: float) -> str:
     """What a student reads when a check is still running past its limit."""
     return (
         f"The check of {exercise_id} is still running after {seconds:g} s, past its "
-        "time "
-        f"limit. It is stuck in compiled code, most likely a loop that never ends (a "
-        f"lax.while_loop or fori_loop whose condition stays true), which Python cannot "
-        "interrupt: Interrupt will not help. Restart the kernel (Kernel > Restart "
-        "Kernel), "
-        f"fix the loop, run the cells above again, then check again."
+        "time limit. It is stuck in compiled code, most likely a loop that never ends "
+        "(a lax.while_loop or fori_loop whose condition stays true), which Python "
+        "cannot interrupt: Interrupt will not help. Restart the kernel (Kernel > "
+        "Restart Kernel), fix the loop, run the cells above again, then check again."
     )
 
 
@@ -319,8 +318,7 @@ def _find_answer(name: str):
     what = f"class {name}" if name[:1].isupper() else f"def {name}"
     raise Wrong(
         f"I could not find `{name}`. Define it (run the cell with `{what}` above, or "
-        "the "
-        f"one that assigns `{name} = ...`) and check again."
+        f"the one that assigns `{name} = ...`) and check again."
     )
 
 
@@ -367,8 +365,7 @@ def check(
             False,
             progress.passed,
             f"the check took longer than {limit:g} s, so it was stopped; look for a "
-            "loop that "
-            f"does not end or a function that compiles on every call.",
+            "loop that does not end or a function that compiles on every call.",
             ex.hint,
         )
     except Exception as err:  # a checker should turn the student's errors into Wrong; this is the safety net
@@ -376,8 +373,8 @@ def check(
             ex.id,
             False,
             progress.passed,
-            f"your answer made the checker fail with {error_line(err)}"
-            f"{_student_line(err.__traceback__)}",
+            "your answer made the checker fail with "
+            f"{error_line(err)}{_student_line(err.__traceback__)}",
             ex.hint,
             "".join(traceback.format_exception_only(err)).strip(),
         )

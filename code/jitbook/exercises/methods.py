@@ -13,7 +13,7 @@ import numpy as np
 
 from .. import methods
 from ..cache import count_compiles
-from . import Wrong, call_answer, exercise, expect, is_jitted
+from . import Wrong, call_answer, error_line, exercise, expect, is_jitted
 
 
 def _compiles(fn, *args):
@@ -23,9 +23,7 @@ def _compiles(fn, *args):
         try:
             jax.block_until_ready(out)
         except Exception as err:  # noqa: BLE001 - a failure while computing is the student's error too
-            raise Wrong(
-                f"computing the result raised {type(err).__name__}: {err}"
-            ) from None
+            raise Wrong(f"computing the result raised {error_line(err)}") from None
     return out, log
 
 
@@ -115,10 +113,9 @@ def _hash_config(answer):
         log.count_for("evaluate") == 1,
         "other coefficients of the same length compile again (self is static)",
         "a Poly with other coefficients of the same length did not compile evaluate "
-        "again, so "
-        "its coefficients are traced values, not part of a static self. Keep Poly a "
-        "plain "
-        "frozen class (not a pytree) and jit evaluate with static_argnums=0.",
+        "again, so its coefficients are traced values, not part of a static self. "
+        "Keep Poly a plain frozen class (not a pytree) and jit evaluate with "
+        "static_argnums=0.",
     )
 
 
@@ -180,9 +177,8 @@ def _pytree_trainer(answer):
         "a new learning rate does not compile again",
         f"a new learning_rate compiled step {log.count_for('step')} time(s); "
         + (
-            "eqx.filter_jit treats a Python float field as static: store learning_rate "
-            "as "
-            "an array (jnp.asarray) so it is traced."
+            "eqx.filter_jit treats a Python float field as static: store "
+            "learning_rate as an array (jnp.asarray) so it is traced."
             if equinox
             else "make it a child (traced value), not metadata."
         ),

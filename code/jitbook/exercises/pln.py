@@ -7,7 +7,7 @@ import numpy as np
 from ..cache import count_compiles
 from ..pln import Params, neg_elbo
 from ..pln.seed import seed_neg_elbo
-from . import Wrong, call_answer, close, exercise, expect
+from . import Wrong, call_answer, close, error_line, exercise, expect
 
 N, P = (
     40,
@@ -64,8 +64,7 @@ def _without_autodiff(answer, name: str) -> None:
         not used,
         "works the gradient out by hand (no automatic differentiation)",
         f"{name} uses {', '.join(used)}: the exercise asks for the gradient worked out "
-        "by "
-        f"hand, without jax.grad; write the formula.",
+        "by hand, without jax.grad; write the formula.",
     )
 
 
@@ -129,17 +128,15 @@ def _grad_omega(answer):
     if close(out - want, (n - 1) / 2 * np.linalg.inv(np.asarray(Omega, np.float64))):
         raise Wrong(
             "the log det term is off by a factor n: check the factor n/2 in front of "
-            "log det Ω "
-            "(d/dΩ of (n/2) log det Ω is (n/2) Ω⁻¹)."
+            "log det Ω (d/dΩ of (n/2) log det Ω is (n/2) Ω⁻¹)."
         )
     expect(
         close(out, want) or close(out, _symmetric(want)),
         "matches jax.grad of neg_elbo with respect to Omega (or its symmetric-matrix "
         "form)",
         f"largest difference is {np.abs(out - want).max() / np.abs(want).max():.2%} of "
-        "the "
-        f"largest entry; differentiate term by term: ½ tr(GΩ) gives G/2, "
-        f"(n/2) log det Ω gives (n/2) Ω⁻¹.",
+        "the largest entry; differentiate term by term: ½ tr(GΩ) gives G/2, (n/2) log "
+        "det Ω gives (n/2) Ω⁻¹.",
     )
     _without_autodiff(answer, "grad_Omega")
     G = np.asarray(M, np.float64).T @ np.asarray(M, np.float64) + np.diag(
@@ -174,7 +171,7 @@ def _pytree(answer):
         back = jax.tree_util.tree_unflatten(treedef, leaves)
     except Exception as err:  # the student's class
         raise Wrong(
-            f"building, flattening or unflattening a Carry raised {type(err).__name__}: {err}"
+            f"building, flattening or unflattening a Carry raised {error_line(err)}"
         ) from None
     if len(leaves) == 3:
         raise Wrong(
@@ -215,7 +212,7 @@ def _pytree(answer):
             f(answer(jnp.asarray(M), jnp.asarray(Omega), 4))
         except Exception as err:
             raise Wrong(
-                f"jit of a function looping range(c.n_steps) raised {type(err).__name__}: {err}"
+                f"jit of a function looping range(c.n_steps) raised {error_line(err)}"
             ) from None
     expect(
         same == 1,

@@ -5,7 +5,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..programs import equations
-from . import Wrong, call_answer, exercise, expect
+from . import Wrong, call_answer, error_line, exercise, expect
 from .pln import N, P, random_point
 
 
@@ -38,7 +38,7 @@ def _trace_term(answer):
         jaxpr = jax.make_jaxpr(answer)(*args).jaxpr
     except Exception as err:
         raise Wrong(
-            f"tracing your function with jax.make_jaxpr raised {type(err).__name__}: {err}"
+            f"tracing your function with jax.make_jaxpr raised {error_line(err)}"
         ) from None
     built = [
         e.primitive.name
@@ -63,7 +63,6 @@ def _trace_term(answer):
         not wide,
         "never forms an n x n array",
         f"`{wide[0] if wide else ''}` builds an {N} x {N} array, n x n (M Ω Mᵀ is "
-        "one): "
-        f"at the chapter's size that is hundreds of MB. tr(M Ω Mᵀ) is the sum of "
-        f"M * (M Ω), entry by entry.",
+        "one): at the chapter's size that is hundreds of MB. tr(M Ω Mᵀ) is the sum of "
+        "M * (M Ω), entry by entry.",
     )

@@ -115,10 +115,8 @@ def _buckets(answer):
             if not isinstance(out, jax.Array):
                 raise Wrong(
                     f"padded_mean returned a {type(out).__name__}, not a jax.Array: "
-                    "the mean "
-                    "must come from a jitted JAX function (NumPy only pads), since "
-                    "the "
-                    f"exercise is about how often that function compiles."
+                    "the mean must come from a jitted JAX function (NumPy only pads), "
+                    "since the exercise is about how often that function compiles."
                 )
             got = float(out)
             want = float(np.mean(x.astype(np.float64)))

@@ -54,9 +54,8 @@ def _ready(answer):
         waited == len(slow),
         "waits for every leaf of the result",
         f"for a result with {len(slow)} arrays (a tuple holding a dict and a list) "
-        "your "
-        f"function waited for {waited} of them; wait for every leaf, e.g. "
-        f"jax.block_until_ready on the whole result.",
+        f"your function waited for {waited} of them; wait for every leaf, e.g. "
+        "jax.block_until_ready on the whole result.",
     )
     expect(
         isinstance(result, tuple) and result[0] is slow[0],
