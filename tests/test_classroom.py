@@ -520,3 +520,18 @@ def test_every_command_on_the_teachers_page_runs_as_printed():
             continue
         assert words[:3] == [".venv/bin/python", "-m", "jitbook.classroom"], command
         classroom.parser().parse_args(words[3:])
+
+
+def test_in_a_notebook_a_check_stuck_in_compiled_code_says_what_to_do():
+    """The student's own kernel: the watchdog's words reach the check cell while it is still busy."""
+    code = ("import jax\nfrom jitbook import exercises\nexercises.GRACE = 1.0\n"
+            "def run_and_wait(fn, *args):\n"
+            "    x = jax.lax.while_loop(lambda x: x < 1e30, lambda x: x + 1.0, 0.0)\n"
+            "    return jax.block_until_ready(x)\n"
+            "exercises.check('why-compile.ready', time_limit=1)")
+    steps = _tiny(code)
+    classroom.run_steps(steps, classroom.Kernel(), cell_timeout=12, check_timeout={}, time_limit=60)
+    assert steps[0].failure == "ran longer than 12 s"
+    shown = "".join(o.get("text", "") for o in steps[0].cell.outputs)
+    assert "The check of why-compile.ready is still running after 2 s" in shown
+    assert "Restart the kernel" in shown
