@@ -159,6 +159,8 @@ def test_a_closed_over_table_is_a_constant_and_an_argument_is_not():
     closed, passed = artifacts.constant_rows(200)
     assert closed["constant bytes"] == 200 * 200 * 4 and passed["constant bytes"] == 0
     assert closed["StableHLO characters"] > 200 * 200 * 4 > 100 * passed["StableHLO characters"]
+    # the printed module writes each byte of the table as two hex digits
+    assert 2 * closed["constant bytes"] < closed["StableHLO characters"] < 2.01 * closed["constant bytes"]
 
 
 def test_the_constant_sweep_grows_with_the_table_only_when_closed_over():

@@ -459,6 +459,21 @@ def test_ordered_debug_print_prints_at_every_call_in_order():
     assert lines == ["call with 1.0", "call with 2.0", "call with 3.0"]
 
 
+@pytest.mark.claim("sec-tracing-side-effects")
+def test_debug_callback_takes_its_options_in_a_first_call():
+    assert "Two-call form (Recommended)" in jax.debug.callback.__doc__
+    seen = []
+
+    def noted(v):
+        jax.debug.callback(ordered=True)(lambda a: seen.append(float(a)), v)
+        return v
+
+    for v in (1.0, 2.0, 3.0):
+        jax.jit(noted)(v)
+    jax.effects_barrier()
+    assert seen == [1.0, 2.0, 3.0]
+
+
 # --- issue 21: weak types, tracer names, callbacks, NumPy on tracers ----------------------------------
 
 
