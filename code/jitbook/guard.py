@@ -14,8 +14,26 @@ import warnings
 XLA_FLAG = "--xla_cpu_experimental_ynn_fusion_type=-reduce"
 
 
+# XLA aborts on a flag it does not know; an older jaxlib has no YNN fusion
+# and no such flag (the claim ledger runs those).
+FLAG_SINCE = (0, 8, 0)
+
+
+def jaxlib_knows_flag() -> bool:
+    """Whether the installed jaxlib accepts the flag (the claim ledger runs older ones)."""
+    from importlib import metadata
+
+    try:
+        version = metadata.version("jaxlib")
+    except metadata.PackageNotFoundError:
+        return True
+    return tuple(int(p) for p in version.split(".")[:3] if p.isdigit()) >= FLAG_SINCE
+
+
 def apply_cpu_guard() -> bool:
     """Add the flag to ``XLA_FLAGS``; return whether it can still take effect."""
+    if not jaxlib_knows_flag():
+        return False
     flags = os.environ.get("XLA_FLAGS", "")
     if XLA_FLAG not in flags.split():
         os.environ["XLA_FLAGS"] = f"{flags} {XLA_FLAG}".strip()

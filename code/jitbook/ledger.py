@@ -26,7 +26,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 LEDGER = ROOT / "data" / "ledger.json"
-CACHE = Path(os.environ.get("JITBOOK_LEDGER_CACHE", "~/.cache/jitbook-ledger")).expanduser()
+CACHE = Path(
+    os.environ.get("JITBOOK_LEDGER_CACHE", "~/.cache/jitbook-ledger")
+).expanduser()
 INDEX = "https://pypi.org/simple"
 # 0.4.18 is the first jaxlib with a wheel for CPython 3.12, the book's Python; then the last
 # patch of each minor release up to the lock (the lock's own column runs in the book's venv).
@@ -42,10 +44,15 @@ RELEASES = (
     "0.10.2",
     "0.11.2",
 )
-EXTRAS = ("pytest", "threadpoolctl")  # what the claim tests import beside JAX and the book
+EXTRAS = (
+    "pytest",
+    "threadpoolctl",
+)  # what the claim tests import beside JAX and the book
 STATUSES = ("holds", "fails", "n/a")
 NEEDS = re.compile(r"needs (jax|equinox|optax|jaxlib) ?>= ?[0-9.]+", re.IGNORECASE)
-RECORD_ENV = "JITBOOK_LEDGER_RECORD"  # file the plugin appends outcomes to, in a release's run
+RECORD_ENV = (
+    "JITBOOK_LEDGER_RECORD"  # file the plugin appends outcomes to, in a release's run
+)
 _session: dict = {}  # the pytest config of the running session, for the report hook
 
 
@@ -77,7 +84,11 @@ def one_line(text: str, width: int = 160) -> str:
 def outcome(report) -> dict:
     """holds / fails / n/a for one test's report, with a one-line reason."""
     if report.skipped:
-        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else report.longrepr
+        reason = (
+            report.longrepr[2]
+            if isinstance(report.longrepr, tuple)
+            else report.longrepr
+        )
         reason = str(reason).removeprefix("Skipped: ")
         return {"status": "n/a", "reason": one_line(reason)}
     if report.failed:
@@ -109,7 +120,9 @@ def pytest_runtest_logreport(report):
     if claims is None or report.nodeid not in claims:
         return
     done = config._jitbook_outcomes
-    if report.nodeid in done or not (report.when == "call" or report.outcome != "passed"):
+    if report.nodeid in done or not (
+        report.when == "call" or report.outcome != "passed"
+    ):
         return
     row = outcome(report) | {"seconds": round(report.duration, 2)}
     done[report.nodeid] = row
@@ -171,13 +184,15 @@ def locked_jax(root: Path = ROOT) -> str:
     for line in (root / "requirements.lock").read_text().splitlines():
         if line.startswith("jax=="):
             return line.split("==")[1].strip()
-    raise ValueError("requirements.lock pins no jax==...; the ledger needs the book's JAX.")
+    raise ValueError(
+        "requirements.lock pins no jax==...; the ledger needs the book's JAX."
+    )
 
 
 def lock_disagreements(outcomes: dict, path: Path = LEDGER) -> list[str]:
-    """Claims whose status in this run differs from the ledger's column for the locked JAX."""
+    """Claims whose status in this run differs from the ledger's column for this JAX."""
     ledger = load(path)
-    lock = ledger.get("lock")
+    lock = metadata.version("jax")  # the column of the JAX this session ran on
     problems = []
     for test, row in sorted(outcomes.items()):
         stored = ledger["claims"].get(test, {}).get("results", {}).get(lock)
@@ -230,7 +245,9 @@ def collect(python: str = sys.executable, tests: Path = ROOT / "tests") -> dict:
             [python, "-c", code], cwd=ROOT, capture_output=True, text=True, env=_env()
         )
         if done.returncode not in (0, 5) or not path.read_text():
-            raise RuntimeError(f"collecting the claim tests failed:\n{done.stdout[-3000:]}")
+            raise RuntimeError(
+                f"collecting the claim tests failed:\n{done.stdout[-3000:]}"
+            )
         return json.loads(path.read_text())
 
 
@@ -314,7 +331,9 @@ def _versions(python: str) -> dict:
         "    except metadata.PackageNotFoundError: v[d] = None\n"
         "print(json.dumps(v))"
     )
-    out = subprocess.run([python, "-c", code], capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [python, "-c", code], capture_output=True, text=True, check=True
+    )
     return json.loads(out.stdout)
 
 
@@ -325,7 +344,9 @@ def _env(release: str = "") -> dict:
     )
     env.setdefault("JITBOOK_SMALL", "1")
     env["JITBOOK_LEDGER_RELEASE"] = release
-    env.pop("XLA_FLAGS", None)  # the book's import sets its own; none inherited from a caller
+    env.pop(
+        "XLA_FLAGS", None
+    )  # the book's import sets its own; none inherited from a caller
     return env
 
 
@@ -350,7 +371,9 @@ def run_release(
                 stdout=subprocess.DEVNULL, stderr=None,
             )  # fmt: skip
         except subprocess.TimeoutExpired:
-            log(f"jax {release}: stopped after {timeout:.0f} s; unfinished claims stay missing")
+            log(
+                f"jax {release}: stopped after {timeout:.0f} s; unfinished claims stay missing"
+            )
         rows = [json.loads(line) for line in path.read_text().splitlines() if line]
     results, broken = {}, {}
     for row in rows:
@@ -367,9 +390,166 @@ def run_release(
 
 def _unimportable(error: str) -> dict:
     """A claim whose test module cannot be imported on this release."""
-    missing = re.search(r"(ImportError|ModuleNotFoundError|AttributeError)", error)
+    missing = re.search(
+        r"(ImportError|ModuleNotFoundError|AttributeError|TypeError)", error
+    )
     status = "n/a" if missing else "fails"
-    return {"status": status, "reason": f"test module not importable: {error}", "seconds": 0}
+    return {
+        "status": status,
+        "reason": f"test module not importable: {error}",
+        "seconds": 0,
+    }
+
+
+# ---------------------------------------------------------------- the appendix
+
+MARKS = {"holds": "✓", "fails": "✗", "n/a": "–", None: " "}
+HEADING = re.compile(r"^(#+) (.*?) \{#(sec-[\w-]+)\}", re.MULTILINE)
+
+
+def sections(root: Path = ROOT) -> dict[str, dict]:
+    """Every section id of the book: {sec-id: {page, chapter, section}}."""
+    found = {}
+    for page in [root / "index.qmd", *sorted((root / "chapters").glob("*.qmd"))]:
+        text = page.read_text()
+        chapter = "Preface" if page.stem == "index" else None
+        for level, heading, label in HEADING.findall(text):
+            if len(level) == 1:
+                chapter = heading
+            found[label] = {
+                "page": page.stem,
+                "chapter": chapter or page.stem,
+                "section": heading,
+            }
+    return found
+
+
+def releases(ledger: dict) -> list[str]:
+    return sorted(ledger["releases"], key=lambda r: _order((r, None)))
+
+
+def _status(claim: dict, release: str) -> str | None:
+    row = claim["results"].get(release)
+    return row["status"] if row else None
+
+
+def by_chapter(ledger: dict, root: Path = ROOT) -> dict[str, list[tuple[str, dict]]]:
+    """The claims grouped by the chapter of their section, in the book's order."""
+    known = sections(root)
+    order = (root / "_quarto.yml").read_text()
+    groups: dict[tuple, list] = {}
+    for test, claim in ledger["claims"].items():
+        where = known.get(
+            claim["section"], {"page": "?", "chapter": "(unknown section)"}
+        )
+        place = order.find(f"{where['page']}.qmd")
+        key = (place if place >= 0 else len(order), where["chapter"])
+        groups.setdefault(key, []).append((test, claim))
+    return {chapter: groups[place, chapter] for place, chapter in sorted(groups)}
+
+
+def matrix_rows(ledger: dict, claims: list[tuple[str, dict]]) -> list[dict]:
+    """One row per claim: its words, its section, a mark per release."""
+    return [
+        {"claim": claim["title"], "shown in": f"@{claim['section']}"}
+        | {r: MARKS[_status(claim, r)] for r in releases(ledger)}
+        for _, claim in claims
+    ]
+
+
+def matrix(ledger: dict, root: Path = ROOT):
+    """The whole matrix as Markdown: one table per chapter, a mark per claim and release."""
+    from .display import Markdown, table
+
+    parts = []
+    for chapter, claims in by_chapter(ledger, root).items():
+        parts += [f"**{chapter}**", "", table(matrix_rows(ledger, claims)).data, ""]
+    return Markdown("\n".join(parts))
+
+
+def history(ledger: dict, claim: dict) -> list[tuple[str, list[str]]]:
+    """A claim's statuses as runs of consecutive releases: [(status, [releases])]."""
+    runs: list[tuple[str, list[str]]] = []
+    for release in releases(ledger):
+        status = _status(claim, release) or "not run"
+        if runs and runs[-1][0] == status:
+            runs[-1][1].append(release)
+        else:
+            runs.append((status, [release]))
+    return runs
+
+
+def _span(rels: list[str]) -> str:
+    return rels[0] if len(rels) == 1 else f"{rels[0]} to {rels[-1]}"
+
+
+def changed(ledger: dict) -> list[dict]:
+    """The claims whose status is not the same on every release, with where it changed."""
+    rows = []
+    for test, claim in ledger["claims"].items():
+        runs = history(ledger, claim)
+        if len(runs) < 2:
+            continue
+        words = [f"{status} on {_span(rels)}" for status, rels in runs[:-1]]
+        last_status, last = runs[-1]
+        words.append(f"{last_status} since {last[0]}")
+        reasons = [
+            claim["results"][r]["reason"]
+            for status, rels in runs
+            for r in rels[:1]
+            if status != "holds" and claim["results"].get(r, {}).get("reason")
+        ]
+        rows.append(
+            {
+                "claim": claim["title"],
+                "shown in": f"@{claim['section']}",
+                "history": "; ".join(words),
+                "why, where it does not hold": reasons[0] if reasons else "",
+                "test": test,
+            }
+        )
+    return rows
+
+
+def release_rows(ledger: dict) -> list[dict]:
+    """Per release: the versions installed, what its claims did, the time its run took."""
+    rows = []
+    for release in releases(ledger):
+        info = ledger["releases"][release]
+        v = info.get("versions", {})
+        counts = {
+            s: sum(_status(c, release) == s for c in ledger["claims"].values())
+            for s in STATUSES
+        }
+        rows.append(
+            {"jax": release, "jaxlib": v.get("jaxlib"), "equinox": v.get("equinox"),
+             "optax": v.get("optax"), "numpy": v.get("numpy")}
+            | counts
+            | {"run (s)": info.get("seconds"), "install (s)": info.get("install seconds")}
+        )  # fmt: skip
+    return rows
+
+
+def explorer_rows(ledger: dict) -> tuple[list[dict], list[dict]]:
+    """Per release, how many claims hold, and panels naming those that do not."""
+    rows, panels = [], []
+    for release in releases(ledger):
+        claims = ledger["claims"].values()
+        rows.append(
+            {"release": release, "claims that hold": sum(
+                _status(c, release) == "holds" for c in claims)}
+        )  # fmt: skip
+        panel = {}
+        for status in ("fails", "n/a"):
+            lines = [
+                f"{c['title']} ({c['section']})"
+                + (f": {c['results'][release]['reason']}" if status == "fails" else "")
+                for c in claims
+                if _status(c, release) == status
+            ]
+            panel[f"{status} on jax {release}"] = "\n".join(lines) or "(none)"
+        panels.append(panel)
+    return rows, panels
 
 
 # ---------------------------------------------------------------- the command
@@ -390,7 +570,9 @@ def make(args: argparse.Namespace) -> dict:
     installed = metadata.version("jax")
     print(f"collecting the claim tests (book's venv, jax {installed})", flush=True)
     claims = collect()
-    print(f"{len(claims)} claim tests in {len(set(claims.values()))} sections", flush=True)
+    print(
+        f"{len(claims)} claim tests in {len(set(claims.values()))} sections", flush=True
+    )
     old = ledger["claims"]
     ledger["claims"] = {
         test: {"section": section, "title": title(test)}
@@ -405,17 +587,26 @@ def make(args: argparse.Namespace) -> dict:
         if known and not args.force and not args.only_missing:
             todo = []
         if not todo:
-            print(f"jax {release}: in the ledger already (--force runs it again)", flush=True)
+            print(
+                f"jax {release}: in the ledger already (--force runs it again)",
+                flush=True,
+            )
             continue
         start = time.monotonic()
         if release == installed:
-            python, info = sys.executable, {"released": None, "packages as of": "the lock"}
+            python, info = (
+                sys.executable,
+                {"released": None, "packages as of": "the lock"},
+            )
             info["versions"] = _versions(python)
         else:
             info = install(release, args.cache, args.index)
             python = str(venv_python(release, args.cache))
         setup = time.monotonic() - start
-        print(f"jax {release}: {len(todo)} claim tests ({setup:.0f} s to set up)", flush=True)
+        print(
+            f"jax {release}: {len(todo)} claim tests ({setup:.0f} s to set up)",
+            flush=True,
+        )
         results, seconds = run_release(release, python, todo, args.timeout)
         for test, row in results.items():
             ledger["claims"][test]["results"][release] = row
@@ -423,13 +614,19 @@ def make(args: argparse.Namespace) -> dict:
         print(
             f"jax {release}: {seconds:.0f} s, "
             + ", ".join(f"{n} {s}" for s, n in counts.items())
-            + (f", {len(todo) - len(results)} not run" if len(results) < len(todo) else ""),
+            + (
+                f", {len(todo) - len(results)} not run"
+                if len(results) < len(todo)
+                else ""
+            ),
             flush=True,
         )
         previous = ledger["releases"].get(release, {})
         ledger["releases"][release] = info | {
             "run on": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-            "seconds": round(seconds + (previous.get("seconds", 0) if not args.force else 0)),
+            "seconds": round(
+                seconds + (previous.get("seconds", 0) if not args.force else 0)
+            ),
             "install seconds": round(setup),
         }
         ledger["made"] = {
@@ -439,6 +636,56 @@ def make(args: argparse.Namespace) -> dict:
         ledger["releases"] = dict(sorted(ledger["releases"].items(), key=_order))
         save(ledger, args.output)
     return ledger
+
+
+def canary(args: argparse.Namespace) -> list[str]:
+    """Newest JAX and jaxlib the index offers, in a scratch venv: which claims move off the lock."""
+    ledger = load(args.output)
+    lock = ledger.get("lock") or locked_jax()
+    folder = args.cache / "canary"
+    shutil.rmtree(folder, ignore_errors=True)
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", folder], check=True)
+    python = str(folder / "bin" / "python")
+    print("canary: installing the newest jax, jaxlib, equinox and optax", flush=True)
+    subprocess.run(
+        [sys.executable, "-m", "pip", "--python", python, "install", "--quiet",
+         "--index-url", args.index, "jax", "jaxlib", "equinox", "optax", *EXTRAS],
+        check=True, env=_pip_env(),
+    )  # fmt: skip
+    versions = _versions(python)
+    print(f"canary: jax {versions['jax']}, jaxlib {versions['jaxlib']}", flush=True)
+    claims = collect()
+    results, seconds = run_release(versions["jax"], python, list(claims), args.timeout)
+    moved = []
+    for test in claims:
+        before = ledger["claims"].get(test, {}).get("results", {}).get(lock)
+        now = results.get(test, {"status": "not run", "reason": ""})
+        was = before["status"] if before else "no row"
+        if was != now["status"]:
+            why = f" ({now['reason']})" if now["reason"] else ""
+            moved.append(f"  {test}: {was} on {lock}, {now['status']} on canary{why}")
+    print(
+        f"canary: jax {versions['jax']} ran {len(results)} claims in {seconds:.0f} s; "
+        + (f"{len(moved)} changed against jax {lock}:" if moved else f"none changed "
+           f"against jax {lock}."),
+        flush=True,
+    )  # fmt: skip
+    print("\n".join(moved), flush=True)
+    return moved
+
+
+def merge(ledgers: list[dict]) -> dict:
+    """One ledger from several runs: later files add releases and rows, claims come from any."""
+    out = ledgers[0]
+    for other in ledgers[1:]:
+        out["lock"] = out.get("lock") or other.get("lock")
+        out["made"] = other["made"] or out["made"]
+        out["releases"].update(other["releases"])
+        for test, claim in other["claims"].items():
+            mine = out["claims"].setdefault(test, claim | {"results": {}})
+            mine["results"].update(claim["results"])
+    out["releases"] = dict(sorted(out["releases"].items(), key=_order))
+    return out
 
 
 def _order(item) -> tuple:
@@ -470,12 +717,26 @@ def parser() -> argparse.ArgumentParser:
         "--timeout", type=float, default=1200, help="seconds per release (default 1200)"
     )
     p.add_argument("--output", type=Path, default=LEDGER, help="the ledger file")
+    p.add_argument(
+        "--merge", nargs="+", type=Path, metavar="JSON",
+        help="instead: add the releases and rows of other ledger files (parallel runs)",
+    )  # fmt: skip
+    p.add_argument(
+        "--canary", action="store_true",
+        help="instead: newest jax from the index in a scratch venv; print claims that "
+        "changed against the lock (writes nothing)",
+    )  # fmt: skip
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    make(args)
+    if args.merge:
+        save(merge([load(args.output), *map(load, args.merge)]), args.output)
+    elif args.canary:
+        canary(args)
+    else:
+        make(args)
     return 0
 
 
