@@ -20,7 +20,7 @@ FLAG_SINCE = (0, 8, 0)
 
 
 def jaxlib_knows_flag() -> bool:
-    """Whether the installed jaxlib accepts the flag (the claim ledger runs older ones)."""
+    """Whether the installed jaxlib accepts the flag (the ledger runs older ones)."""
     from importlib import metadata
 
     try:

@@ -1,10 +1,11 @@
 """The claim ledger: every claim test of the book, run on every JAX release since 0.4.
 
-A claim test carries ``@pytest.mark.claim("sec-...")``. ``python -m jitbook.ledger`` builds one
-virtual environment per JAX release (with the Equinox and optax on PyPI the day that JAX came out),
-runs only the claim tests there, and writes ``data/ledger.json``: per claim and release, *holds*,
-*fails* (with a one-line reason) or *n/a* (the API does not exist yet). The same module is the
-pytest plugin that records outcomes, in a release's run and in the book's own test session.
+A claim test carries ``@pytest.mark.claim("sec-...")``. ``python -m jitbook.ledger``
+builds one venv per JAX release (with the Equinox and optax PyPI had the day that JAX
+came out), runs only the claim tests there, and writes ``data/ledger.json``: per claim
+and release, *holds*, *fails* (with a one-line reason) or *n/a* (the API does not exist
+yet). This module is also the pytest plugin that records outcomes, in a release's run
+and in the book's own test session.
 Taught in Ledger of claims, How the ledger is made.
 """
 
@@ -30,8 +31,8 @@ CACHE = Path(
     os.environ.get("JITBOOK_LEDGER_CACHE", "~/.cache/jitbook-ledger")
 ).expanduser()
 INDEX = "https://pypi.org/simple"
-# 0.4.18 is the first jaxlib with a wheel for CPython 3.12, the book's Python; then the last
-# patch of each minor release up to the lock (the lock's own column runs in the book's venv).
+# 0.4.18 is the first jaxlib with a wheel for CPython 3.12, the book's Python; then the
+# last patch of each minor release up to the lock (its column runs in the book's venv).
 RELEASES = (
     "0.4.18",
     "0.4.30",
@@ -53,6 +54,7 @@ NEEDS = re.compile(r"needs (jax|equinox|optax|jaxlib) ?>= ?[0-9.]+", re.IGNORECA
 RECORD_ENV = (
     "JITBOOK_LEDGER_RECORD"  # file the plugin appends outcomes to, in a release's run
 )
+ONLY_ENV = "JITBOOK_LEDGER_ONLY"  # the claims to run there, as a JSON list of test ids
 _session: dict = {}  # the pytest config of the running session, for the report hook
 
 
@@ -72,7 +74,7 @@ def _claim_section(item) -> str | None:
 
 
 def one_line(text: str, width: int = 160) -> str:
-    """The first informative line of a failure or skip message, without paths or addresses."""
+    """The first informative line of a failure or skip, without paths or addresses."""
     lines = [line.strip() for line in str(text).splitlines() if line.strip()]
     errors = [line for line in lines if line.startswith("E ")]
     line = (errors[0][2:].strip() if errors else lines[-1] if lines else "").strip()
@@ -104,6 +106,13 @@ def pytest_collection_modifyitems(session, config, items):
         if (section := _claim_section(item)) is not None
     }
     config._jitbook_outcomes = {}
+    if os.environ.get(RECORD_ENV):  # a release's run: only the claims asked for
+        wanted = set(json.loads(os.environ[ONLY_ENV]))
+        keep = [item for item in items if item.nodeid in wanted]
+        config.hook.pytest_deselected(
+            items=[i for i in items if i.nodeid not in wanted]
+        )
+        items[:] = keep
 
 
 def pytest_collectreport(report):
@@ -114,7 +123,7 @@ def pytest_collectreport(report):
 
 
 def pytest_runtest_logreport(report):
-    """Record each claim test's outcome once: its call, or the phase that failed or skipped."""
+    """Record each claim test's outcome once: its call, or the phase that failed."""
     config = _session.get("config")
     claims = getattr(config, "_jitbook_claims", None)
     if claims is None or report.nodeid not in claims:
@@ -143,7 +152,7 @@ def pytest_configure(config):
 
 
 def pytest_sessionfinish(session, exitstatus):
-    """In the book's own test run: the lock's column must say what the claim tests just did."""
+    """In the book's test run: the ledger's column must say what the claims just did."""
     config = session.config
     if os.environ.get(RECORD_ENV) or not getattr(config, "_jitbook_outcomes", None):
         return
@@ -299,7 +308,7 @@ def venv_python(release: str, cache: Path = CACHE) -> Path:
 
 
 def install(release: str, cache: Path = CACHE, index: str = INDEX, log=print) -> dict:
-    """A venv with ``jax==release`` and the Equinox and optax of its day; returns versions."""
+    """A venv with ``jax==release`` and the Equinox and optax of its day."""
     folder = cache / f"jax-{release}"
     stamp = folder / "jitbook-ledger.json"
     if stamp.exists():
@@ -356,14 +365,16 @@ def _env(release: str = "") -> dict:
 def run_release(
     release: str, python: str, tests: list[str], timeout: float, log=print
 ) -> tuple[dict, float]:
-    """Run the given claim tests under ``python``; {test: row} and the seconds it took."""
+    """Run the claim tests under ``python``: {test: row} and the seconds it took."""
     start = time.monotonic()
     with _record_file() as path:
-        env = _env(release) | {RECORD_ENV: str(path)}
+        env = _env(release) | {RECORD_ENV: str(path), ONLY_ENV: json.dumps(tests)}
+        modules = sorted({test.split("::")[0] for test in tests})
         command = [
-            python, "-m", "pytest", "-q", "-p", "jitbook.ledger", "-p", "no:cacheprovider",
+            python, "-m", "pytest", "-q", "-p", "jitbook.ledger",
+            "-p", "no:cacheprovider",
             "--noconftest", "--continue-on-collection-errors", "-o", "addopts=",
-            "--rootdir", str(ROOT), "-c", str(ROOT / "pyproject.toml"), *tests,
+            "--rootdir", str(ROOT), "-c", str(ROOT / "pyproject.toml"), *modules,
         ]  # fmt: skip
         try:
             subprocess.run(
@@ -372,7 +383,8 @@ def run_release(
             )  # fmt: skip
         except subprocess.TimeoutExpired:
             log(
-                f"jax {release}: stopped after {timeout:.0f} s; unfinished claims stay missing"
+                f"jax {release}: stopped after {timeout:.0f} s; "
+                "unfinished claims stay missing"
             )
         rows = [json.loads(line) for line in path.read_text().splitlines() if line]
     results, broken = {}, {}
@@ -458,7 +470,7 @@ def matrix_rows(ledger: dict, claims: list[tuple[str, dict]]) -> list[dict]:
 
 
 def matrix(ledger: dict, root: Path = ROOT):
-    """The whole matrix as Markdown: one table per chapter, a mark per claim and release."""
+    """The matrix as Markdown: one table per chapter, a mark per claim and release."""
     from .display import Markdown, table
 
     parts = []
@@ -484,7 +496,7 @@ def _span(rels: list[str]) -> str:
 
 
 def changed(ledger: dict) -> list[dict]:
-    """The claims whose status is not the same on every release, with where it changed."""
+    """The claims whose status differs between releases, with where it changed."""
     rows = []
     for test, claim in ledger["claims"].items():
         runs = history(ledger, claim)
@@ -512,7 +524,7 @@ def changed(ledger: dict) -> list[dict]:
 
 
 def release_rows(ledger: dict) -> list[dict]:
-    """Per release: the versions installed, what its claims did, the time its run took."""
+    """Per release: versions installed, what its claims did, the time its run took."""
     rows = []
     for release in releases(ledger):
         info = ledger["releases"][release]
@@ -525,7 +537,8 @@ def release_rows(ledger: dict) -> list[dict]:
             {"jax": release, "jaxlib": v.get("jaxlib"), "equinox": v.get("equinox"),
              "optax": v.get("optax"), "numpy": v.get("numpy")}
             | counts
-            | {"run (s)": info.get("seconds"), "install (s)": info.get("install seconds")}
+            | {"run (s)": info.get("seconds"),
+               "install (s)": info.get("install seconds")}
         )  # fmt: skip
     return rows
 
@@ -608,6 +621,9 @@ def make(args: argparse.Namespace) -> dict:
             flush=True,
         )
         results, seconds = run_release(release, python, todo, args.timeout)
+        if not results:
+            print(f"jax {release}: no claim ran; see the errors above", flush=True)
+            continue
         for test, row in results.items():
             ledger["claims"][test]["results"][release] = row
         counts = {s: sum(r["status"] == s for r in results.values()) for s in STATUSES}
@@ -639,7 +655,7 @@ def make(args: argparse.Namespace) -> dict:
 
 
 def canary(args: argparse.Namespace) -> list[str]:
-    """Newest JAX and jaxlib the index offers, in a scratch venv: which claims move off the lock."""
+    """The newest JAX in a scratch venv: which claims change against the lock."""
     ledger = load(args.output)
     lock = ledger.get("lock") or locked_jax()
     folder = args.cache / "canary"
@@ -675,7 +691,7 @@ def canary(args: argparse.Namespace) -> list[str]:
 
 
 def merge(ledgers: list[dict]) -> dict:
-    """One ledger from several runs: later files add releases and rows, claims come from any."""
+    """One ledger from several runs: later files add releases and rows."""
     out = ledgers[0]
     for other in ledgers[1:]:
         out["lock"] = out.get("lock") or other.get("lock")
@@ -695,7 +711,8 @@ def _order(item) -> tuple:
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m jitbook.ledger",
-        description="Run the book's claim tests on every JAX release; write data/ledger.json.",
+        description="Run the book's claim tests on every JAX release; "
+        "write data/ledger.json.",
     )
     p.add_argument(
         "--releases", nargs="+", metavar="X.Y.Z",
@@ -710,7 +727,8 @@ def parser() -> argparse.ArgumentParser:
     )  # fmt: skip
     p.add_argument(
         "--cache", type=Path, default=CACHE,
-        help=f"where the per-release venvs live (default {CACHE}; env JITBOOK_LEDGER_CACHE)",
+        help=f"where the per-release venvs live (default {CACHE}; "
+        "env JITBOOK_LEDGER_CACHE)",
     )  # fmt: skip
     p.add_argument("--index", default=INDEX, help=f"package index (default {INDEX})")
     p.add_argument(
