@@ -16,7 +16,7 @@ XLA_FLAG = "--xla_cpu_experimental_ynn_fusion_type=-reduce"
 
 # XLA aborts on a flag it does not know; an older jaxlib has no YNN fusion
 # and no such flag (the claim ledger runs those).
-FLAG_SINCE = (0, 8, 0)
+FLAG_SINCE = (0, 8, 3)  # the oldest checked that knows it (0.7.2 does not)
 
 
 def jaxlib_knows_flag() -> bool:

@@ -475,7 +475,7 @@ def matrix(ledger: dict, root: Path = ROOT):
 
     parts = []
     for chapter, claims in by_chapter(ledger, root).items():
-        parts += [f"**{chapter}**", "", table(matrix_rows(ledger, claims)).data, ""]
+        parts += [f"**{chapter}**", "", table(matrix_rows(ledger, claims)).text, ""]
     return Markdown("\n".join(parts))
 
 
@@ -563,6 +563,26 @@ def explorer_rows(ledger: dict) -> tuple[list[dict], list[dict]]:
             panel[f"{status} on jax {release}"] = "\n".join(lines) or "(none)"
         panels.append(panel)
     return rows, panels
+
+
+def executed_on():
+    """The JAX that executed the page, read in its kernel: a line under the set-up cell."""
+    import jax
+
+    from .display import Markdown
+
+    def version(dist: str) -> str:
+        try:
+            return metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            return "not installed"
+
+    return Markdown(
+        f"*This page was executed with JAX {jax.__version__} (jaxlib "
+        f"{version('jaxlib')}), Equinox {version('equinox')} and optax "
+        f"{version('optax')}; @sec-ledger says which of its claims hold on "
+        "other releases.*"
+    )
 
 
 # ---------------------------------------------------------------- the command
