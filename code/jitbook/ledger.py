@@ -83,6 +83,27 @@ def one_line(text: str, width: int = 160) -> str:
     return line if len(line) <= width else line[: width - 3] + "..."
 
 
+# A failure on an API this release does not have yet: the claim does not apply here.
+MISSING_API = re.compile(
+    r"^(AttributeError|ImportError|ModuleNotFoundError): ("
+    r"module '(jax|jaxlib|equinox|optax)[\w.]*' has no attribute"
+    r"|cannot import name .* from '(jax|jaxlib|equinox|optax)"
+    r"|No module named '(jax|jaxlib|equinox|optax)"
+    r"|'(Config|PjitFunction|Lowered|Compiled|ClosedJaxpr|Jaxpr|ArrayImpl|Traced)\w*' "
+    r"object has no attribute)"
+)
+
+
+def classify(row: dict) -> dict:
+    """A failure on an attribute or import that JAX, Equinox or optax lacks is n/a."""
+    if row["status"] == "fails" and MISSING_API.match(row["reason"]):
+        return row | {
+            "status": "n/a",
+            "reason": f"not in this release: {row['reason']}",
+        }
+    return row
+
+
 def outcome(report) -> dict:
     """holds / fails / n/a for one test's report, with a one-line reason."""
     if report.skipped:
@@ -94,7 +115,7 @@ def outcome(report) -> dict:
         reason = str(reason).removeprefix("Skipped: ")
         return {"status": "n/a", "reason": one_line(reason)}
     if report.failed:
-        return {"status": "fails", "reason": one_line(report.longreprtext)}
+        return classify({"status": "fails", "reason": one_line(report.longreprtext)})
     return {"status": "holds", "reason": ""}
 
 
@@ -374,6 +395,7 @@ def run_release(
             python, "-m", "pytest", "-q", "-p", "jitbook.ledger",
             "-p", "no:cacheprovider",
             "--noconftest", "--continue-on-collection-errors", "-o", "addopts=",
+            "-W", "ignore::DeprecationWarning", "-W", "ignore::FutureWarning",
             "--rootdir", str(ROOT), "-c", str(ROOT / "pyproject.toml"), *modules,
         ]  # fmt: skip
         try:
@@ -523,6 +545,16 @@ def changed(ledger: dict) -> list[dict]:
     return rows
 
 
+def changes_table(ledger: dict):
+    """The changed claims as a table, or a sentence when none changed."""
+    from .display import Markdown, table
+
+    rows = [{k: v for k, v in row.items() if k != "test"} for row in changed(ledger)]
+    if not rows:
+        return Markdown("No claim changed between the releases of the ledger.")
+    return table(rows)
+
+
 def release_rows(ledger: dict) -> list[dict]:
     """Per release: versions installed, what its claims did, the time its run took."""
     rows = []
@@ -566,7 +598,7 @@ def explorer_rows(ledger: dict) -> tuple[list[dict], list[dict]]:
 
 
 def executed_on():
-    """The JAX that executed the page, read in its kernel: a line under the set-up cell."""
+    """The JAX that executed the page, read in its kernel: a line under its set-up."""
     import jax
 
     from .display import Markdown
@@ -719,7 +751,9 @@ def merge(ledgers: list[dict]) -> dict:
         out["releases"].update(other["releases"])
         for test, claim in other["claims"].items():
             mine = out["claims"].setdefault(test, claim | {"results": {}})
-            mine["results"].update(claim["results"])
+            mine["results"].update(
+                {r: classify(row) for r, row in claim["results"].items()}
+            )
     out["releases"] = dict(sorted(out["releases"].items(), key=_order))
     return out
 
