@@ -185,6 +185,7 @@ def pytest_sessionfinish(session, exitstatus):
             + problems
         )
         if reporter:
+            reporter.ensure_newline()
             reporter.write_line(text, red=True)
         session.exitstatus = 1
 
@@ -414,6 +415,7 @@ def run_release(
         if "module" in row:
             broken[row["module"]] = row["error"]
         else:
+            row.pop("section", None)
             results[row.pop("test")] = row
     for test in tests:
         module = test.split("::")[0]
