@@ -75,6 +75,14 @@ class CompileLog:
         )
 
 
+def _unregister(name: str) -> Callable:
+    """``jax.monitoring.unregister_*``; before JAX 0.8 only a private form existed."""
+    from jax._src import monitoring  # the fallback the claim ledger needs on old JAX
+
+    public = getattr(jax.monitoring, f"unregister_{name}", None)
+    return public or getattr(monitoring, f"_unregister_{name}_by_callback")
+
+
 @contextlib.contextmanager
 def count_compiles() -> Iterator[CompileLog]:
     """Count traces, lowerings and XLA compiles in the block: ``with count_compiles() as log: ...``."""
@@ -84,8 +92,8 @@ def count_compiles() -> Iterator[CompileLog]:
     try:
         yield log
     finally:
-        jax.monitoring.unregister_event_duration_listener(log._on_duration)
-        jax.monitoring.unregister_event_listener(log._on_event)
+        _unregister("event_duration_listener")(log._on_duration)
+        _unregister("event_listener")(log._on_event)
 
 
 class _Records(logging.Handler):
