@@ -79,7 +79,7 @@ def one_line(text: str, width: int = 160) -> str:
     errors = [line for line in lines if line.startswith("E ")]
     line = (errors[0][2:].strip() if errors else lines[-1] if lines else "").strip()
     line = re.sub(r"0x[0-9a-f]{6,}", "0x...", line)
-    line = re.sub(r"(/[\w.+-]+)+/([\w.+-]+\.py)", r"\2", line)
+    line = re.sub(r"(/[\w.+-]+)+/([\w.+-]+)", r"\2", line)  # a path: its last part
     return line if len(line) <= width else line[: width - 3] + "..."
 
 
@@ -494,13 +494,16 @@ def matrix_rows(ledger: dict, claims: list[tuple[str, dict]]) -> list[dict]:
 
 
 def matrix(ledger: dict, root: Path = ROOT):
-    """The matrix as Markdown: one table per chapter, a mark per claim and release."""
-    from .display import Markdown, table
+    """The matrix: a row per claim, grouped by chapter, a mark per release."""
+    from .display import table
 
-    parts = []
+    rows = []
     for chapter, claims in by_chapter(ledger, root).items():
-        parts += [f"**{chapter}**", "", table(matrix_rows(ledger, claims)).text, ""]
-    return Markdown("\n".join(parts))
+        group = matrix_rows(ledger, claims)
+        rows += [
+            {"chapter": chapter if i == 0 else ""} | r for i, r in enumerate(group)
+        ]
+    return table(rows)
 
 
 def history(ledger: dict, claim: dict) -> list[tuple[str, list[str]]]:
@@ -754,7 +757,10 @@ def merge(ledgers: list[dict]) -> dict:
         for test, claim in other["claims"].items():
             mine = out["claims"].setdefault(test, claim | {"results": {}})
             mine["results"].update(
-                {r: classify(row) for r, row in claim["results"].items()}
+                {
+                    r: classify(row | {"reason": one_line(row["reason"])})
+                    for r, row in claim["results"].items()
+                }
             )
     out["releases"] = dict(sorted(out["releases"].items(), key=_order))
     return out
