@@ -76,7 +76,7 @@ class CompileLog:
 
 
 def _unregister(name: str) -> Callable:
-    """``jax.monitoring.unregister_*``; before JAX 0.8 only a private form existed."""
+    """``jax.monitoring.unregister_*``; JAX 0.7.2 and older have only a private form."""
     from jax._src import monitoring  # the fallback the claim ledger needs on old JAX
 
     public = getattr(jax.monitoring, f"unregister_{name}", None)

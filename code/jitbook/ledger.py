@@ -6,7 +6,7 @@ came out), runs only the claim tests there, and writes ``data/ledger.json``: per
 and release, *holds*, *fails* (with a one-line reason) or *n/a* (the API does not exist
 yet). This module is also the pytest plugin that records outcomes, in a release's run
 and in the book's own test session.
-Taught in Ledger of claims, How the ledger is made.
+Taught in Ledger of claims: every claim on every release, How the ledger is made.
 """
 
 from __future__ import annotations
