@@ -52,6 +52,11 @@ class CompileLog:
                 f"count_for takes a function name as a string, got {type(name).__name__}; "
                 f"pass f.__name__ for a function f."
             )
+        if self.compiles and all(n == "?" for n in self.compiles):
+            raise RuntimeError(  # JAX 0.5.3 and older send no fun_name with the event
+                "count_for needs a newer JAX: this one's compile events name no "
+                "function, so compiles cannot be told apart by name; read .count."
+            )
         return sum(_plain_name(n) == name for n in self.compiles)
 
     def _on_duration(self, event: str, duration: float, **kwargs) -> None:

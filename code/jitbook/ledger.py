@@ -50,7 +50,10 @@ EXTRAS = (
     "threadpoolctl",
 )  # what the claim tests import beside JAX and the book
 STATUSES = ("holds", "fails", "n/a")
-NEEDS = re.compile(r"needs (jax|equinox|optax|jaxlib) ?>= ?[0-9.]+", re.IGNORECASE)
+NEEDS = re.compile(
+    r"needs (a newer (jax|equinox|optax)|(jax|equinox|optax|jaxlib) ?>= ?[0-9.]+)",
+    re.IGNORECASE,
+)
 RECORD_ENV = (
     "JITBOOK_LEDGER_RECORD"  # file the plugin appends outcomes to, in a release's run
 )
@@ -95,8 +98,9 @@ MISSING_API = re.compile(
 
 
 def classify(row: dict) -> dict:
-    """A failure on an attribute or import that JAX, Equinox or optax lacks is n/a."""
-    if row["status"] == "fails" and MISSING_API.match(row["reason"]):
+    """A failure on an API that JAX, Equinox or optax lacks or says it needs: n/a."""
+    reason = row["reason"]
+    if row["status"] == "fails" and (MISSING_API.match(reason) or NEEDS.search(reason)):
         return row | {
             "status": "n/a",
             "reason": f"not in this release: {row['reason']}",
