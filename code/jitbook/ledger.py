@@ -536,12 +536,11 @@ def changed(ledger: dict) -> list[dict]:
         words = [f"{status} on {_span(rels)}" for status, rels in runs[:-1]]
         last_status, last = runs[-1]
         words.append(f"{last_status} since {last[0]}")
-        reasons = [
-            claim["results"][r]["reason"]
+        reasons = [  # the latest release where it did not hold says most
+            claim["results"][rels[-1]]["reason"]
             for status, rels in runs
-            for r in rels[:1]
-            if status != "holds" and claim["results"].get(r, {}).get("reason")
-        ]
+            if status != "holds" and claim["results"].get(rels[-1], {}).get("reason")
+        ][-1:]
         rows.append(
             {
                 "claim": claim["title"],
@@ -549,8 +548,10 @@ def changed(ledger: dict) -> list[dict]:
                 "history": "; ".join(words),
                 "why, where it does not hold": reasons[0] if reasons else "",
                 "test": test,
+                "last change": last[0],
             }
         )
+    rows.sort(key=lambda row: _order((row["last change"], None)), reverse=True)
     return rows
 
 
@@ -558,7 +559,8 @@ def changes_table(ledger: dict):
     """The changed claims as a table, or a sentence when none changed."""
     from .display import Markdown, table
 
-    rows = [{k: v for k, v in row.items() if k != "test"} for row in changed(ledger)]
+    hidden = ("test", "last change")
+    rows = [{k: v for k, v in r.items() if k not in hidden} for r in changed(ledger)]
     if not rows:
         return Markdown("No claim changed between the releases of the ledger.")
     return table(rows)
@@ -604,26 +606,6 @@ def explorer_rows(ledger: dict) -> tuple[list[dict], list[dict]]:
             panel[f"{status} on jax {release}"] = "\n".join(lines) or "(none)"
         panels.append(panel)
     return rows, panels
-
-
-def executed_on():
-    """The JAX that executed the page, read in its kernel: a line under its set-up."""
-    import jax
-
-    from .display import Markdown
-
-    def version(dist: str) -> str:
-        try:
-            return metadata.version(dist)
-        except metadata.PackageNotFoundError:
-            return "not installed"
-
-    return Markdown(
-        f"*This page was executed with JAX {jax.__version__} (jaxlib "
-        f"{version('jaxlib')}), Equinox {version('equinox')} and optax "
-        f"{version('optax')}; @sec-ledger says which of its claims hold on "
-        "other releases.*"
-    )
 
 
 # ---------------------------------------------------------------- the command
