@@ -82,7 +82,8 @@ def probe_in_fresh_process(guarded: bool) -> dict:
 
     env = dict(os.environ)
     flags = [f for f in env.get("XLA_FLAGS", "").split() if f != XLA_FLAG]
-    env["XLA_FLAGS"] = " ".join(flags + ([XLA_FLAG] if guarded else []))
+    guard = [XLA_FLAG] if guarded and jaxlib_knows_flag() else []  # as import jitbook
+    env["XLA_FLAGS"] = " ".join(flags + guard)
     # The probe's own source, not an import: importing jitbook would set the flag we are testing without.
     code = (
         f"import json, os\nXLA_FLAG = {XLA_FLAG!r}\nPROBE_SHAPE = {PROBE_SHAPE!r}\n{inspect.getsource(miscompile_probe)}\n"
