@@ -339,6 +339,7 @@ def install(release: str, cache: Path = CACHE, index: str = INDEX, log=print) ->
     stamp = folder / "jitbook-ledger.json"
     if stamp.exists():
         return json.loads(stamp.read_text())
+    start = time.monotonic()
     day = released("jax", release)
     cutoff = (datetime.date.fromisoformat(day) + datetime.timedelta(days=1)).isoformat()
     shutil.rmtree(folder, ignore_errors=True)
@@ -353,6 +354,7 @@ def install(release: str, cache: Path = CACHE, index: str = INDEX, log=print) ->
     )  # fmt: skip
     versions = _versions(str(folder / "bin" / "python"))
     info = {"released": day, "packages as of": cutoff, "versions": versions}
+    info["install seconds"] = round(time.monotonic() - start)
     stamp.write_text(json.dumps(info))
     return info
 
@@ -686,7 +688,7 @@ def make(args: argparse.Namespace) -> dict:
             "seconds": round(
                 seconds + (previous.get("seconds", 0) if not args.force else 0)
             ),
-            "install seconds": round(setup),
+            "install seconds": info.get("install seconds", round(setup)),
         }
         ledger["made"] = {
             "date": datetime.date.today().isoformat(),
