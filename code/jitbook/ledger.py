@@ -605,7 +605,8 @@ def explorer_rows(ledger: dict) -> tuple[list[dict], list[dict]]:
                 for c in claims
                 if _status(c, release) == status
             ]
-            panel[f"{status} on jax {release}"] = "\n".join(lines) or "(none)"
+            title = "fails here" if status == "fails" else "not applicable here"
+            panel[title] = "\n".join(lines) or "(none)"
         panels.append(panel)
     return rows, panels
 
