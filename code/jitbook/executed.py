@@ -18,9 +18,9 @@ def executed_on():
         except metadata.PackageNotFoundError:
             return "not installed"
 
-    return Markdown(
+    return Markdown(  # short lines: the output column, even once the reference is words
         f"*This page was executed with JAX {jax.__version__} (jaxlib "
-        f"{version('jaxlib')}), Equinox {version('equinox')} and optax "
-        f"{version('optax')}; @sec-ledger says which of its claims hold on "
-        "other releases.*"
+        f"{version('jaxlib')}),\nEquinox {version('equinox')} and optax "
+        f"{version('optax')}. Which of its claims hold on other releases:\n"
+        "@sec-ledger.*"
     )
