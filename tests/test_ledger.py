@@ -101,7 +101,7 @@ def test_history_says_since_which_release_a_claim_changed():
     assert ledger.releases(book) == ["0.4.38", "0.5.3", "0.10.2"]  # by number, not text
     (row,) = ledger.changed(book)
     assert row["history"] == "n/a on 0.4.38; fails on 0.5.3; holds since 0.10.2"
-    assert row["why, where it does not hold"] == "AssertionError"  # the latest that did not hold
+    assert row["why, where it does not hold"] == "`AssertionError`"  # the latest that did not hold
     assert ledger.matrix_rows(book, list(book["claims"].items()))[0]["0.5.3"] == "✗"
 
 

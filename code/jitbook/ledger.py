@@ -548,7 +548,7 @@ def changed(ledger: dict) -> list[dict]:
                 "claim": claim["title"],
                 "shown in": f"@{claim['section']}",
                 "history": "; ".join(words),
-                "why, where it does not hold": reasons[0] if reasons else "",
+                "why, where it does not hold": _code(reasons[0]) if reasons else "",
                 "test": test,
                 "last change": last[0],
             }
@@ -566,6 +566,11 @@ def changes_table(ledger: dict):
     if not rows:
         return Markdown("No claim changed between the releases of the ledger.")
     return table(rows)
+
+
+def _code(text: str) -> str:
+    """A reason as a code span: flags, stars and underscores stay as written."""
+    return "`" + text.replace("`", "'") + "`"
 
 
 def release_rows(ledger: dict) -> list[dict]:
