@@ -652,7 +652,7 @@ def make(args: argparse.Namespace) -> dict:
             todo = []
         if not todo:
             print(
-                f"jax {release}: in the ledger already (--force runs it again)",
+                f"jax {release}: nothing to run (--force runs it again)",
                 flush=True,
             )
             continue
