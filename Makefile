@@ -68,3 +68,13 @@ grade: setup
 
 clean:
 	rm -rf _build _book .quarto *.quarto_ipynb* chapters/*.quarto_ipynb*
+
+# The claim ledger (the "Ledger of claims" appendix): every claim test on every JAX release since 0.4.18,
+# one venv per release under ~/.cache/jitbook-ledger; resumable. Options: LEDGER_ARGS="--only-missing".
+.PHONY: ledger canary
+ledger: setup
+	$(PY) -m jitbook.ledger $(LEDGER_ARGS)
+
+# The newest JAX and jaxlib the index offers, in a scratch venv: which claims change against the lock.
+canary: setup
+	$(PY) -m jitbook.ledger --canary

@@ -4,6 +4,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from jitbook import guard
 
 
@@ -11,11 +13,13 @@ def test_import_jitbook_sets_the_flag():
     assert guard.XLA_FLAG in os.environ["XLA_FLAGS"].split()
 
 
+@pytest.mark.claim("sec-miscompile")
 def test_the_guard_gives_the_right_sum():
     result = guard.probe_in_fresh_process(guarded=True)
     assert result["relative error"] < 1e-5
 
 
+@pytest.mark.claim("sec-miscompile")
 def test_without_the_guard_jax_still_miscompiles():
     """If this fails, the installed JAX computes the sum right without the flag: the guard may go."""
     result = guard.probe_in_fresh_process(guarded=False)

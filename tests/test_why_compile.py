@@ -11,6 +11,7 @@ from jitbook import count_compiles, programs, why_compile
 from jitbook.exercises import check
 
 
+@pytest.mark.claim("sec-why-compile")
 def test_jit_gives_the_op_by_op_result():
     x = jax.random.normal(jax.random.key(0), (50, 20))
     y = why_compile.standardize_softplus(x)
@@ -21,6 +22,7 @@ def test_jit_gives_the_op_by_op_result():
     np.testing.assert_allclose(y, ref, atol=1e-4)
 
 
+@pytest.mark.claim("sec-why-compile")
 def test_dispatch_returns_before_the_result_is_ready():
     product = why_compile.heavy_matmul(1500)
     assert not product.is_ready()
@@ -28,6 +30,7 @@ def test_dispatch_returns_before_the_result_is_ready():
     assert product.is_ready()
 
 
+@pytest.mark.claim("sec-why-compile")
 def test_block_until_ready_waits_for_every_array_in_a_tree():
     tree = (why_compile.heavy_matmul(1500), {"b": why_compile.heavy_matmul(1500)})
     assert not all(leaf.is_ready() for leaf in jax.tree_util.tree_leaves(tree))
@@ -36,6 +39,7 @@ def test_block_until_ready_waits_for_every_array_in_a_tree():
     assert all(leaf.is_ready() for leaf in jax.tree_util.tree_leaves(tree))
 
 
+@pytest.mark.claim("sec-why-compile")
 def test_the_cache_key_holds_the_function_so_a_new_wrapper_finds_it():
     def local(x):
         return x * 5.0
@@ -53,6 +57,7 @@ def test_a_new_wrapper_per_call_misses_the_fast_path():
     assert rebuilt.median > 2 * reused.median  # about 8x on the book's machine; 2x leaves room for noise
 
 
+@pytest.mark.claim("sec-why-compile")
 def test_eager_mode_compiles_each_primitive_once_per_shape():
     x = jnp.zeros((3, 11))
     with count_compiles() as first:
@@ -128,6 +133,7 @@ def test_break_even_wrong_answers():
     assert "never pays: return math.inf" in no_inf.message
 
 
+@pytest.mark.claim("sec-why-compile")
 def test_jit_can_change_a_result_by_more_than_rounding():
     x = jnp.float32(why_compile.HUGE)
     assert float(why_compile.divide_by_huge(x)) == 1.0

@@ -21,5 +21,6 @@ from .display import versions as versions  # noqa: E402
 from .errors import error_line as error_line  # noqa: E402
 from .errors import error_of as error_of  # noqa: E402
 from .errors import raised as raised  # noqa: E402
+from .executed import executed_on as executed_on  # noqa: E402
 from .size import is_small as is_small  # noqa: E402
 from .size import pick as pick  # noqa: E402

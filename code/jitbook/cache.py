@@ -56,6 +56,11 @@ class CompileLog:
                 "count_for takes a function name as a string, got "
                 f"{type(name).__name__}; pass f.__name__ for a function f."
             )
+        if self.compiles and all(n == "?" for n in self.compiles):
+            raise RuntimeError(  # JAX 0.5.3 and older send no fun_name with the event
+                "count_for needs a newer JAX: this one's compile events name no "
+                "function, so compiles cannot be told apart by name; read .count."
+            )
         return sum(_plain_name(n) == name for n in self.compiles)
 
     def _on_duration(self, event: str, duration: float, **kwargs) -> None:
@@ -79,6 +84,14 @@ class CompileLog:
         )
 
 
+def _unregister(name: str) -> Callable:
+    """``jax.monitoring.unregister_*``; JAX 0.7.2 and older have only a private form."""
+    from jax._src import monitoring  # the fallback the claim ledger needs on old JAX
+
+    public = getattr(jax.monitoring, f"unregister_{name}", None)
+    return public or getattr(monitoring, f"_unregister_{name}_by_callback")
+
+
 @contextlib.contextmanager
 def count_compiles() -> Iterator[CompileLog]:
     """Count traces, lowerings and XLA compiles in the block:
@@ -89,8 +102,8 @@ def count_compiles() -> Iterator[CompileLog]:
     try:
         yield log
     finally:
-        jax.monitoring.unregister_event_duration_listener(log._on_duration)
-        jax.monitoring.unregister_event_listener(log._on_event)
+        _unregister("event_duration_listener")(log._on_duration)
+        _unregister("event_listener")(log._on_event)
 
 
 @dataclasses.dataclass

@@ -14,8 +14,26 @@ import warnings
 XLA_FLAG = "--xla_cpu_experimental_ynn_fusion_type=-reduce"
 
 
+# XLA aborts on a flag it does not know; an older jaxlib has no YNN fusion
+# and no such flag (the claim ledger runs those).
+FLAG_SINCE = (0, 8, 3)  # the oldest checked that knows it (0.7.2 does not)
+
+
+def jaxlib_knows_flag() -> bool:
+    """Whether the installed jaxlib accepts the flag (the ledger runs older ones)."""
+    from importlib import metadata
+
+    try:
+        version = metadata.version("jaxlib")
+    except metadata.PackageNotFoundError:
+        return True
+    return tuple(int(p) for p in version.split(".")[:3] if p.isdigit()) >= FLAG_SINCE
+
+
 def apply_cpu_guard() -> bool:
     """Add the flag to ``XLA_FLAGS``; return whether it can still take effect."""
+    if not jaxlib_knows_flag():
+        return False
     flags = os.environ.get("XLA_FLAGS", "")
     if XLA_FLAG not in flags.split():
         os.environ["XLA_FLAGS"] = f"{flags} {XLA_FLAG}".strip()
@@ -64,7 +82,8 @@ def probe_in_fresh_process(guarded: bool) -> dict:
 
     env = dict(os.environ)
     flags = [f for f in env.get("XLA_FLAGS", "").split() if f != XLA_FLAG]
-    env["XLA_FLAGS"] = " ".join(flags + ([XLA_FLAG] if guarded else []))
+    guard = [XLA_FLAG] if guarded and jaxlib_knows_flag() else []  # as import jitbook
+    env["XLA_FLAGS"] = " ".join(flags + guard)
     # The probe's own source, not an import: importing jitbook would set the flag we are testing without.
     code = (
         f"import json, os\nXLA_FLAG = {XLA_FLAG!r}\nPROBE_SHAPE = {PROBE_SHAPE!r}\n{inspect.getsource(miscompile_probe)}\n"
