@@ -48,9 +48,11 @@ function Pandoc(doc)
   local blocks = {}
   if is_chapter then
     local stem = pandoc.path.split_extension(pandoc.path.filename(input))
+    -- `data-noresolveinput`: Quarto resolves every page link against the project's inputs and would warn
+    -- that this notebook, which the post-render step writes afterwards, does not exist yet.
     local link = pandoc.Link({pandoc.Str("Download this chapter as a Jupyter notebook")},
                              "../notebooks/" .. stem .. ".ipynb", "",
-                             pandoc.Attr("", {}, {download = stem .. ".ipynb"}))
+                             pandoc.Attr("", {}, {download = stem .. ".ipynb", ["data-noresolveinput"] = "1"}))
     table.insert(blocks, pandoc.Div({pandoc.Para({link})}, pandoc.Attr("", {"notebook-link"})))
   end
   if small() then

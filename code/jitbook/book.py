@@ -61,6 +61,40 @@ def chapter_files(root: Path = ROOT) -> list[Path]:
     return [root / p for p in paths]
 
 
+def chapter_label(qmd: Path) -> str | None:
+    """The cross-reference id of a page's title, ``sec-tracing`` for ``# Tracing {#sec-tracing}``."""
+    heading = re.search(r"^# .*\{#(sec-[\w-]+)[^}]*\}\s*$", Path(qmd).read_text(), re.M)
+    return heading.group(1) if heading else None
+
+
+def contents(summaries: dict[str, str], root: Path = ROOT) -> str:
+    """The preface's list of what the book holds, one item per part of ``_quarto.yml``, in order.
+
+    ``summaries`` maps a page's label to what it does (``"sec-tracing": "follows ..."``); a page
+    without one is listed by its title, so a chapter added to ``_quarto.yml`` is never left out.
+    """
+    book = book_config(root)["book"]
+    parts = [
+        (entry["part"], entry.get("chapters", []))
+        for entry in book.get("chapters", [])
+        if isinstance(entry, dict)
+    ]
+    if book.get("appendices"):
+        parts.append(("Appendices", book["appendices"]))
+    items = []
+    for part, pages in parts:
+        said = []
+        for page in pages:
+            label = chapter_label(root / page)
+            if label is None:
+                continue
+            summary = summaries.get(label)
+            title = chapter_titles(root).get(Path(page).stem, "")
+            said.append(f"@{label} {summary}" if summary else f"@{label}, *{title}*")
+        items.append(f"- **{part}.** " + "; ".join(said) + ".")
+    return "\n".join(items)
+
+
 def _split_front_matter(text: str) -> tuple[dict, list[str], int]:
     lines = text.splitlines()
     if lines and lines[0].strip() == "---":
@@ -240,6 +274,9 @@ HEADING_LABEL = re.compile(r"^#+\s+(.+?)\s*\{#((?:sec|exr)-[\w-]+)[^}]*\}\s*$", 
 HEADING_ATTRIBUTES = re.compile(
     r"^(#+ .*?)\s*\{[#.][^}]*\}[ \t]*$", re.M
 )  # `{#sec-x}`, `{.unnumbered}`
+QUARTO_FENCE = re.compile(
+    r"^:::+[^\n]*(?:\n|$)", re.M
+)  # `::: {#exr-x}` and its closing `:::`
 KINDS = {
     "sec": "section",
     "exr": "exercise",
@@ -301,6 +338,50 @@ def _inline_values(cell) -> str:
     return INLINE.sub(value, cell.source)
 
 
+def _without_options(source: str) -> str:
+    """Code without its leading ``#|`` lines: Quarto's cell options read as noise in Jupyter."""
+    lines = source.splitlines()
+    start = next((i for i, line in enumerate(lines) if not line.startswith("#|")), 0)
+    return "\n".join(lines[start:])
+
+
+def _without_plotly_js(out) -> None:
+    """An explorer's HTML without plotly.js: JupyterLab draws the figure from Plotly's own MIME type
+    (the ``jupyterlab-plotly`` extension bundles plotly.js), so the 4.8 MB copy is dead weight."""
+    html = out.get("data", {}).get("text/html")
+    if html is None:
+        return
+    text = "".join(html) if isinstance(html, list) else html
+    inline = f"<script>{_plotly_js()}</script>"
+    if inline in text:
+        out["data"]["text/html"] = text.replace(inline, "")
+
+
+def _reader_metadata(metadata: dict) -> dict:
+    """Notebook metadata a reader can use: the kernel's name and language, no build machine's paths."""
+    kernel = metadata.get("kernelspec", {})
+    kept = {
+        "kernelspec": {
+            "name": "python3",
+            "display_name": kernel.get("display_name", "Python 3"),
+            "language": "python",
+        },
+        "language_info": {"name": "python"},
+    }
+    version = metadata.get("language_info", {}).get("version")
+    if version:
+        kept["language_info"]["version"] = version
+    if "jitbook" in metadata:
+        kept["jitbook"] = metadata["jitbook"]
+    return kept
+
+
+def _plotly_js() -> str:
+    from .explore import plotly_js
+
+    return plotly_js()
+
+
 def reader_notebook(
     nb: nbformat.NotebookNode, titles: dict[str, str] | None = None
 ) -> nbformat.NotebookNode:
@@ -313,9 +394,14 @@ def reader_notebook(
                 if cell.metadata.get("user_expressions")
                 else cell.source
             )
-            source = HEADING_ATTRIBUTES.sub(r"\1", source)
+            source = QUARTO_FENCE.sub("", HEADING_ATTRIBUTES.sub(r"\1", source))
             cell.source = REF.sub(lambda m: words_for(m.group(1), titles), source)
             cell.metadata.pop("user_expressions", None)
+        elif cell.cell_type == "code":
+            cell.source = _without_options(cell.source)
+            for out in cell.get("outputs", []):
+                _without_plotly_js(out)
+    nb.metadata = _reader_metadata(nb.metadata)
     if size.is_small() and not any(SMALL_NOTE in c.source for c in nb.cells):
         nb.cells.insert(
             1 if nb.cells and nb.cells[0].cell_type == "markdown" else 0,
@@ -384,6 +470,26 @@ def offline_html(html: str) -> str:
     return JQUERY_SHIM.sub("", REMOTE_TAG.sub("", html))
 
 
+PLOTLY_LIB = "site_libs/plotly/plotly.min.js"
+
+
+def shared_plotly(html: str, page: Path, site: Path) -> str:
+    """A page whose explorers point at the site's one copy of plotly.js instead of embedding it.
+
+    The browser caches ``site_libs/plotly/plotly.min.js`` once for every page; the copy is written
+    the first time a page needs it. ``page`` is the page's path inside ``site``.
+    """
+    inline = f"<script>{_plotly_js()}</script>"
+    if inline not in html:
+        return html
+    lib = site / PLOTLY_LIB
+    if not lib.exists():
+        lib.parent.mkdir(parents=True, exist_ok=True)
+        lib.write_text(_plotly_js(), encoding="utf-8")
+    up = "../" * (len(Path(page).parts) - 1)
+    return html.replace(inline, f'<script src="{up}{PLOTLY_LIB}"></script>')
+
+
 def chapter_pages(root: Path = ROOT) -> list[Path]:
     """The pages under ``chapters/``: each links to its notebook (filters/notebook-link.lua)."""
     return [p for p in chapter_files(root) if p.parent.name == "chapters"]
@@ -414,8 +520,9 @@ def build_site(site: Path, root: Path = ROOT) -> list[Path]:
         )
     for page in site.rglob("*.html"):
         text = page.read_text()
-        if offline_html(text) != text:
-            page.write_text(offline_html(text))
+        light = shared_plotly(offline_html(text), page.relative_to(site), site)
+        if light != text:
+            page.write_text(light)
     titles, written, missing = label_titles(root), [], []
     target = site / "notebooks"
     target.mkdir(exist_ok=True)
@@ -452,6 +559,52 @@ def build_site(site: Path, root: Path = ROOT) -> list[Path]:
     return written
 
 
+# ---- docstring back-links: one form, for readers ---------------------------------------------------------
+
+# Every form the package's docstrings used: `Taught in "Tracing", "Explore it" (sec-tracing-explore).`,
+# `Taught in recompilation.qmd, "Static arguments".`, `Defined in chapter "X", section "Y".`
+OLD_BACKLINK = re.compile(
+    r"""(?:Taught|Defined) in (?:chapter )?(?:"(?P<chapter>[^"]+)"|(?P<stem>[\w-]+)\.qmd),"""
+    r"""(?P<gap>\s+)(?:section )?"(?P<section>[^"]+)"(?:\s*\(sec-[\w-]+\))?\.?"""
+)
+BACKLINK = re.compile(
+    r"Taught in (?P<chapter>[^,\n]+(?:,[^,\n]+)*?), (?P<section>[^.\n]+)\."
+)
+
+
+def chapter_titles(root: Path = ROOT) -> dict[str, str]:
+    """Each chapter's file stem and the title of its page, cross-reference id left out."""
+    titles = {}
+    for qmd in chapter_pages(root):
+        heading = re.search(r"^# (.+?)\s*(?:\{[^}]*\})?\s*$", qmd.read_text(), re.M)
+        if heading:
+            titles[qmd.stem] = heading.group(1)
+    return titles
+
+
+def reader_backlinks(text: str, titles: dict[str, str]) -> str:
+    """``text`` with every old-style back-link rewritten as ``Taught in Chapter, Section.``"""
+
+    def new(match: re.Match) -> str:
+        chapter = match["chapter"] or titles.get(match["stem"], match["stem"])
+        chapter, section = (" ".join(w.split()) for w in (chapter, match["section"]))
+        gap = " " if "\n" not in match["gap"] else match["gap"]
+        end = "" if section[-1] in ".?!" else "."
+        return f"Taught in {chapter},{gap}{section}{end}"
+
+    return OLD_BACKLINK.sub(new, text)
+
+
+def backlink_files(root: Path = ROOT) -> list[Path]:
+    """The package's modules whose docstrings still carry an old-style back-link."""
+    package = root / "code" / "jitbook"
+    return sorted(
+        p
+        for p in package.rglob("*.py")
+        if p != Path(__file__) and OLD_BACKLINK.search(p.read_text())
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m jitbook.book", description=__doc__.split("\n\n")[0]
@@ -473,7 +626,19 @@ def main(argv: list[str] | None = None) -> int:
         nargs="?",
         default=Path(os.environ.get("QUARTO_PROJECT_OUTPUT_DIR", SITE)),
     )
+    links_p = sub.add_parser(
+        "backlinks",
+        help="rewrite docstring back-links as 'Taught in Chapter, Section.'",
+    )
+    links_p.add_argument("--check", action="store_true", help="list files, change none")
     args = parser.parse_args(argv)
+    if args.command == "backlinks":
+        files, titles = backlink_files(), chapter_titles()
+        for path in files:
+            print(_shown(path))
+            if not args.check:
+                path.write_text(reader_backlinks(path.read_text(), titles))
+        return 1 if args.check and files else 0
     if args.command == "site":
         try:
             written = build_site(ROOT / args.site)

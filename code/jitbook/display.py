@@ -14,7 +14,9 @@ from importlib import metadata
 
 import jax
 
-COLUMN = 88  # characters of monospace output that fit the page's text column; wider lines are cut or scroll
+# Characters of monospace text that fit the site's code column at 1280 px (theme.scss sizes the column
+# and the code font for it); ruff formats the package at the same width, so shown source fits too.
+COLUMN = 88
 
 
 class Markdown:
@@ -75,9 +77,25 @@ def clip_lines(text: str, width: int = COLUMN) -> str:
     )
 
 
+def number(value: float, digits: int = 4) -> str:
+    """A number as a book prints it: thousands separated (``16,008,000``), floats to ``digits``
+    significant digits; four-digit integers such as years stay unseparated (``2023``)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(
+            f"number() takes an int or a float, got {type(value).__name__}."
+        )
+    if isinstance(value, int):
+        return f"{value:,}" if abs(value) >= 10_000 else str(value)
+    if math.isfinite(value) and 10_000 <= abs(value) < 10 ** (digits + 3):
+        return f"{value:,.0f}" if abs(value) >= 10**digits else f"{value:,.{digits}g}"
+    return f"{value:.{digits}g}"
+
+
 def _cell(value) -> str:
-    if isinstance(value, float):
-        return f"{value:.4g}"
+    if isinstance(value, bool):
+        return str(value)
+    if isinstance(value, int | float):
+        return number(value)
     return _escape_html(str(value).replace("|", r"\|").replace("\n", " "))
 
 

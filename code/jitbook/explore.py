@@ -36,6 +36,9 @@ CONFIG = {
     "showEditInChartStudio": False,
 }
 HIGHLIGHT = "#d62728"
+SLIDER_HEIGHT = (
+    110  # pixels Plotly's slider takes under the x axis: its label, rail and ticks
+)
 
 # plotly.js and the explorer runtime go into the page once: with the first explorer this kernel shows.
 _page = {"scripts_sent": False}
@@ -56,10 +59,22 @@ window.jitbookExplorer = function (id) {
     if (plot && window.Plotly) window.Plotly.restyle(plot, spec.updates[i], spec.traces);
     root.setAttribute("data-choice", String(i));
   }
+  // The page's own text colour on a transparent figure: the explorer follows Quarto's dark mode,
+  // and follows it again when the reader toggles it (Quarto swaps the body's class).
+  function colours() {
+    var ink = window.getComputedStyle(document.body).color;
+    return {"font.color": ink, "paper_bgcolor": "rgba(0,0,0,0)", "plot_bgcolor": "rgba(0,0,0,0)",
+            "xaxis.gridcolor": "rgba(127,127,127,0.3)", "yaxis.gridcolor": "rgba(127,127,127,0.3)",
+            "xaxis.zerolinecolor": ink, "yaxis.zerolinecolor": ink};
+  }
   if (plot && window.Plotly) {
-    window.Plotly.newPlot(plot, spec.figure.data, spec.figure.layout, spec.config).then(function () {
+    var layout = JSON.parse(JSON.stringify(spec.figure.layout));
+    window.Plotly.newPlot(plot, spec.figure.data, layout, spec.config).then(function () {
+      window.Plotly.relayout(plot, colours());
       choose(Number(control.value));
     });
+    new MutationObserver(function () { window.Plotly.relayout(plot, colours()); })
+      .observe(document.body, {attributes: true, attributeFilter: ["class"]});
   } else {
     choose(Number(control.value));
   }
@@ -200,12 +215,14 @@ class Explorer:
                 zip(self.labels, self.updates, strict=True)
             )
         ]
+        # Stacked under the plot, top to bottom: the x axis, the slider with its label (JupyterLab
+        # has no HTML controls), the panels' text; the legend goes to the right, out of their way.
+        below = SLIDER_HEIGHT if self.control == "slider" else 0
         layout = {**self.figure["layout"], **self._words(self.start)}
-        layout["margin"] = {
-            **layout["margin"],
-            "b": layout["margin"]["b"] + 40 + 13 * lines,
-        }
-        layout["height"] = layout["height"] + 40 + 13 * lines
+        layout["legend"] = {"orientation": "v", "x": 1.02, "y": 1, "yanchor": "top"}
+        extra = below + 40 + 13 * lines
+        layout["margin"] = {**layout["margin"], "b": layout["margin"]["b"] + extra}
+        layout["height"] = layout["height"] + extra
         if self.control == "slider":
             layout["sliders"] = [
                 {
@@ -242,7 +259,7 @@ class Explorer:
                 "yref": "paper",
                 "x": 0,
                 "y": 0,
-                "yshift": -60,
+                "yshift": -60 - (SLIDER_HEIGHT if self.control == "slider" else 0),
                 "xanchor": "left",
                 "yanchor": "top",
                 "align": "left",
@@ -394,6 +411,39 @@ def _ident(title: str, labels: Sequence[str]) -> str:
     return f"jitbook-explore-{digest}"
 
 
+def _nice(step: float) -> float:
+    """The smallest of 1, 2, 5 times a power of ten that is at least ``step``."""
+    power = 10 ** math.floor(math.log10(step))
+    return next(m * power for m in (1, 2, 5, 10) if m * power >= step)
+
+
+def _axis(values: Sequence, log: bool) -> dict:
+    """Ticks a reader can read: powers of ten on a log axis spanning decades (no bare minor digits),
+    whole numbers on an axis of counts, no SI suffixes (``100μ``), thousands separated, zero drawn."""
+    nums = [
+        v for v in values if isinstance(v, numbers.Real) and not isinstance(v, bool)
+    ]
+    if not nums:
+        return {}  # categories: Plotly writes them as given
+    style = {"exponentformat": "power", "separatethousands": True}
+    if log:
+        positive = [v for v in nums if v > 0]
+        if positive and math.log10(max(positive) / min(positive)) >= 1:
+            style["dtick"] = 1
+        return style
+    style.update({"zeroline": True, "zerolinewidth": 2})
+    if all(float(v).is_integer() for v in nums):
+        top = max(abs(v) for v in nums) or 1
+        style.update({"tickformat": ",d", "tick0": 0, "dtick": max(1, _nice(top / 5))})
+    return style
+
+
+def _with_axes(layout: dict, xs: Sequence, ys: Sequence) -> dict:
+    layout["xaxis"].update(_axis(xs, layout["xaxis"]["type"] == "log"))
+    layout["yaxis"].update(_axis(ys, layout["yaxis"]["type"] == "log"))
+    return layout
+
+
 def _layout(
     title: str, x_title: str, y_title: str, log_x: bool = False, log_y: bool = False
 ) -> dict:
@@ -501,9 +551,10 @@ def slider(
         {"x": [[xs[i]] for _ in ys], "y": [[c["y"][i]] for c in curves]}
         for i in range(len(rows))
     ]
+    layout = _layout(title, x, y_title or ", ".join(ys), log_x, log_y)
     figure = {
         "data": curves + marks,
-        "layout": _layout(title, x, y_title or ", ".join(ys), log_x, log_y),
+        "layout": _with_axes(layout, xs, [v for c in curves for v in c["y"]]),
     }
     return _explorer(
         title, x, "slider", rows, x, panels, figure, traces, updates, start
@@ -541,7 +592,7 @@ def picker(
         for i in range(len(rows))
     ]
     updates = [{"marker.color": [colors[i]]} for i in range(len(rows))]
-    layout = _layout(title, bar, "", log_x=log_x)
+    layout = _with_axes(_layout(title, bar, "", log_x=log_x), values, [])
     layout["yaxis"]["autorange"] = "reversed"  # the first row on top, as in the menu
     layout["height"] = 160 + 32 * len(rows)
     figure = {"data": [bars], "layout": layout}
@@ -674,7 +725,12 @@ def curves(
         }
         for i in range(n)
     ]
-    figure = {"data": data, "layout": _layout(title, x_title, y_title, log_x, log_y)}
+    layout = _layout(title, x_title, y_title, log_x, log_y)
+    all_x = [v for d in data for v in d["x"]]
+    figure = {
+        "data": data,
+        "layout": _with_axes(layout, all_x, [v for d in data for v in d["y"]]),
+    }
     return _explorer(
         title,
         key,
