@@ -20,7 +20,7 @@ def test_show_source_refuses_a_value_with_a_hint():
 
 def test_table_renders_markdown_and_rejects_bad_rows():
     md = jitbook.table([{"a": 1, "b": 0.123456}, {"a": 2, "b": "x|y"}], caption="cap").text
-    assert md.splitlines()[:3] == ["| a | b |", "|---|------|", "| 1 | 0.1235 |"], "dashes as wide as the column"
+    assert md.splitlines()[:3] == ["| a | b |", "|--:|:-----|", "| 1 | 0.1235 |"], "as wide as the column, numbers right"
     assert r"x\|y" in md and md.endswith(": cap")
     with pytest.raises(ValueError, match="list of dicts"):
         jitbook.table([])

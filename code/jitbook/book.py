@@ -1,15 +1,18 @@
-"""The chapter harness: a chapter ``.qmd`` becomes a notebook, runs in a fresh kernel, and is saved.
+"""The chapter harness: a chapter ``.qmd`` becomes a notebook, runs in a fresh kernel,
+and is saved.
 
-This is what Quarto's Jupyter engine does when it renders, done in Python so that the tests, the
-downloadable notebooks and the classroom notebooks all come from one code path.
+This is what Quarto's Jupyter engine does when it renders, done in Python so that the
+tests, the downloadable notebooks and the classroom notebooks all come from one code
+path.
 
     python -m jitbook.book run chapters/why-compile.qmd     # one chapter
-    python -m jitbook.book run --all                        # every chapter listed in _quarto.yml
-    python -m jitbook.book site                             # Quarto's post-render step (see _quarto.yml)
+    python -m jitbook.book run --all # every chapter listed in _quarto.yml
+    python -m jitbook.book site # Quarto's post-render step (see _quarto.yml)
 
-One execution per build: without Quarto, the harness executes the chapters; with Quarto, ``quarto render``
-executes each chapter once (``keep-ipynb`` keeps the executed notebook) and ``site`` turns those notebooks
-into the downloads and strips the page of anything that would load from the network.
+One execution per build: without Quarto, the harness executes the chapters; with Quarto,
+``quarto render`` executes each chapter once (``keep-ipynb`` keeps the executed
+notebook) and ``site`` turns those notebooks into the downloads and strips the page of
+anything that would load from the network.
 """
 
 import argparse
@@ -34,12 +37,14 @@ SITE = ROOT / "_book"
 CHUNK_START = re.compile(r"^```+\s*\{python[^}]*\}\s*$")
 INLINE = re.compile(r"`\{python\}\s+([^`]+)`")
 _INLINE_MARK = "__jitbook_inline__"
-# The kernel warns on every start that its local TCP sockets are unencrypted; that is noise here.
+# The kernel warns on every start that its local TCP sockets are unencrypted; that is
+# noise here.
 QUIET_KERNEL = ["--IPKernelApp.log_level=ERROR"]
 
 
 class ChapterError(RuntimeError):
-    """A chapter cell failed: names the chapter, the cell, its line in the .qmd and the traceback."""
+    """A chapter cell failed: names the chapter, the cell, its line in the .qmd and the
+    traceback."""
 
 
 def book_config(root: Path = ROOT) -> dict:
@@ -48,7 +53,8 @@ def book_config(root: Path = ROOT) -> dict:
 
 
 def chapter_files(root: Path = ROOT) -> list[Path]:
-    """Every page listed in the book's ``chapters:`` and ``appendices:``, parts walked, in order."""
+    """Every page listed in the book's ``chapters:`` and ``appendices:``, parts walked,
+    in order."""
     book = book_config(root)["book"]
     paths: list[str] = []
     for entry in book.get("chapters", []) + book.get("appendices", []):
@@ -62,16 +68,19 @@ def chapter_files(root: Path = ROOT) -> list[Path]:
 
 
 def chapter_label(qmd: Path) -> str | None:
-    """The cross-reference id of a page's title, ``sec-tracing`` for ``# Tracing {#sec-tracing}``."""
+    """The cross-reference id of a page's title, ``sec-tracing`` for ``# Tracing
+    {#sec-tracing}``."""
     heading = re.search(r"^# .*\{#(sec-[\w-]+)[^}]*\}\s*$", Path(qmd).read_text(), re.M)
     return heading.group(1) if heading else None
 
 
 def contents(summaries: dict[str, str], root: Path = ROOT) -> str:
-    """The preface's list of what the book holds, one item per part of ``_quarto.yml``, in order.
+    """The preface's list of what the book holds, one item per part of ``_quarto.yml``,
+    in order.
 
-    ``summaries`` maps a page's label to what it does (``"sec-tracing": "follows ..."``); a page
-    without one is listed by its title, so a chapter added to ``_quarto.yml`` is never left out.
+    ``summaries`` maps a page's label to what it does (``"sec-tracing": "follows
+    ..."``); a page without one is listed by its title, so a chapter added to
+    ``_quarto.yml`` is never left out.
     """
     book = book_config(root)["book"]
     parts = [
@@ -113,7 +122,8 @@ def _cell_options(source: list[str]) -> dict:
 
 
 def to_notebook(qmd: Path) -> nbformat.NotebookNode:
-    """Turn a ``.qmd`` into a notebook: Markdown and Python cells in order, ``#|`` options as metadata."""
+    """Turn a ``.qmd`` into a notebook: Markdown and Python cells in order, ``#|``
+    options as metadata."""
     qmd = Path(qmd)
     front, lines, offset = _split_front_matter(qmd.read_text())
     cells = []
@@ -169,7 +179,8 @@ def _code_cell(body: list[str], line: int) -> nbformat.NotebookNode:
 
 
 def _with_inline_cells(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
-    """After each Markdown cell with inline ``{python}`` expressions, add a cell that evaluates them."""
+    """After each Markdown cell with inline ``{python}`` expressions, add a cell that
+    evaluates them."""
     cells = []
     for cell in nb.cells:
         cells.append(cell)
@@ -186,12 +197,14 @@ def _with_inline_cells(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
 
 
 def _escape_markdown(text: str) -> str:
-    """Quarto shows an inline value as text, not Markdown: ``**x**`` stays literal. Do the same."""
+    """Quarto shows an inline value as text, not Markdown: ``**x**`` stays literal. Do
+    the same."""
     return re.sub(r"([\\`*_\[\]<>|])", r"\\\1", text)
 
 
 def _fill_inline(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
-    """Put the evaluated inline values into the Markdown, as Quarto does, and drop the helper cells."""
+    """Put the evaluated inline values into the Markdown, as Quarto does, and drop the
+    helper cells."""
     cells = []
     for cell in nb.cells:
         if cell.metadata.get("jitbook", {}).get("inline_helper"):
@@ -233,14 +246,17 @@ def _cell_failure(qmd: Path, nb, err: CellExecutionError) -> ChapterError:
 
 
 def execute(qmd: Path, timeout: int = 3600) -> nbformat.NotebookNode:
-    """Run a chapter top to bottom in a fresh ``python3`` kernel and return the executed notebook.
+    """Run a chapter top to bottom in a fresh ``python3`` kernel and return the executed
+    notebook.
 
-    ``timeout`` is per cell: the PLN chapter's full-size benchmark cells take minutes on a small machine.
+    ``timeout`` is per cell: the PLN chapter's full-size benchmark cells take minutes on
+    a small machine.
     """
     qmd = Path(qmd).resolve()
     if not qmd.exists() or qmd.suffix != ".qmd":
         raise FileNotFoundError(
-            f"no chapter at {qmd}; give the path of a .qmd file, e.g. chapters/why-compile.qmd."
+            f"no chapter at {qmd}; give the path of a .qmd file, "
+            "e.g. chapters/why-compile.qmd."
         )
     nb = _with_inline_cells(to_notebook(qmd))
     client = NotebookClient(
@@ -258,7 +274,8 @@ def execute(qmd: Path, timeout: int = 3600) -> nbformat.NotebookNode:
 
 
 def run(qmd: Path, out_dir: Path | None = None) -> Path:
-    """Execute a chapter and write its reader's notebook to ``out_dir`` (``_build/notebooks``); return its path."""
+    """Execute a chapter and write its reader's notebook to ``out_dir``
+    (``_build/notebooks``); return its path."""
     nb = reader_notebook(execute(qmd))
     out_dir = out_dir or BUILD
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -267,7 +284,7 @@ def run(qmd: Path, out_dir: Path | None = None) -> Path:
     return path
 
 
-# ---- what a reader downloads: cross-references as words, the problem size said -----------------------------
+# ---- what a reader downloads: cross-references as words, the problem size said -------
 
 REF = re.compile(r"\[?-?@((sec|fig|tbl|lst|exr)-[\w-]*\w)\]?")
 HEADING_LABEL = re.compile(r"^#+\s+(.+?)\s*\{#((?:sec|exr)-[\w-]+)[^}]*\}\s*$", re.M)
@@ -285,13 +302,15 @@ KINDS = {
     "lst": "listing",
 }
 SMALL_NOTE = (
-    "*This notebook ran at the small problem sizes (`JITBOOK_SMALL=1`), so its numbers are not the "
+    "*This notebook ran at the small problem sizes (`JITBOOK_SMALL=1`), "
+    "so its numbers are not the "
     "full-size ones the book describes.*"
 )
 
 
 def label_titles(root: Path = ROOT) -> dict[str, str]:
-    """Every cross-reference label of the book with its words: a heading's title or a table's caption."""
+    """Every cross-reference label of the book with its words: a heading's title or a
+    table's caption."""
     titles = {}
     for qmd in chapter_files(root):
         if not qmd.exists():
@@ -316,14 +335,16 @@ def label_titles(root: Path = ROOT) -> dict[str, str]:
 
 
 def words_for(label: str, titles: dict[str, str]) -> str:
-    """``@sec-tracing-loops`` as a Jupyter reader reads it: ``section “Python loops unroll”``."""
+    """``@sec-tracing-loops`` as a Jupyter reader reads it: ``section “Python loops
+    unroll”``."""
     kind = KINDS[label.split("-")[0]]
     title = titles.get(label, label.split("-", 1)[1].replace("-", " "))
     return f"{kind} “{title.rstrip('.')}”"
 
 
 def _inline_values(cell) -> str:
-    """Quarto keeps inline ``{python}`` results in a Markdown cell's ``user_expressions``: put them in the text."""
+    """Quarto keeps inline ``{python}`` results in a Markdown cell's
+    ``user_expressions``: put them in the text."""
     results = iter(cell.metadata.get("user_expressions", []))
 
     def value(match):
@@ -339,15 +360,17 @@ def _inline_values(cell) -> str:
 
 
 def _without_options(source: str) -> str:
-    """Code without its leading ``#|`` lines: Quarto's cell options read as noise in Jupyter."""
+    """Code without its leading ``#|`` lines: Quarto's cell options read as noise in
+    Jupyter."""
     lines = source.splitlines()
     start = next((i for i, line in enumerate(lines) if not line.startswith("#|")), 0)
     return "\n".join(lines[start:])
 
 
 def _without_plotly_js(out) -> None:
-    """An explorer's HTML without plotly.js: JupyterLab draws the figure from Plotly's own MIME type
-    (the ``jupyterlab-plotly`` extension bundles plotly.js), so the 4.8 MB copy is dead weight."""
+    """An explorer's HTML without plotly.js: JupyterLab draws the figure from Plotly's
+    own MIME type (the ``jupyterlab-plotly`` extension bundles plotly.js), so the 4.8 MB
+    copy is dead weight."""
     html = out.get("data", {}).get("text/html")
     if html is None:
         return
@@ -358,7 +381,8 @@ def _without_plotly_js(out) -> None:
 
 
 def _reader_metadata(metadata: dict) -> dict:
-    """Notebook metadata a reader can use: the kernel's name and language, no build machine's paths."""
+    """Notebook metadata a reader can use: the kernel's name and language, no build
+    machine's paths."""
     kernel = metadata.get("kernelspec", {})
     kept = {
         "kernelspec": {
@@ -385,7 +409,8 @@ def _plotly_js() -> str:
 def reader_notebook(
     nb: nbformat.NotebookNode, titles: dict[str, str] | None = None
 ) -> nbformat.NotebookNode:
-    """The executed notebook as a Jupyter reader gets it: inline values filled, cross-references in words."""
+    """The executed notebook as a Jupyter reader gets it: inline values filled,
+    cross-references in words."""
     titles = label_titles() if titles is None else titles
     for cell in nb.cells:
         if cell.cell_type == "markdown":
@@ -410,10 +435,11 @@ def reader_notebook(
     return nb
 
 
-# ---- the site: offline, with a download for every chapter -------------------------------------------------
+# ---- the site: offline, with a download for every chapter ----------------------------
 
-# Quarto 1.7 adds require.js and jQuery from a CDN to a page whose notebook has any of these outputs
-# (src/core/jupyter/widgets.ts); the site step removes those tags, so the book's HTML outputs must not need them.
+# Quarto 1.7 adds require.js and jQuery from a CDN to a page whose notebook has any of
+# these outputs (src/core/jupyter/widgets.ts); the site step removes those tags, so the
+# book's HTML outputs must not need them.
 CDN_TRIGGERS = (
     "text/html",
     "application/javascript",
@@ -428,7 +454,8 @@ JQUERY_SHIM = re.compile(
     r"""<script type="application/javascript">define\('jquery'.*?</script>\s*""", re.S
 )
 REMOTE_LOAD = re.compile(
-    r"""<(?:script|img|iframe|audio|video|source|embed)\b[^>]*\bsrc=["']?((?:https?:)?//[^"'\s>]+)"""
+    r"""<(?:script|img|iframe|audio|video|source|embed)\b[^>]*"""
+    r"""\bsrc=["']?((?:https?:)?//[^"'\s>]+)"""
     r"""|<link\b[^>]*\bhref=["']?((?:https?:)?//[^"'\s>]+)""",
     re.I,
 )
@@ -438,7 +465,8 @@ NEEDS_REQUIRE = re.compile(
 
 
 def cdn_triggers(nb: nbformat.NotebookNode) -> list[tuple[int, str]]:
-    """The (cell index, MIME type) of each output that makes Quarto add its CDN scripts to the page."""
+    """The (cell index, MIME type) of each output that makes Quarto add its CDN scripts
+    to the page."""
     return [
         (i, mime)
         for i, cell in enumerate(nb.cells)
@@ -450,12 +478,14 @@ def cdn_triggers(nb: nbformat.NotebookNode) -> list[tuple[int, str]]:
 
 
 def remote_loads(html: str) -> list[str]:
-    """The URLs a page (or an HTML output) would load from the network: scripts, styles, images, frames."""
+    """The URLs a page (or an HTML output) would load from the network: scripts, styles,
+    images, frames."""
     return [a or b for a, b in REMOTE_LOAD.findall(html)]
 
 
 def needs_require_or_jquery(html: str) -> bool:
-    """Whether an HTML output's scripts use require.js or jQuery, which the offline site does not ship."""
+    """Whether an HTML output's scripts use require.js or jQuery, which the offline site
+    does not ship."""
     from .explore import plotly_js
 
     vendored = (
@@ -466,7 +496,8 @@ def needs_require_or_jquery(html: str) -> bool:
 
 
 def offline_html(html: str) -> str:
-    """A built page without its remote ``<script src>`` and ``<link href>`` tags and Quarto's jQuery shim."""
+    """A built page without its remote ``<script src>`` and ``<link href>`` tags and
+    Quarto's jQuery shim."""
     return JQUERY_SHIM.sub("", REMOTE_TAG.sub("", html))
 
 
@@ -474,10 +505,12 @@ PLOTLY_LIB = "site_libs/plotly/plotly.min.js"
 
 
 def shared_plotly(html: str, page: Path, site: Path) -> str:
-    """A page whose explorers point at the site's one copy of plotly.js instead of embedding it.
+    """A page whose explorers point at the site's one copy of plotly.js instead of
+    embedding it.
 
-    The browser caches ``site_libs/plotly/plotly.min.js`` once for every page; the copy is written
-    the first time a page needs it. ``page`` is the page's path inside ``site``.
+    The browser caches ``site_libs/plotly/plotly.min.js`` once for every page; the copy
+    is written the first time a page needs it. ``page`` is the page's path inside
+    ``site``.
     """
     inline = f"<script>{_plotly_js()}</script>"
     if inline not in html:
@@ -491,12 +524,14 @@ def shared_plotly(html: str, page: Path, site: Path) -> str:
 
 
 def chapter_pages(root: Path = ROOT) -> list[Path]:
-    """The pages under ``chapters/``: each links to its notebook (filters/notebook-link.lua)."""
+    """The pages under ``chapters/``: each links to its notebook
+    (filters/notebook-link.lua)."""
     return [p for p in chapter_files(root) if p.parent.name == "chapters"]
 
 
 def quarto_notebook(qmd: Path) -> Path | None:
-    """The executed notebook Quarto kept for a chapter (``keep-ipynb``), newest first if several were left."""
+    """The executed notebook Quarto kept for a chapter (``keep-ipynb``), newest first if
+    several were left."""
     kept = sorted(
         qmd.parent.glob(f"{qmd.stem}.quarto_ipynb*"), key=lambda p: p.stat().st_mtime
     )
@@ -508,10 +543,12 @@ def has_code(qmd: Path) -> bool:
 
 
 def build_site(site: Path, root: Path = ROOT) -> list[Path]:
-    """Quarto's post-render step: make every page offline and put every chapter's notebook beside it.
+    """Quarto's post-render step: make every page offline and put every chapter's
+    notebook beside it.
 
-    A chapter's notebook is the one Quarto just executed; a chapter without code gets its unexecuted
-    notebook; a chapter with code and no executed notebook (nor one from an earlier render) stops the build.
+    A chapter's notebook is the one Quarto just executed; a chapter without code gets
+    its unexecuted notebook; a chapter with code and no executed notebook (nor one from
+    an earlier render) stops the build.
     """
     site = Path(site)
     if not site.is_dir():
@@ -535,7 +572,9 @@ def build_site(site: Path, root: Path = ROOT) -> list[Path]:
         elif not has_code(qmd):
             nb = to_notebook(qmd)
         elif path.exists():
-            continue  # a partial render (quarto preview re-rendering one page): the others keep their notebooks
+            # a partial render (quarto preview re-rendering one page): the others
+            # keep their notebooks
+            continue
         else:
             missing.append(qmd)
             continue
@@ -553,18 +592,21 @@ def build_site(site: Path, root: Path = ROOT) -> list[Path]:
     if missing:
         names = ", ".join(str(q.relative_to(root)) for q in missing)
         raise FileNotFoundError(
-            f"no executed notebook for {names}: Quarto keeps one as chapters/<name>.quarto_ipynb only with "
-            f"`execute: keep-ipynb: true` in _quarto.yml; render the whole book with `make book`."
+            f"no executed notebook for {names}: Quarto keeps one as "
+            "chapters/<name>.quarto_ipynb only with `execute: keep-ipynb: true` in "
+            "_quarto.yml; render the whole book with `make book`."
         )
     return written
 
 
-# ---- docstring back-links: one form, for readers ---------------------------------------------------------
+# ---- docstring back-links: one form, for readers -------------------------------------
 
-# Every form the package's docstrings used: `Taught in "Tracing", "Explore it" (sec-tracing-explore).`,
-# `Taught in recompilation.qmd, "Static arguments".`, `Defined in chapter "X", section "Y".`
+# Every form the package's docstrings used: `Taught in "Tracing", "Explore it"
+# (sec-tracing-explore).`, `Taught in recompilation.qmd, "Static arguments".`, `Defined
+# in chapter "X", section "Y".`
 OLD_BACKLINK = re.compile(
-    r"""(?:Taught|Defined) in (?:chapter )?(?:"(?P<chapter>[^"]+)"|(?P<stem>[\w-]+)\.qmd),"""
+    r"""(?:Taught|Defined) in (?:chapter )?"""
+    r"""(?:"(?P<chapter>[^"]+)"|(?P<stem>[\w-]+)\.qmd),"""
     r"""(?P<gap>\s+)(?:section )?"(?P<section>[^"]+)"(?:\s*\(sec-[\w-]+\))?\.?"""
 )
 BACKLINK = re.compile(
@@ -573,7 +615,8 @@ BACKLINK = re.compile(
 
 
 def chapter_titles(root: Path = ROOT) -> dict[str, str]:
-    """Each chapter's file stem and the title of its page, cross-reference id left out."""
+    """Each chapter's file stem and the title of its page, cross-reference id left
+    out."""
     titles = {}
     for qmd in chapter_pages(root):
         heading = re.search(r"^# (.+?)\s*(?:\{[^}]*\})?\s*$", qmd.read_text(), re.M)
@@ -583,7 +626,8 @@ def chapter_titles(root: Path = ROOT) -> dict[str, str]:
 
 
 def reader_backlinks(text: str, titles: dict[str, str]) -> str:
-    """``text`` with every old-style back-link rewritten as ``Taught in Chapter, Section.``"""
+    """``text`` with every old-style back-link rewritten as ``Taught in Chapter,
+    Section.``"""
 
     def new(match: re.Match) -> str:
         chapter = match["chapter"] or titles.get(match["stem"], match["stem"])
@@ -646,7 +690,8 @@ def main(argv: list[str] | None = None) -> int:
             print(err, file=sys.stderr)
             return 1
         print(
-            f"site: {len(written)} chapter notebooks written to {args.site}/notebooks, remote scripts removed"
+            f"site: {len(written)} chapter notebooks written to {args.site}/notebooks, "
+            "remote scripts removed"
         )
         return 0
     chapters = chapter_files() if args.all else args.chapters
@@ -671,7 +716,8 @@ def main(argv: list[str] | None = None) -> int:
             print(err, file=sys.stderr)
             return 1
         print(
-            f"[{n}/{len(chapters)}] {Path(qmd).name}: ran in {time.perf_counter() - start:.1f} s -> "
+            f"[{n}/{len(chapters)}] {Path(qmd).name}: "
+            f"ran in {time.perf_counter() - start:.1f} s -> "
             f"{_shown(path)}",
             flush=True,
         )
@@ -683,7 +729,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _shown(path: Path) -> str:
-    """A path relative to the project when it is inside it: what a reader types, not the build machine's."""
+    """A path relative to the project when it is inside it: what a reader types, not the
+    build machine's."""
     try:
         return str(Path(path).resolve().relative_to(ROOT))
     except ValueError:
