@@ -504,23 +504,31 @@ def offline_html(html: str) -> str:
 PLOTLY_LIB = "site_libs/plotly/plotly.min.js"
 
 
+def _inline_plotly(html: str) -> re.Match | None:
+    """The ``<script>`` holding plotly.js in a page, as Quarto wrote it (Pandoc turns the
+    tabs of plotly.js into spaces, so the text is not the package's file byte for byte)."""
+    head = re.escape(_plotly_js()[:200])
+    return re.search(rf"<script>{head}.*?</script>", html, re.S)
+
+
 def shared_plotly(html: str, page: Path, site: Path) -> str:
     """A page whose explorers point at the site's one copy of plotly.js instead of
     embedding it.
 
     The browser caches ``site_libs/plotly/plotly.min.js`` once for every page; the copy
-    is written the first time a page needs it. ``page`` is the page's path inside
-    ``site``.
+    is written, the package's file unchanged, the first time a page needs it. ``page``
+    is the page's path inside ``site``.
     """
-    inline = f"<script>{_plotly_js()}</script>"
-    if inline not in html:
+    found = _inline_plotly(html)
+    if found is None:
         return html
     lib = site / PLOTLY_LIB
     if not lib.exists():
         lib.parent.mkdir(parents=True, exist_ok=True)
         lib.write_text(_plotly_js(), encoding="utf-8")
     up = "../" * (len(Path(page).parts) - 1)
-    return html.replace(inline, f'<script src="{up}{PLOTLY_LIB}"></script>')
+    tag = f'<script src="{up}{PLOTLY_LIB}"></script>'
+    return html[: found.start()] + tag + html[found.end() :]
 
 
 def chapter_pages(root: Path = ROOT) -> list[Path]:
