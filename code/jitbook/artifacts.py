@@ -42,7 +42,7 @@ def _count(value, what: str, example: str) -> int:
 def sgd_update(state: jax.Array, grad: jax.Array, lr: float = 0.1) -> jax.Array:
     """One gradient step on ``state``: the output has the state's shape and dtype, so it can reuse its memory.
 
-    Defined in chapter "Keeping, reusing and shipping compiled programs", section "Buffer donation".
+    Taught in Keeping, reusing and shipping compiled programs, Buffer donation.
     """
     return state - lr * grad
 
@@ -50,7 +50,7 @@ def sgd_update(state: jax.Array, grad: jax.Array, lr: float = 0.1) -> jax.Array:
 def total(x: jax.Array) -> jax.Array:
     """A sum: no output has the argument's shape, so a donated ``x`` has nowhere to go.
 
-    Defined in chapter "Keeping, reusing and shipping compiled programs", section "When donation cannot be used".
+    Taught in Keeping, reusing and shipping compiled programs, When donation cannot be used.
     """
     return jnp.sum(x)
 
@@ -73,7 +73,7 @@ def memory_row(
 ) -> dict:
     """Compile ``jax.jit(fn, donate_argnums=...)`` for ``args`` and read XLA's memory figures (bytes).
 
-    Defined in chapter "Keeping, reusing and shipping compiled programs", section "Buffer donation".
+    Taught in Keeping, reusing and shipping compiled programs, Buffer donation.
     """
     timing.check_callable(fn, "memory_row")
     compiled = (
@@ -125,7 +125,7 @@ def donation_warnings(
     """The warnings JAX gives when a fresh ``jax.jit(fn)`` is called ``calls`` times with ``args`` donated.
 
     Each call gets its own copies of ``args``: a donated array cannot be passed twice.
-    Defined in chapter "Keeping, reusing and shipping compiled programs", section "When donation cannot be used".
+    Taught in Keeping, reusing and shipping compiled programs, When donation cannot be used.
     """
     timing.check_callable(fn, "donation_warnings")
     _count(calls, "calls (how many times to call)", "calls=3")
@@ -145,7 +145,7 @@ def donation_warnings(
 def pln_step(params, opt_state, Omega: jax.Array, data: PLNData, lr: float = 1.0):
     """One PLN iteration, the body of the fit's loop: the carry (params, optimizer state, Omega) in and out.
 
-    Defined in chapter "Keeping, reusing and shipping compiled programs", section "Donating a fit's carry".
+    Taught in Keeping, reusing and shipping compiled programs, Donating a fit's carry.
     """
     opt = make_optimizer(lr)
     loss, grads = jax.value_and_grad(neg_elbo)(params, data, Omega)
@@ -176,7 +176,7 @@ class PythonLoopFit:
 def fit_python_loop(data: PLNData, n_iter: int, donate: bool) -> PythonLoopFit:
     """Compile ``pln_step`` (the carry donated or not), read its memory figures, and call it ``n_iter`` times.
 
-    Defined in chapter "Keeping, reusing and shipping compiled programs", section "Donating a fit's carry".
+    Taught in Keeping, reusing and shipping compiled programs, Donating a fit's carry.
     """
     _count(n_iter, "n_iter (iterations)", "n_iter=20")
     params, opt_state, Omega = pln_start(data)
@@ -202,7 +202,7 @@ def fit_python_loop(data: PLNData, n_iter: int, donate: bool) -> PythonLoopFit:
 def predict(w: jax.Array, x: jax.Array) -> jax.Array:
     """A small model to ship: a batch of inputs ``x`` (batch x features) through one tanh layer ``w``.
 
-    Defined in chapter "Keeping, reusing and shipping compiled programs", section "Saving and shipping a program".
+    Taught in Keeping, reusing and shipping compiled programs, Saving and shipping a program.
     """
     return jnp.tanh(x @ w)
 
@@ -212,7 +212,7 @@ def batch_spec(
 ) -> jax.ShapeDtypeStruct:
     """The abstract input of ``predict`` for any batch size: shape ``(name, features)``, float32.
 
-    Defined in chapter "Keeping, reusing and shipping compiled programs", section "Saving and shipping a program".
+    Taught in Keeping, reusing and shipping compiled programs, Saving and shipping a program.
     """
     (batch,) = export.symbolic_shape(name, constraints=tuple(constraints))
     return jax.ShapeDtypeStruct((batch, features), jnp.float32)
@@ -241,7 +241,7 @@ def call_in_fresh_process(serialized: bytes, *args, time_limit: float = 120.0) -
 
     The child never sees the function's source: only the bytes and the arguments, through files in a
     temporary directory that is removed afterwards.
-    Defined in chapter "Keeping, reusing and shipping compiled programs", section "Saving and shipping a program".
+    Taught in Keeping, reusing and shipping compiled programs, Saving and shipping a program.
     """
     if not isinstance(serialized, (bytes, bytearray)):
         raise TypeError(
@@ -289,7 +289,7 @@ def export_sizes(exported: export.Exported) -> dict:
 def unrolled_steps(x: jax.Array, n: int) -> jax.Array:
     """``n`` damped sine steps written as a Python loop: tracing unrolls it into ``n`` copies of the body.
 
-    Defined in chapter "Keeping, reusing and shipping compiled programs", section "Keeping compile time down".
+    Taught in Keeping, reusing and shipping compiled programs, Keeping compile time down.
     """
     for _ in range(n):
         x = jnp.sin(x) * 0.99
@@ -299,7 +299,7 @@ def unrolled_steps(x: jax.Array, n: int) -> jax.Array:
 def scanned_steps(x: jax.Array, n: int) -> jax.Array:
     """The same ``n`` steps as one ``lax.scan``: one copy of the body, whatever ``n`` is.
 
-    Defined in chapter "Keeping, reusing and shipping compiled programs", section "Keeping compile time down".
+    Taught in Keeping, reusing and shipping compiled programs, Keeping compile time down.
     """
 
     def body(x, _):
@@ -335,7 +335,7 @@ def loop_cost_rows(lengths: Sequence[int], size: int = 64) -> list[dict]:
 def closed_over(table: np.ndarray) -> Callable:
     """``x -> table @ x`` with ``table`` captured by the closure: it becomes a constant of the program.
 
-    Defined in chapter "Keeping, reusing and shipping compiled programs", section "Keeping compile time down".
+    Taught in Keeping, reusing and shipping compiled programs, Keeping compile time down.
     """
 
     def apply_table(x):
@@ -451,7 +451,7 @@ def pieces_rows(n: int, size: int = 64) -> list[dict]:
 def ignores_second(x: jax.Array, unused: jax.Array) -> jax.Array:
     """Uses ``x`` only: with ``keep_unused=False`` jit may drop ``unused`` from the executable.
 
-    Defined in chapter "Keeping, reusing and shipping compiled programs", section "The other knobs of jax.jit".
+    Taught in Keeping, reusing and shipping compiled programs, The other knobs of jax.jit.
     """
     return 2 * x
 
@@ -502,7 +502,7 @@ def inline_rows() -> list[dict]:
 def largest(x: jax.Array) -> jax.Array:
     """The largest entry; XLA's default propagates a NaN, as NumPy does.
 
-    Defined in chapter "Keeping, reusing and shipping compiled programs", section "The other knobs of jax.jit".
+    Taught in Keeping, reusing and shipping compiled programs, The other knobs of jax.jit.
     """
     return jnp.max(x)
 

@@ -50,7 +50,7 @@ COLLECTIVES = (
 def use_cpu_devices(n: int) -> None:
     """Ask JAX for ``n`` simulated CPU devices; it only works before JAX's backend has started.
 
-    Defined in chapter "jit across devices and processes", section "Many devices on one CPU".
+    Taught in jit across devices and processes, Many devices on one CPU.
     """
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise ValueError(
@@ -69,7 +69,7 @@ def use_cpu_devices(n: int) -> None:
 def data_mesh(n_devices: int | None = None, axis: str = "data") -> Mesh:
     """A 1-D mesh over the first ``n_devices`` devices whose shardings the compiler completes (Auto axes).
 
-    Defined in chapter "jit across devices and processes", section "Sharded inputs under jit".
+    Taught in jit across devices and processes, Sharded inputs under jit.
     """
     n = jax.device_count() if n_devices is None else n_devices
     if n > jax.device_count():
@@ -119,7 +119,7 @@ def picture(array: jax.Array) -> str:
 def collectives(compiled) -> Counter:
     """How many of each collective (all-reduce, all-gather, ...) the optimized HLO of ``compiled`` runs.
 
-    Defined in chapter "jit across devices and processes", section "What the compiler added".
+    Taught in jit across devices and processes, What the compiler added.
     """
     if not hasattr(compiled, "as_text"):
         raise TypeError(
@@ -175,7 +175,7 @@ def sum_of_squares(x: jax.Array) -> jax.Array:
 def sharding_key_rows(mesh: Mesh, shape: tuple[int, int] = (8, 4)) -> list[dict]:
     """Call one jitted ``sum_of_squares`` on the same shape placed four ways; did each call compile?
 
-    Defined in chapter "jit across devices and processes", section "Sharding is part of the cache key".
+    Taught in jit across devices and processes, Sharding is part of the cache key.
     """
     from .cache import count_compiles, fresh_jit
 
@@ -213,7 +213,7 @@ def sharding_key_rows(mesh: Mesh, shape: tuple[int, int] = (8, 4)) -> list[dict]
 def explain_new_sharding(mesh: Mesh, shape: tuple[int, int] = (8, 4)) -> str:
     """JAX's own log lines when a warm jitted ``sum_of_squares`` gets rows-sharded, then columns-sharded input.
 
-    Defined in chapter "jit across devices and processes", section "Sharding is part of the cache key".
+    Taught in jit across devices and processes, Sharding is part of the cache key.
     """
     from .cache import explain_miss
 
@@ -243,7 +243,7 @@ def matmul_row(
 ) -> dict:
     """Compile ``matmul`` for one sharding of its inputs: the collectives inserted and per-device shapes.
 
-    Defined in chapter "jit across devices and processes", section "What the compiler added".
+    Taught in jit across devices and processes, What the compiler added.
     """
     m, k, n = shape
     a_sharding, b_sharding = NamedSharding(mesh, a_spec), NamedSharding(mesh, b_spec)
@@ -296,7 +296,7 @@ def predict(x: jax.Array, w: jax.Array) -> jax.Array:
 def psum_matmul(mesh: Mesh):
     """``a @ b`` with the contraction split over the mesh, written per device: local product, then ``psum``.
 
-    Defined in chapter "jit across devices and processes", section "What the compiler added".
+    Taught in jit across devices and processes, What the compiler added.
     """
     axis = mesh.axis_names[0]
 
@@ -318,7 +318,7 @@ def pln_step(params, opt_state, Omega, data: PLNData, lr: float = 1.0):
     """One PLN iteration: a gradient step on (B, M, S), then Sigma and Omega in closed form.
 
     Nothing in it mentions devices: the shardings of its arguments decide how XLA splits it.
-    Defined in chapter "jit across devices and processes", section "The PLN fit, data-parallel".
+    Taught in jit across devices and processes, The PLN fit, data-parallel.
     """
     loss, grads = jax.value_and_grad(neg_elbo)(params, data, Omega)
     updates, opt_state = make_optimizer(lr).update(grads, opt_state, params)
@@ -335,7 +335,7 @@ def place_rows(data: PLNData, mesh: Mesh | None):
     """Data and starting parameters, with the rows of Y, O, X, M, S split over ``mesh`` (None: one device).
 
     B and Omega are small and replicated.
-    Defined in chapter "jit across devices and processes", section "The PLN fit, data-parallel".
+    Taught in jit across devices and processes, The PLN fit, data-parallel.
     """
     params = init_params(data)
     Omega = jnp.eye(data.Y.shape[1])
@@ -362,7 +362,7 @@ def start_optimizer(params, lr: float = 1.0, mesh: Mesh | None = None):
 
     Left where ``init`` makes it, the step counter sits on one device while the step returns it replicated:
     the second iteration would be a new cache key and compile again.
-    Defined in chapter "jit across devices and processes", section "The PLN fit, data-parallel".
+    Taught in jit across devices and processes, The PLN fit, data-parallel.
     """
     state = make_optimizer(lr).init(params)
     if mesh is None:
@@ -383,7 +383,7 @@ def pln_losses(
 ) -> np.ndarray:
     """The PLN fit's losses (minus the ELBO before each step), on one device or data-parallel over ``mesh``.
 
-    Defined in chapter "jit across devices and processes", section "The PLN fit, data-parallel".
+    Taught in jit across devices and processes, The PLN fit, data-parallel.
     """
     data, params, Omega = place_rows(data, mesh)
     opt_state = start_optimizer(params, lr, mesh)
@@ -417,7 +417,7 @@ def worker(
 ) -> dict:
     """One process of a multi-process run: join the others, fit PLN data-parallel over every process's devices.
 
-    Defined in chapter "jit across devices and processes", section "More than one process".
+    Taught in jit across devices and processes, More than one process.
     """
     use_cpu_devices(devices_per_process)
     jax.config.update(
@@ -464,7 +464,7 @@ def run_processes(
     """Start ``num_processes`` local processes running ``worker`` on loopback; return their results.
 
     Any process failing or the time limit passing stops them all with a clear error, never a hang.
-    Defined in chapter "jit across devices and processes", section "More than one process".
+    Taught in jit across devices and processes, More than one process.
     """
     port = free_port()
     env = dict(

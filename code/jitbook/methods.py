@@ -24,7 +24,7 @@ ACTIVATIONS: dict[str, Callable] = {"relu": jax.nn.relu, "tanh": jnp.tanh}
 def activate(name: str, z: jax.Array) -> jax.Array:
     """Apply the activation called ``name``; a Python lookup, so ``name`` must be known when tracing.
 
-    Taught in methods.qmd, at its start.
+    Taught in Jitting methods and classes, The problem: `@jax.jit` on a method.
     """
     if name not in ACTIVATIONS:
         raise ValueError(
@@ -37,7 +37,7 @@ def activate(name: str, z: jax.Array) -> jax.Array:
 class DecoratedLayer:
     """A plain class with ``@jax.jit`` on its method: ``self`` becomes an argument jit cannot read.
 
-    Taught in methods.qmd, "The problem: `@jax.jit` on a method".
+    Taught in Jitting methods and classes, The problem: `@jax.jit` on a method.
     """
 
     def __init__(self, weight, activation: str) -> None:
@@ -53,7 +53,7 @@ class DecoratedLayer:
 class Layer:
     """A plain, mutable Python class, as most Python code writes one.
 
-    Taught in methods.qmd, "Strategy 1: jit the bound method".
+    Taught in Jitting methods and classes, Strategy 1: jit the bound method.
     """
 
     def __init__(self, weight, activation: str) -> None:
@@ -68,7 +68,7 @@ class Layer:
 class StaticLayer(Layer):
     """``self`` static, with the default ``__hash__``: the hash is the object's identity.
 
-    Taught in methods.qmd, "Strategy 2: `self` as a static argument".
+    Taught in Jitting methods and classes, Strategy 2: `self` as a static argument.
     """
 
     @functools.partial(jax.jit, static_argnums=0)
@@ -81,7 +81,7 @@ class HashedLayer:
     """``self`` static and frozen: hashed and compared by its fields, so equal layers share a compile.
 
     A static argument must never change (JAX's FAQ); to change a layer, build a new one.
-    Taught in methods.qmd, "Strategy 2: `self` as a static argument".
+    Taught in Jitting methods and classes, Strategy 2: `self` as a static argument.
     """
 
     weight: tuple
@@ -97,7 +97,7 @@ class HashedLayer:
 class PytreeLayer:
     """Arrays are the pytree's children (traced); the configuration is its static metadata (hashed).
 
-    Taught in methods.qmd, "Strategy 3: the class as a pytree".
+    Taught in Jitting methods and classes, Strategy 3: the class as a pytree.
     """
 
     def __init__(self, weight, activation: str) -> None:
@@ -126,7 +126,7 @@ class PytreeLayer:
 class DataclassLayer:
     """The same pytree from a frozen dataclass: fields marked ``static`` become metadata.
 
-    Taught in methods.qmd, "Strategy 3: the class as a pytree".
+    Taught in Jitting methods and classes, Strategy 3: the class as a pytree.
     """
 
     weight: jax.Array
@@ -146,7 +146,7 @@ class DataclassLayer:
 class ArrayMetadataLayer:
     """Bug: an array (``offset``) is put in the static metadata, where jit hashes and compares it.
 
-    Taught in methods.qmd, "Pitfall: an array in the static metadata".
+    Taught in Jitting methods and classes, Pitfall: an array in the static metadata.
     """
 
     def __init__(self, weight, offset, activation: str) -> None:
@@ -171,7 +171,7 @@ class ArrayMetadataLayer:
 class DroppingLayer:
     """Bug: ``tree_unflatten`` rebuilds through ``__init__`` and forgets the trained ``bias``.
 
-    Taught in methods.qmd, "Pitfall: an unflatten that drops a field".
+    Taught in Jitting methods and classes, Pitfall: an unflatten that drops a field.
     """
 
     def __init__(self, weight, activation: str) -> None:
@@ -196,7 +196,7 @@ class DroppingLayer:
 class MutatingLayer(PytreeLayer):
     """Bug: a jitted method assigns to ``self``, which inside jit is a copy rebuilt from tracers.
 
-    Taught in methods.qmd, "Pitfall: a method that assigns to `self`".
+    Taught in Jitting methods and classes, Pitfall: a method that assigns to `self`.
     """
 
     @jax.jit
@@ -208,7 +208,7 @@ class MutatingLayer(PytreeLayer):
 class EqxLayer(eqx.Module):
     """An Equinox module is a frozen dataclass and a pytree; ``static=True`` marks configuration.
 
-    Taught in methods.qmd, "Strategy 4: Equinox modules".
+    Taught in Jitting methods and classes, Strategy 4: Equinox modules.
     """
 
     weight: jax.Array
@@ -222,7 +222,7 @@ class EqxLayer(eqx.Module):
 class SignedEqx(eqx.Module):
     """The French notebook's module: an array, a static string, and a method jitted in the class body.
 
-    Taught in methods.qmd, "Methods are pytrees too".
+    Taught in Jitting methods and classes, Methods are pytrees too.
     """
 
     values: jax.Array
@@ -239,7 +239,7 @@ class SignedEqx(eqx.Module):
 class MappedEqx(eqx.Module):
     """A module whose static field is a function: jit compares it by identity, like any callable.
 
-    Taught in methods.qmd, "Static functions are compared by identity".
+    Taught in Jitting methods and classes, Static functions are compared by identity.
     """
 
     values: jax.Array
@@ -253,7 +253,7 @@ class MappedEqx(eqx.Module):
 def signed_loss(model: SignedEqx, scale) -> jax.Array:
     """A loss that takes the model as an argument: differentiable in ``scale``, traced in the model's arrays.
 
-    Taught in methods.qmd, "`jit(grad(loss))` and static fields".
+    Taught in Jitting methods and classes, `jit(grad(loss))` and static fields.
     """
     return jnp.sum(scale * model.apply())
 
@@ -262,7 +262,7 @@ def signed_loss(model: SignedEqx, scale) -> jax.Array:
 def eqx_sgd_step(layer: EqxLayer, learning_rate):
     """One step that shrinks the weight by ``learning_rate``: under ``filter_jit`` a Python float is static.
 
-    Taught in methods.qmd, "Strategy 4: Equinox modules".
+    Taught in Jitting methods and classes, Strategy 4: Equinox modules.
     """
     return eqx.tree_at(lambda m: m.weight, layer, layer.weight * (1.0 - learning_rate))
 
@@ -285,7 +285,7 @@ class Recorded:
 def closure_and_argument_sizes(data: jax.Array) -> dict:
     """Characters of StableHLO text for one sum over ``data``: closed over (a constant) and as an argument.
 
-    Taught in methods.qmd, "Closures against arguments".
+    Taught in Jitting methods and classes, Closures against arguments.
     """
 
     def closed(scale):
@@ -304,7 +304,7 @@ def closure_and_argument_sizes(data: jax.Array) -> dict:
 class LayerParams(NamedTuple):
     """The layer's arrays only; a NamedTuple is a pytree with no registration.
 
-    Taught in methods.qmd, "Strategy 5: functions over a state pytree".
+    Taught in Jitting methods and classes, Strategy 5: functions over a state pytree.
     """
 
     weight: jax.Array
@@ -314,14 +314,14 @@ class LayerParams(NamedTuple):
 def layer_predict(params: LayerParams, x, *, activation: str):
     """The method as a function: state in, configuration as a static argument.
 
-    Taught in methods.qmd, "Strategy 5: functions over a state pytree".
+    Taught in Jitting methods and classes, Strategy 5: functions over a state pytree.
     """
     return activate(activation, params.weight * x)
 
 
 @jax.jit
 def layer_sgd_step(params: LayerParams, grad, learning_rate) -> LayerParams:
-    """Taught in methods.qmd, "Strategy 5: functions over a state pytree"."""
+    """Taught in Jitting methods and classes, Strategy 5: functions over a state pytree."""
     return params._replace(weight=params.weight - learning_rate * grad)
 
 
@@ -329,7 +329,7 @@ def layer_sgd_step(params: LayerParams, grad, learning_rate) -> LayerParams:
 def make_loss(layer) -> Callable:
     """A loss factory: the returned function closes over ``layer``, a new function each call.
 
-    Taught in methods.qmd, "Closures against arguments".
+    Taught in Jitting methods and classes, Closures against arguments.
     """
 
     def loss(x):
@@ -341,7 +341,7 @@ def make_loss(layer) -> Callable:
 def layer_loss(layer, x) -> jax.Array:
     """The same loss with the layer as an argument, so one jitted function serves every layer.
 
-    Taught in methods.qmd, "Closures against arguments".
+    Taught in Jitting methods and classes, Closures against arguments.
     """
     return jnp.sum(layer.predict(x))
 
@@ -480,7 +480,7 @@ def evaluate(strategy: Strategy, size: int = 3) -> dict:
 
     Clears JAX's caches first, so the compile counts do not depend on what ran before.
 
-    Taught in methods.qmd, "Which strategy for my class?".
+    Taught in Jitting methods and classes, Which strategy for my class?
     """
     if not isinstance(strategy, Strategy):
         raise TypeError(
@@ -553,7 +553,7 @@ def event_grid(
     """For each strategy and event (new weights, new layer, new activation): compiles, and whether the result is right.
 
     Each strategy starts from empty caches and a layer already called once.
-    Taught in "Jitting methods and classes", "Explore it" (sec-methods-explore).
+    Taught in Jitting methods and classes, Explore it.
     """
     rng = np.random.default_rng(size)
     w1, w2, w3, x = (

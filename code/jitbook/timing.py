@@ -66,7 +66,7 @@ def time_call(
     """Time ``fn(*args, **kwargs)``: ``warmup`` untimed calls (compiling, if jitted), then
     ``repeats`` timed ones.
 
-    Taught in "Why compile?", "Asynchronous dispatch".
+    Taught in Why compile?, Asynchronous dispatch.
     """
     check_callable(fn, "time_call")
     if repeats < 1 or warmup < 0:

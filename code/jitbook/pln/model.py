@@ -39,7 +39,7 @@ def log_stirling(k: jax.Array) -> jax.Array:
 def neg_elbo(params: Params, data, Omega: jax.Array) -> jax.Array:
     """Minus the ELBO at (B, M, S) for a fixed precision matrix Omega (the loss we minimise).
 
-    Taught in chapter "The PLN model, level by level", section "The model".
+    Taught in The PLN model, level by level, The model.
     """
     B, M, S = params
     Y, O, X = data
@@ -59,7 +59,7 @@ def neg_elbo(params: Params, data, Omega: jax.Array) -> jax.Array:
 def closed_form_sigma(M: jax.Array, S: jax.Array) -> jax.Array:
     """The Sigma that maximises the ELBO for given M and S: (M^T M + diag(sum_i S_i^2)) / n.
 
-    Taught in chapter "The PLN model, level by level", section "The model".
+    Taught in The PLN model, level by level, The model.
     """
     return (M.T @ M + jnp.diag(jnp.sum(S * S, axis=0))) / M.shape[0]
 
@@ -67,7 +67,7 @@ def closed_form_sigma(M: jax.Array, S: jax.Array) -> jax.Array:
 def neg_elbo_grads(params: Params, data, Omega: jax.Array) -> Params:
     """The gradient of `neg_elbo` written out by hand (the tests compare it to jax.grad).
 
-    Taught in chapter "The PLN model, level by level", section "The model".
+    Taught in The PLN model, level by level, The model.
     """
     B, M, S = params
     Y, O, X = data
@@ -82,7 +82,7 @@ def neg_elbo_grads(params: Params, data, Omega: jax.Array) -> Params:
 def make_optimizer(lr: float = 1.0) -> optax.GradientTransformation:
     """RAdam, then a step of size `lr`, each coordinate's step clipped to 0.1 (the seed's recipe, with lr used).
 
-    Taught in chapter "The PLN model, level by level", section "The model".
+    Taught in The PLN model, level by level, The model.
     """
     return optax.chain(optax.scale_by_radam(), optax.scale(-lr), optax.clip(0.1))
 

@@ -25,7 +25,7 @@ from .model import (
 def seed_neg_elbo(params: Params, data, Omega: jax.Array) -> jax.Array:
     """The seed's loss: log(det(Omega)), and a trace whose parentheses are in the wrong place.
 
-    Taught in chapter "The PLN model, level by level", section "Bugs in the 2023 code".
+    Taught in The PLN model, level by level, Bugs in the 2023 code.
     """
     B, M, S = params
     Y, O, X = data
@@ -55,7 +55,7 @@ def trace_bug_neg_elbo(params: Params, data, Omega: jax.Array) -> jax.Array:
 def seed_optimizer(lr: float) -> optax.GradientTransformation:
     """The seed's optimizer: `lr` is accepted and never used, so the step is RAdam's own, clipped to 0.1.
 
-    Taught in chapter "The PLN model, level by level", section "Bugs in the 2023 code".
+    Taught in The PLN model, level by level, Bugs in the 2023 code.
     """
     return optax.chain(optax.scale_by_radam(), optax.scale(-1.0), optax.clip(0.1))
 
@@ -90,7 +90,7 @@ def fit_with(
 class SeedPLN:
     """The seed's level-4 class, trimmed to its bugs: a global write, arrays as aux data, fields lost.
 
-    Taught in chapter "The PLN model, level by level", section "Bugs in the 2023 code".
+    Taught in The PLN model, level by level, Bugs in the 2023 code.
     """
 
     def __init__(self, Y, O, X):
