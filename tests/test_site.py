@@ -7,7 +7,6 @@ Where ``quarto`` is on PATH, the last test renders the book and checks the built
 
 import re
 import shutil
-import subprocess
 from pathlib import Path
 
 import nbformat
@@ -292,21 +291,6 @@ def test_site_step_gives_every_chapter_its_notebook_and_strips_the_cdn(tmp_path,
 def test_site_command_fails_with_a_message_without_a_site(tmp_path, capsys):
     assert book.main(["site", str(tmp_path / "nope")]) == 1
     assert "no rendered site at" in capsys.readouterr().err
-
-
-@pytest.mark.skipif(shutil.which("quarto") is None,
-                    reason="quarto is not on PATH (conda-forge's quarto or `pip install quarto-cli`); "
-                           "the executed notebooks the site is built from are checked above without it")
-def test_quarto_builds_an_offline_site_with_every_download(tmp_path):
-    out = tmp_path / "site"
-    subprocess.run(["quarto", "render", "--to", "html", "--output-dir", str(out)], cwd=ROOT, check=True)
-    for page in book.chapter_pages():
-        html = (out / "chapters" / f"{page.stem}.html").read_text()
-        assert f'href="../notebooks/{page.stem}.ipynb"' in html
-        assert (out / "notebooks" / f"{page.stem}.ipynb").exists(), f"{page.name}: its download is missing"
-    for html in out.rglob("*.html"):
-        assert book.remote_loads(html.read_text()) == [], f"{html.relative_to(out)} loads remote resources"
-    assert "BEGIN SOLUTION" not in (out / "search.json").read_text()
 
 
 # ---- typography: what Markdown would change or drop ---------------------------------------------------------
