@@ -70,3 +70,13 @@ def test_the_xla_flags_row_is_a_code_span_so_its_dashes_stay_two(monkeypatch):
     monkeypatch.setenv("XLA_FLAGS", guard.XLA_FLAG)
     rows = {r["component"]: r["version"] for r in display.version_rows()}
     assert rows["XLA_FLAGS"] == f"`{guard.XLA_FLAG}`"
+
+
+def test_numbers_carry_thousands_separators_except_four_digit_ones():
+    assert display.number(16008000) == "16,008,000" and display.number(-50_000) == "-50,000"
+    assert display.number(2023) == "2023", "years and other four-digit numbers stay whole"
+    assert display.number(0.000123) == "0.000123" and display.number(3.14159) == "3.142"
+    assert display.number(123456.7) == "123,457"
+    assert "| 16,008,000 |" in jitbook.table([{"bytes": 16008000}]).text
+    with pytest.raises(TypeError, match="int or a float"):
+        display.number("12")

@@ -30,6 +30,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 
+from .display import number
+
 METADATA_KEY = "jitbook/explorer"
 PLOTLY_MIME = "application/vnd.plotly.v1+json"
 CONFIG = {
@@ -117,8 +119,8 @@ STYLE = """
 def _fmt(value) -> str:
     if isinstance(value, bool):
         return "yes" if value else "no"
-    if isinstance(value, float):
-        return f"{value:.3g}"
+    if isinstance(value, int | float):
+        return number(value, 3)  # 16,008,000: thousands separated, as in the tables
     return str(value)
 
 
