@@ -210,7 +210,10 @@ def test_axes_read_as_counts_powers_of_ten_and_no_si_suffixes():
     layout = counts.figure["layout"]
     assert layout["yaxis"]["tickformat"] == ",d" and layout["yaxis"]["dtick"] >= 1, "whole counts"
     assert layout["yaxis"]["zeroline"] is True, "zero is drawn"
-    assert layout["xaxis"]["dtick"] == 1, "a log axis over decades ticks at powers of ten"
+    assert layout["xaxis"]["tickvals"] == [1, 10, 100], "a few choices: a tick at each"
+    many = explore.curves({"c": (list(range(1, 1001)), [1.0] * 1000)}, [{"k": "c"}], key="k",
+                          title="t", x_title="i", y_title="y", log_x=True).figure["layout"]
+    assert many["xaxis"]["dtick"] == 1, "a log axis over decades ticks at powers of ten"
     assert {layout["xaxis"]["exponentformat"], layout["yaxis"]["exponentformat"]} == {"power"}
     ratios = explore.slider([{"n": n, "ratio": r} for n, r in [(1, 0.0001), (2, 0.5)]],
                             x="n", ys=["ratio"], title="t")

@@ -478,8 +478,10 @@ def _axis(values: Sequence, log: bool) -> dict:
         return {}  # categories: Plotly writes them as given
     style = {"exponentformat": "power", "separatethousands": True}
     if log:
-        positive = [v for v in nums if v > 0]
-        if positive and math.log10(max(positive) / min(positive)) >= 1:
+        positive = sorted({v for v in nums if v > 0})
+        if 1 < len(positive) <= 12:  # a few choices: a tick at each, labelled in full
+            style.update(tickvals=positive, ticktext=[number(v, 3) for v in positive])
+        elif positive and math.log10(positive[-1] / positive[0]) >= 1:
             style["dtick"] = 1
         return style
     style.update({"zeroline": True, "zerolinewidth": 2})
