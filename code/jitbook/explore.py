@@ -253,8 +253,14 @@ class Explorer:
         layout = {**self.figure["layout"], **self._words(self.start)}
         layout["legend"] = {"orientation": "v", "x": 1.02, "y": 1, "yanchor": "top"}
         extra = below + 40 + 13 * lines
-        layout["margin"] = {**layout["margin"], "b": layout["margin"]["b"] + extra}
-        layout["height"] = layout["height"] + extra
+        # The caption, under the title, takes as many lines as its longest choice needs.
+        top = 14 * (max(len(_caption_lines(c)) for c in self.captions) - 1)
+        layout["margin"] = {
+            **layout["margin"],
+            "b": layout["margin"]["b"] + extra,
+            "t": layout["margin"]["t"] + top,
+        }
+        layout["height"] = layout["height"] + extra + top
         if self.control == "slider":
             layout["sliders"] = [
                 {
@@ -303,7 +309,10 @@ class Explorer:
         return {
             "title": {
                 "text": f"{_plotly_text(self.title)}<br>"
-                f"<sub>{_plotly_text(self.captions[i])}</sub>"
+                + "<br>".join(
+                    f"<sub>{_plotly_text(line)}</sub>"
+                    for line in _caption_lines(self.captions[i])
+                )
             },
             "annotations": notes if self.panels[i] else [],
         }
@@ -448,6 +457,16 @@ def _plotly_text(text: str) -> str:
 
 def _short(value: float) -> float:
     return float(f"{value:.6g}")
+
+
+def _caption_lines(caption: str, width: int = 100) -> list[str]:
+    """A caption cut between its ``column: value`` parts into lines Plotly's title holds."""
+    lines = [""]
+    for part in caption.split("; "):
+        if lines[-1] and len(lines[-1]) + 2 + len(part) > width:
+            lines.append("")
+        lines[-1] = f"{lines[-1]}; {part}" if lines[-1] else part
+    return lines
 
 
 def _caption(row: dict) -> str:
