@@ -277,7 +277,13 @@ def test_quarto_builds_an_offline_site_with_every_download(site):
         assert (out / "notebooks" / f"{page.stem}.ipynb").exists(), f"{page.name}: its download is missing"
     for html in out.rglob("*.html"):
         assert book.remote_loads(html.read_text()) == [], f"{html.relative_to(out)} loads remote resources"
-    assert "BEGIN SOLUTION" not in (out / "search.json").read_text()
+    search = (out / "search.json").read_text()
+    solutions = [line.strip() for page in book.chapter_pages() for cell in book.to_notebook(page).cells
+                 if "### BEGIN SOLUTION" in cell.source
+                 for line in cell.source.split("### BEGIN SOLUTION")[1].splitlines()[1:2]]
+    assert solutions, "the chapters' exercises have solution cells"
+    leaked = [line for line in solutions if json.dumps(line)[1:-1] in search]
+    assert not leaked, f"solution code in the site's search index: {leaked}"
 
 
 def test_the_build_prints_no_warning_and_leaves_the_checkout_as_it_was(site):
@@ -312,6 +318,7 @@ def served(site):
     threading.Thread(target=server.serve_forever, daemon=True).start()
     yield f"http://127.0.0.1:{server.server_address[1]}"
     server.shutdown()
+    server.server_close()
 
 
 READ_PAGE = """() => {

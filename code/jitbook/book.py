@@ -531,6 +531,36 @@ def shared_plotly(html: str, page: Path, site: Path) -> str:
     return html[: found.start()] + tag + html[found.end() :]
 
 
+def solution_lines(root: Path = ROOT) -> list[str]:
+    """Every line of code between the exercises' ``### BEGIN SOLUTION`` markers."""
+    lines = []
+    for qmd in chapter_pages(root):
+        for cell in to_notebook(qmd).cells:
+            for part in cell.source.split("### BEGIN SOLUTION")[1:]:
+                body = part.split("### END SOLUTION")[0]
+                lines += [line.strip() for line in body.splitlines() if line.strip()]
+    return lines
+
+
+def unsearchable(site: Path, root: Path = ROOT) -> None:
+    """The site's search index without the exercises' solutions.
+
+    The solutions are folded on the page, but Quarto 1.7 indexes every text of a page, so
+    a search would show them; this runs after Quarto wrote ``search.json``.
+    """
+    index = Path(site) / "search.json"
+    if not index.exists():
+        return
+    solutions = sorted(set(solution_lines(root)), key=len, reverse=True)
+    docs = json.loads(index.read_text())
+    for doc in docs:
+        text = doc.get("text", "")
+        for line in solutions:
+            text = text.replace(line, "")
+        doc["text"] = "\n".join(t for t in text.splitlines() if t.strip())
+    index.write_text(json.dumps(docs, indent=1, ensure_ascii=False))
+
+
 def chapter_pages(root: Path = ROOT) -> list[Path]:
     """The pages under ``chapters/``: each links to its notebook
     (filters/notebook-link.lua)."""
@@ -568,6 +598,7 @@ def build_site(site: Path, root: Path = ROOT) -> list[Path]:
         light = shared_plotly(offline_html(text), page.relative_to(site), site)
         if light != text:
             page.write_text(light)
+    unsearchable(site, root)
     titles, written, missing = label_titles(root), [], []
     target = site / "notebooks"
     target.mkdir(exist_ok=True)
