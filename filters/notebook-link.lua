@@ -6,8 +6,9 @@ local function small()
   return value == "1" or value == "true"
 end
 
--- Solutions are folded on the page; keep them and their nbgrader markers out of the site's search index
--- (Quarto 1.6+ skips elements with this class) and drop the marker lines from the code shown.
+-- Solutions are folded on the page: drop their nbgrader marker lines from the code shown and mark
+-- the cell. Quarto 1.7 still indexes its text, so the post-render step (jitbook.book.unsearchable)
+-- takes the solutions out of search.json.
 local BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
 
 local function without_markers(text)

@@ -5,6 +5,7 @@ The notebooks come from tests/test_chapters.py, which keeps each chapter it exec
 Where ``quarto`` is on PATH, the last test renders the book and checks the built site as served.
 """
 
+import json
 import re
 import shutil
 from pathlib import Path
@@ -286,6 +287,16 @@ def test_site_step_gives_every_chapter_its_notebook_and_strips_the_cdn(tmp_path,
     (site / "notebooks" / f"{with_code[0].stem}.ipynb").unlink()
     with pytest.raises(FileNotFoundError, match=rf"no executed notebook for chapters/{with_code[0].stem}.qmd"):
         book.build_site(site, root)
+
+
+def test_solutions_leave_the_search_index(tmp_path):
+    solutions = book.solution_lines()
+    assert solutions, "the chapters have exercises with solutions"
+    docs = [{"href": "chapters/x.html", "text": f"Prose stays.\n{solutions[0]}\nMore prose."}]
+    (tmp_path / "search.json").write_text(json.dumps(docs))
+    book.unsearchable(tmp_path)
+    text = json.loads((tmp_path / "search.json").read_text())[0]["text"]
+    assert text == "Prose stays.\nMore prose."
 
 
 def test_site_command_fails_with_a_message_without_a_site(tmp_path, capsys):
