@@ -365,7 +365,8 @@ def test_every_page_fits_the_screen_and_no_line_scrolls(site, served, browser, w
         if seen["pageWidth"] > seen["viewport"]:
             problems.append(f"{path}: {seen['pageWidth']} px wide at {width} px")
         if width == 1280 and seen["scrolling"]:
-            problems.append(f"{path}: {seen['scrolling']} code blocks scroll sideways")
+            problems.append(f"{path}: {seen['scrolling']} code blocks scroll sideways, the widest line "
+                            f"{seen['widest']} characters (the column holds 88)")
         if seen["remote"] or seen["errors"]:
             problems.append(f"{path}: asked the network for {seen['remote']}, JavaScript errors {seen['errors']}")
     assert not problems, problems
