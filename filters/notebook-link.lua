@@ -22,6 +22,25 @@ local function without_markers(text)
   return table.concat(kept, "\n")
 end
 
+-- Inline math followed by punctuation ("$x$:") stays on the line with it: a phone's narrow column
+-- would otherwise start a line with a lone ":".
+function Inlines(inlines)
+  local out = pandoc.Inlines({})
+  local i = 1
+  while i <= #inlines do
+    local el, after = inlines[i], inlines[i + 1]
+    if el.t == "Math" and el.mathtype == "InlineMath" and after and after.t == "Str"
+        and after.text:match("^[%.,;:%)!%?]") then
+      out:insert(pandoc.Span({el, after}, pandoc.Attr("", {"nowrap"})))
+      i = i + 2
+    else
+      out:insert(el)
+      i = i + 1
+    end
+  end
+  return out
+end
+
 function Div(div)
   if not div.classes:includes("cell") then
     return nil
