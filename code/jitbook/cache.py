@@ -176,7 +176,7 @@ def capture_jax_logs(
     JAX writes them through the ``jax`` logger at WARNING level; we listen there instead
     of scraping stderr, so a chapter can show the real text.
 
-    Taught in recompilation.qmd, "Diagnosing a recompile".
+    Taught in Static arguments and compiling again, Diagnosing a recompile.
     """
     handler = _Records()
     logger = logging.getLogger("jax")

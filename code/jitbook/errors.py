@@ -59,7 +59,7 @@ def call_outcome(fn: Callable, *args) -> dict:
     """Call ``fn(*args)`` and report what happened: the result's type, or the error's class, first
     and last line.
 
-    Taught in "jaxprs", "Calling an executable with other shapes".
+    Taught in jaxprs, Calling an executable with other shapes.
     """
     check_callable(fn, "call_outcome")
     called = ", ".join(short_type(a) for a in args)

@@ -24,7 +24,7 @@ def log2_with_side_effects(x: jax.Array) -> jax.Array:
     """log2 of x that also prints and appends to a global list: neither shows up in the
     jaxpr.
 
-    Taught in "jaxprs", "What a jaxpr leaves out".
+    Taught in jaxprs, What a jaxpr leaves out.
     """
     SEEN.append(x)
     print("running the Python body with", x)
@@ -35,7 +35,7 @@ def by_rank(x: jax.Array) -> jax.Array:
     """Row sums of a matrix, cosine of anything else: a Python branch on a shape,
     decided while tracing.
 
-    Taught in "jaxprs", "What a jaxpr leaves out".
+    Taught in jaxprs, What a jaxpr leaves out.
     """
     if x.ndim == 2:
         return jnp.sum(x, axis=1)
@@ -45,7 +45,7 @@ def by_rank(x: jax.Array) -> jax.Array:
 def update(x: jax.Array) -> jax.Array:
     """One iteration of a toy update: three primitives.
 
-    Taught in "jaxprs", "Reading a jaxpr".
+    Taught in jaxprs, Reading a jaxpr.
     """
     return jnp.sin(x) * 0.5 + x
 
@@ -72,7 +72,7 @@ def with_closure(table: jax.Array) -> Callable[[jax.Array], jax.Array]:
     """A function that reads ``table`` from its enclosing scope: the array becomes a
     constant of the jaxpr.
 
-    Taught in "jaxprs", "Constants and literals".
+    Taught in jaxprs, Constants and literals.
     """
 
     def project(x: jax.Array) -> jax.Array:
@@ -98,7 +98,7 @@ def outer(x: jax.Array) -> jax.Array:
     """Calls the jitted ``inner``: its jaxpr holds ``inner`` as one ``jit`` equation
     with a jaxpr inside.
 
-    Taught in "jaxprs", "A jitted function inside another".
+    Taught in jaxprs, A jitted function inside another.
     """
     return inner(x) + 1.0
 
@@ -130,7 +130,7 @@ def variant_explorer(size: int) -> tuple[list[dict], list[dict]]:
     """Each of ``variants(size)`` walked through trace, lower, compile: its sizes, XLA's
     costs, and the texts.
 
-    Taught in "jaxprs", "Explore it" (sec-jaxprs-explore).
+    Taught in jaxprs, Explore it.
     """
     from .programs import COSTS, count_equations, walk
 

@@ -32,7 +32,7 @@ def count_equations(jaxpr) -> int:
     """Equations in a jaxpr, counting those inside nested jaxprs (loop bodies, branches)
     too.
 
-    Taught in "Tracing", "Python loops unroll" (sec-tracing-loops).
+    Taught in Tracing, Python loops unroll.
     """
     jaxpr = getattr(jaxpr, "jaxpr", jaxpr)  # a ClosedJaxpr holds its Jaxpr in .jaxpr
     if not isinstance(jaxpr, jax.extend.core.Jaxpr):
@@ -53,7 +53,7 @@ def anatomy(jaxpr) -> Markdown:
     """A jaxpr taken apart, one row per constant, input, equation and output, each with
     its type.
 
-    Taught in "jaxprs", "Reading a jaxpr".
+    Taught in jaxprs, Reading a jaxpr.
     """
     if not hasattr(jaxpr, "eqns"):
         raise TypeError(
@@ -133,7 +133,7 @@ def stats(
     With ``lower=True`` it also lowers ``jax.jit(fn)`` to StableHLO to count that text's
     lines.
 
-    Taught in "jaxprs", "A jaxpr explorer".
+    Taught in jaxprs, A jaxpr explorer.
     """
     timing.check_callable(fn, "stats")
     jaxpr = jax.make_jaxpr(fn, static_argnums=static_argnums)(*args, **kwargs)
@@ -203,7 +203,7 @@ def cost_summary(analysis) -> dict[str, float]:
     per program) on older versions; both are accepted, lists are summed. A figure XLA
     leaves out counts as 0.
 
-    Taught in "jaxprs", "The road to XLA" (sec-jaxprs-stages).
+    Taught in jaxprs, The road to XLA.
     """
     if hasattr(analysis, "cost_analysis"):
         analysis = analysis.cost_analysis()
@@ -281,7 +281,7 @@ def walk(
     """Take ``jax.jit(fn)`` through its ahead-of-time stages (timed by
     ``timing.stages``) and keep each product.
 
-    Taught in "jaxprs", "The road to XLA" (sec-jaxprs-stages).
+    Taught in jaxprs, The road to XLA.
     """
     timing.check_callable(fn, "walk")
     if not isinstance(excerpt_lines, int) or excerpt_lines < 1:
@@ -303,7 +303,7 @@ def compiled_instructions(compiled) -> list[dict]:
     the output (the ROOT). A ``fusion`` is one loop over memory that XLA made of several
     operations.
 
-    Taught in "jaxprs", "What XLA did" (sec-jaxprs-xla).
+    Taught in jaxprs, What XLA did.
     """
     if not hasattr(compiled, "as_text"):
         raise TypeError(

@@ -38,7 +38,7 @@ def power(x: jax.Array, n) -> jax.Array:
     """``x ** n`` with ``n`` meant to be static: an int exponent traces to
     ``integer_pow``, a float to ``pow``.
 
-    Taught in recompilation.qmd, "Static arguments".
+    Taught in Static arguments and compiling again, Static arguments.
     """
     return x**n
 
@@ -155,7 +155,7 @@ class ScaleBy:
     """A callable object equal to (and hashing like) any other ``ScaleBy`` with the same
     factor.
 
-    Taught in recompilation.qmd, "The function: by hash and equality".
+    Taught in Static arguments and compiling again, The function: by hash and equality.
     """
 
     factor: float
@@ -509,7 +509,7 @@ def jit_in_a_loop(how: str, steps: int = 10) -> dict:
     """Apply ``plus_one`` ``steps`` times through ``jax.jit(...)`` built in the loop,
     three ways.
 
-    Taught in recompilation.qmd, "jit built inside a loop".
+    Taught in Static arguments and compiling again, jit built inside a loop.
     """
     makers = {
         "jax.jit(partial(plus_one))": lambda: jax.jit(functools.partial(plus_one)),
@@ -578,7 +578,7 @@ def soft_mean(x: jax.Array, mask: jax.Array) -> jax.Array:
     """Mean of softplus(x) where ``mask`` is true: padding is ignored, so results do not
     move.
 
-    Taught in recompilation.qmd, "Variable sizes: padding to buckets".
+    Taught in Static arguments and compiling again, Variable sizes: padding to buckets.
     """
     y = jnp.logaddexp(x, 0.0)
     return jnp.sum(jnp.where(mask, y, 0.0)) / jnp.sum(mask)
@@ -587,7 +587,7 @@ def soft_mean(x: jax.Array, mask: jax.Array) -> jax.Array:
 def next_bucket(n: int, smallest: int = 16) -> int:
     """The padded length for ``n``: the next power of two, at least ``smallest``.
 
-    Taught in recompilation.qmd, "Variable sizes: padding to buckets".
+    Taught in Static arguments and compiling again, Variable sizes: padding to buckets.
     """
     if not isinstance(n, (int, np.integer)) or n < 1:
         raise ValueError(f"n must be a positive int (a sequence length), got {n!r}.")
@@ -656,7 +656,7 @@ def shrink(x, mode):
     """Three ways to shrink values, chosen by ``mode`` (0, 1 or 2) with ``lax.switch``:
     one program.
 
-    Taught in recompilation.qmd, "Control flow without recompiling".
+    Taught in Static arguments and compiling again, Control flow without recompiling.
     """
     branches = [
         lambda v: jnp.clip(v, -1.0, 1.0),
@@ -680,7 +680,7 @@ def sqrt_newton(a, tol):
     """Square root by Newton's method until the step is below ``tol``: a traced stop,
     ``lax.while_loop``.
 
-    Taught in recompilation.qmd, "Control flow without recompiling".
+    Taught in Static arguments and compiling again, Control flow without recompiling.
     """
 
     def not_done(state):
@@ -754,7 +754,7 @@ def deep(x, steps: int):
     """A program that takes XLA a noticeable time to compile: ``steps`` unrolled
     matmul-tanh layers.
 
-    Taught in recompilation.qmd, "A cache that outlives the process".
+    Taught in Static arguments and compiling again, A cache that outlives the process.
     """
     for i in range(steps):
         x = jnp.tanh(x @ x.T * 0.01 + i)
@@ -917,8 +917,7 @@ def call_story(
     """One fresh ``jax.jit(power, static_argnums=1)`` called on each of ``calls``:
     compiled or not, and JAX's reason.
 
-    Taught in "Static arguments and compiling again", "Explore it"
-    (sec-recompilation-explore).
+    Taught in Static arguments and compiling again, Explore it.
     """
     jitted = fresh_jit(power, static_argnums=1)
     rows, panels = [], []

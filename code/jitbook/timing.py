@@ -110,7 +110,7 @@ def verdict_from_rounds(
     below the other's lower quartile (the ranges do not overlap beyond noise) and its
     minimum is at least ``MIN_FACTOR`` times smaller; otherwise a tie.
 
-    Taught in "Why compile?", "Timing that holds".
+    Taught in Why compile?, Timing that holds.
     """
     a_times = _check_rounds(a_times, "a_times")
     b_times = _check_rounds(b_times, "b_times")
@@ -263,7 +263,7 @@ def race(
     every call is blocked on. Each round starts one variant later than the last, so
     no variant always runs first.
 
-    Taught in "Why compile?", "Timing that holds".
+    Taught in Why compile?, Timing that holds.
     """
     _check_race(variants, rounds, min_time, max_rounds, per)
     names = list(variants)
@@ -320,7 +320,7 @@ def time_call(
     """Time ``fn(*args, **kwargs)`` alone: a race of one variant, ``repeats`` rounds.
 
     To compare variants, race them together instead: only interleaved rounds make a
-    verdict. Taught in "Why compile?", "Timing that holds".
+    verdict. Taught in Why compile?, Timing that holds.
     """
     check_callable(fn, "time_call")
     if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:

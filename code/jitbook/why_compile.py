@@ -18,7 +18,7 @@ def standardize_softplus(x: jax.Array) -> jax.Array:
     Op by op, every primitive is its own kernel that writes its whole result; compiled, XLA fuses
     them into fewer passes over memory.
 
-    Taught in "Why compile?", "Two ways to run the same function".
+    Taught in Why compile?, Two ways to run the same function.
     """
     y = jnp.log1p(jnp.exp(-jnp.abs(x))) + jnp.maximum(
         x, 0.0
@@ -44,7 +44,7 @@ def break_even_calls(compile_s: float, eager_s: float, jit_s: float) -> float:
     """After how many calls compiling pays off: compile time over the time saved per call (inf if
     none).
 
-    Taught in "Why compile?", "Op by op against compiled, measured".
+    Taught in Why compile?, Op by op against compiled, measured.
     """
     for name, value in (
         ("compile_s", compile_s),
@@ -63,8 +63,8 @@ def cold_and_warm(fn: Callable, x: jax.Array, repeats: int = 50) -> list[dict]:
     """First and later calls of ``fn(x)``, op by op and jitted, each first call on a cold start.
 
     Pass an ``x`` of a shape nothing has used yet: op by op, the first call compiles each primitive
-    for that shape, as the first jitted call compiles the whole function. Taught in "Why compile?",
-    "When compiling does not pay off".
+    for that shape, as the first jitted call compiles the whole function. Taught in Why compile?,
+    When compiling does not pay off.
     """
     rows = []
     for way, callable_ in (("op by op", fn), ("jax.jit", fresh_jit(fn))):
@@ -90,8 +90,8 @@ def wrapper_per_call(
     """Per-call times of one ``jax.jit(fn)`` called again, and of a new ``jax.jit(fn)`` at every
     call.
 
-    Both find the compiled program; the new wrapper misses jit's fast dispatch path. Taught in "Why
-    compile?", "Two ways to run the same function".
+    Both find the compiled program; the new wrapper misses jit's fast dispatch path. Taught in
+    Why compile?, Two ways to run the same function.
     """
     kept = jax.jit(fn)
     jax.block_until_ready(kept(x))
@@ -109,7 +109,7 @@ def divide_by_huge(x: jax.Array) -> jax.Array:
     """``x / 3e38``: exact op by op for ``x = 3e38``, but compiled, XLA may rewrite it and lose the
     answer.
 
-    Taught in "Why compile?", "Two ways to run the same function".
+    Taught in Why compile?, Two ways to run the same function.
     """
     return x / HUGE
 
@@ -120,7 +120,7 @@ def divide_by_huge(x: jax.Array) -> jax.Array:
 def size_sweep(rows: Sequence[int], columns: int = 256, repeats: int = 5) -> list[dict]:
     """``standardize_softplus`` on ``rows`` x ``columns`` arrays: op by op, compiled, compile time, break-even calls.
 
-    Taught in "Why compile?", "Explore it" (sec-why-compile-explore).
+    Taught in Why compile?, Explore it.
     """
     if (
         isinstance(rows, (str, bytes))

@@ -107,7 +107,7 @@ def target_curves(
     """For each fit (its losses and ms per iteration): the gap to ``target`` against seconds, and its
     ``time_to_target`` row; the explorer of the converging fit draws them.
 
-    Taught in "The PLN model, made fast and convergent", "Explore it" (sec-pln-fast-explore).
+    Taught in The PLN model, made fast and convergent, Explore it.
     """
     series, rows = {}, []
     for name, (losses, ms_per_iter) in fits.items():

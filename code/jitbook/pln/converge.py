@@ -38,7 +38,7 @@ class NewtonState(NamedTuple):
 def profile_B(params: Params, X: jax.Array, X_pinv: jax.Array) -> Params:
     """Move the part of M that X explains into B: O + XB + M is unchanged and M^T M can only shrink.
 
-    Taught in chapter "The PLN model, made fast", section "Converging, not just iterating".
+    Taught in The PLN model, made fast, Converging, not just iterating.
     """
     shift = X_pinv @ params.M
     return Params(params.B + shift, params.M - X @ shift, params.S)
@@ -56,7 +56,7 @@ def newton_step(
     The loss terms are summed entry by entry *after* combining them (a Poisson log-likelihood per count),
     so the float32 sum does not subtract large totals from each other.
 
-    Taught in chapter "The PLN model, made fast", section "Converging, not just iterating".
+    Taught in The PLN model, made fast, Converging, not just iterating.
     """
     B, M, S = params
     Y, O, X = data
@@ -103,7 +103,7 @@ def newton_program(
 def fit_newton(data, n_iter: int, max_step: float = 1.0) -> FitResult:
     """Fit by damped per-coordinate Newton steps (OpenBLAS limited as in `levels.fit`).
 
-    Taught in chapter "The PLN model, made fast", section "Converging, not just iterating".
+    Taught in The PLN model, made fast, Converging, not just iterating.
     """
     n_iter, data = check_n_iter(n_iter), device_data(data)
     with blas_limited():

@@ -39,7 +39,7 @@ def gram(M: jax.Array, S: jax.Array) -> jax.Array:
 def precision(gram_: jax.Array, n: int) -> tuple[jax.Array, jax.Array]:
     """Omega = (gram / n)^-1 and log det Omega, both from one Cholesky factor L (stable, no overflow).
 
-    Taught in chapter "The PLN model, made fast", section "A faster level".
+    Taught in The PLN model, made fast, A faster level.
     """
     L = jnp.linalg.cholesky(gram_ / n)
     Omega = jax.scipy.linalg.cho_solve((L, True), jnp.eye(L.shape[0], dtype=L.dtype))
@@ -51,7 +51,7 @@ def loss_and_grads(
 ):
     """Minus the ELBO and its gradient in one pass over the n x p arrays.
 
-    Taught in chapter "The PLN model, made fast", section "A faster level".
+    Taught in The PLN model, made fast, A faster level.
     """
     B, M, S = params
     Y, O, X = data

@@ -36,7 +36,7 @@ class FitResult(NamedTuple):
 def fit_eager(data: PLNData, n_iter: int, lr: float = 1.0) -> FitResult:
     """Level "eager": a plain Python loop of plain JAX calls.
 
-    Taught in chapter "The PLN model, level by level", section "Levels of compilation".
+    Taught in The PLN model, level by level, Levels of compilation.
     """
     opt = make_optimizer(lr)
     params = init_params(data)
@@ -63,7 +63,7 @@ _apply_updates = jax.jit(optax.apply_updates)
 def fit_jit_step(data: PLNData, n_iter: int, lr: float = 1.0) -> FitResult:
     """Level "jit_step": a Python loop over jitted pieces, one dispatch per piece per iteration.
 
-    Taught in chapter "The PLN model, level by level", section "Levels of compilation".
+    Taught in The PLN model, level by level, Levels of compilation.
     """
     opt = make_optimizer(lr)
     update = jax.jit(opt.update)
@@ -86,7 +86,7 @@ def fit_jit_step(data: PLNData, n_iter: int, lr: float = 1.0) -> FitResult:
 def scan_program(data: PLNData, n_iter: int, lr):
     """The compiled loop of level "scan": `n_iter` iterations in one `lax.scan`, the carry a plain tuple.
 
-    Taught in chapter "The PLN model, level by level", section "Levels of compilation".
+    Taught in The PLN model, level by level, Levels of compilation.
     """
     opt = make_optimizer(lr)
     params = init_params(data)
@@ -126,7 +126,7 @@ class FitState(NamedTuple):
 def namedtuple_program(data: PLNData, n_iter: int, lr) -> tuple[jax.Array, FitState]:
     """The compiled loop of level "namedtuple": the same scan, its carry a `FitState`.
 
-    Taught in chapter "The PLN model, level by level", section "Levels of compilation".
+    Taught in The PLN model, level by level, Levels of compilation.
     """
     opt = make_optimizer(lr)
 
@@ -156,7 +156,7 @@ def fit_namedtuple(data: PLNData, n_iter: int, lr: float = 1.0) -> FitResult:
 def one_iteration(state: FitState, data: PLNData, lr) -> tuple[FitState, jax.Array]:
     """A whole iteration as one compiled program: the state goes in, the next state and the loss come out.
 
-    Taught in chapter "The PLN model, level by level", section "Levels of compilation".
+    Taught in The PLN model, level by level, Levels of compilation.
     """
     opt = make_optimizer(lr)
     loss, grads = jax.value_and_grad(neg_elbo)(state.params, data, state.Omega)
@@ -169,7 +169,7 @@ def one_iteration(state: FitState, data: PLNData, lr) -> tuple[FitState, jax.Arr
 def fit_jit_iteration(data: PLNData, n_iter: int, lr: float = 1.0) -> FitResult:
     """Level "jit_iteration": a Python loop calling `one_iteration`, one dispatch per iteration.
 
-    Taught in chapter "The PLN model, level by level", section "Levels of compilation".
+    Taught in The PLN model, level by level, Levels of compilation.
     """
     params = init_params(data)
     eye = jnp.eye(data.Y.shape[1])
@@ -188,7 +188,7 @@ def fit_jit_iteration(data: PLNData, n_iter: int, lr: float = 1.0) -> FitResult:
 class PLN:
     """Data, parameters and closed-form Sigma/Omega in one object; every array is a pytree child.
 
-    Taught in chapter "The PLN model, level by level", section "Levels of compilation".
+    Taught in The PLN model, level by level, Levels of compilation.
     """
 
     def __init__(
@@ -250,7 +250,7 @@ def fit_pytree(data: PLNData, n_iter: int, lr: float = 1.0) -> FitResult:
 class PLNModule(eqx.Module):
     """Parameters and closed-form Sigma/Omega as an immutable Equinox module (a pytree by construction).
 
-    Taught in chapter "The PLN model, level by level", section "Levels of compilation".
+    Taught in The PLN model, level by level, Levels of compilation.
     """
 
     params: Params
@@ -269,7 +269,7 @@ class PLNModule(eqx.Module):
 def equinox_program(model: PLNModule, data: PLNData, n_iter: int, lr):
     """The compiled loop of level "equinox"; a Python `lr` would be static here, so `fit_equinox` passes an array.
 
-    Taught in chapter "The PLN model, level by level", section "Levels of compilation".
+    Taught in The PLN model, level by level, Levels of compilation.
     """
     opt = make_optimizer(lr)
 
@@ -347,7 +347,7 @@ def level_curves(
 
     "The way down" runs from the highest first loss to the lowest loss any level reached. ``runs`` is
     ``fit_levels``' result, ``ms_per_iter`` each level's run time per iteration (``bench.benchmark_levels``).
-    Taught in "A worked example", "Explore it" (sec-pln-explore).
+    Taught in A worked example, Explore it.
     """
     missing = sorted(set(runs) - set(ms_per_iter))
     if missing:

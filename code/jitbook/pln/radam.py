@@ -49,7 +49,7 @@ def radam_step(
 ):
     """One RAdam step on one array, scaled by -lr and clipped to 0.1: a single elementwise pass.
 
-    Taught in chapter "The PLN model, made fast", section "A faster level".
+    Taught in The PLN model, made fast, A faster level.
     """
     c1, c2, r, rectify = scalars
     mu = b1 * mu + (1 - b1) * g
@@ -64,7 +64,7 @@ def radam_step(
 def unit_steps(n_steps: int = 8) -> jax.Array:
     """optax RAdam's first updates for a constant unit gradient; jit it or not to compare float32 rounding.
 
-    Taught in chapter "The PLN model, level by level", section "Same algorithm, same numbers".
+    Taught in The PLN model, level by level, Same algorithm, same numbers.
     """
     radam, g = optax.scale_by_radam(), jnp.ones(1)
     state, updates = radam.init(g), []

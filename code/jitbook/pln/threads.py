@@ -24,7 +24,7 @@ def blas_threads() -> int:
 def blas_limited(threads: int = BLAS_THREADS) -> threadpool_limits:
     """A context manager: BLAS uses `threads` threads inside it and its previous setting after it.
 
-    Taught in chapter "The PLN model, made fast", section "Two thread pools".
+    Taught in The PLN model, made fast, Two thread pools.
     """
     if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
         raise ValueError(
