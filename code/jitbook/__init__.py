@@ -1,10 +1,10 @@
 """jitbook: the code that the book *JIT with JAX* shows, runs and tests.
 
-Importing it first sets an XLA flag that avoids a CPU miscompile (see ``jitbook.guard``); do
-``import jitbook`` before any JAX computation.
+Importing it first sets an XLA flag that avoids a CPU miscompile (see
+``jitbook.guard``); do ``import jitbook`` before any JAX computation.
 
-Tools (used by every chapter) are re-exported here; each chapter's examples live in the module named
-for the chapter's file (``chapters/tracing.qmd`` -> ``jitbook.tracing``).
+Tools (used by every chapter) are re-exported here; each chapter's examples live in the
+module named for the chapter's file (``chapters/tracing.qmd`` -> ``jitbook.tracing``).
 """
 
 from .guard import apply_cpu_guard

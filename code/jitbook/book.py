@@ -505,8 +505,9 @@ PLOTLY_LIB = "site_libs/plotly/plotly.min.js"
 
 
 def _inline_plotly(html: str) -> re.Match | None:
-    """The ``<script>`` holding plotly.js in a page, as Quarto wrote it (Pandoc turns the
-    tabs of plotly.js into spaces, so the text is not the package's file byte for byte)."""
+    """The ``<script>`` holding plotly.js in a page, as Quarto wrote it (Pandoc turns
+    the tabs of plotly.js into spaces, so the text is not the package's file byte for
+    byte)."""
     head = re.escape(_plotly_js()[:200])
     return re.search(rf"<script>{head}.*?</script>", html, re.S)
 
@@ -545,8 +546,8 @@ def solution_lines(root: Path = ROOT) -> list[str]:
 def unsearchable(site: Path, root: Path = ROOT) -> None:
     """The site's search index without the exercises' solutions.
 
-    The solutions are folded on the page, but Quarto 1.7 indexes every text of a page, so
-    a search would show them; this runs after Quarto wrote ``search.json``.
+    The solutions are folded on the page, but Quarto 1.7 indexes every text of a page,
+    so a search would show them; this runs after Quarto wrote ``search.json``.
     """
     index = Path(site) / "search.json"
     if not index.exists():

@@ -460,7 +460,8 @@ def _short(value: float) -> float:
 
 
 def _caption_lines(caption: str, width: int = 100) -> list[str]:
-    """A caption cut between its ``column: value`` parts into lines Plotly's title holds."""
+    """A caption cut between its ``column: value`` parts into lines Plotly's title
+    holds."""
     lines = [""]
     for part in caption.split("; "):
         if lines[-1] and len(lines[-1]) + 2 + len(part) > width:

@@ -307,7 +307,8 @@ def masked_scan(x: jax.Array, n, max_n: int) -> jax.Array:
 
     A ``fori_loop`` with a traced trip count becomes a ``while_loop``, which
     reverse-mode AD refuses; a scan with a static bound and a mask has one compiled
-    program for every ``n <= max_n`` and a gradient. Taught in Tracing, Python loops unroll.
+    program for every ``n <= max_n`` and a gradient. Taught in Tracing, Python loops
+    unroll.
     """
     if not isinstance(max_n, int) or max_n < 0:
         raise ValueError(
