@@ -5,8 +5,8 @@ a sum of two elementwise logs into a wrong result. Taking reductions out of that
 gives correct numbers. The flag must be in ``XLA_FLAGS`` before JAX starts its CPU
 backend, so ``import jitbook`` sets it first thing.
 
-``python -m jitbook.guard probe|price|fingerprints`` runs the measurements the book
-shows in a process of its own (see ``in_fresh_process``).
+``python -m jitbook.guard probe|probes|price|fingerprints`` runs the measurements the
+book shows in a process of its own (see ``in_fresh_process``).
 """
 
 import argparse
@@ -55,9 +55,9 @@ def apply_cpu_guard() -> bool:
 
         if xla_bridge.backends_are_initialized() and XLA_FLAG not in flags.split():
             warnings.warn(
-                "JAX's CPU backend started before `import jitbook`, so the guard against the fused-"
-                "reduction miscompile is off in this process. Restart the kernel and import jitbook "
-                "before running any JAX code.",
+                "JAX's CPU backend started before `import jitbook`, so the guard "
+                "against the fused-reduction miscompile is off in this process. "
+                "Restart the kernel and import jitbook before running any JAX code.",
                 stacklevel=3,
             )
             return False
@@ -206,7 +206,7 @@ def fingerprints(rows: int, cols: int, repeat: int, iters: int) -> dict:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m jitbook.guard")
-    parser.add_argument("what", choices=["probe", "price", "fingerprints"])
+    parser.add_argument("what", choices=["probe", "probes", "price", "fingerprints"])
     parser.add_argument("--rows", type=int, default=4000)
     parser.add_argument("--cols", type=int, default=1000)
     parser.add_argument("--repeat", type=int, default=100, help="PLN data repeats")
@@ -219,6 +219,8 @@ def main(argv: list[str] | None = None) -> None:
     size = (args.rows, args.cols, args.repeat, args.iters)
     if args.what == "probe":
         result = miscompile_probe(compiler_options=OPTIONS[args.options])
+    elif args.what == "probes":
+        result = {k: miscompile_probe(compiler_options=o) for k, o in OPTIONS.items()}
     elif args.what == "price":
         result = price(*size, args.min_time)
     else:
