@@ -186,6 +186,30 @@ def price(rows: int, cols: int, repeat: int, iters: int, min_time: float) -> dic
     return out
 
 
+def price_rows(rounds: dict) -> list[dict]:
+    """``price``'s rounds as table rows: each program's minimum without and with the
+    guard, and the verdict.
+
+    Taught in "Why compile?", "What the guard costs".
+    """
+    from .timing import Race
+
+    rows = []
+    for program, times in rounds.items():
+        raced = Race(times)
+        verdict = raced.verdict("with the guard", "without the guard")
+        rows.append(
+            {
+                "program": program,
+                "without the guard, min (ms)": 1e3 * raced.min("without the guard"),
+                "with the guard, min (ms)": 1e3 * raced.min("with the guard"),
+                "with the guard it was": f"{verdict} without",
+                "rounds": raced.rounds,
+            }
+        )
+    return rows
+
+
 OPTIONS = {"none": None, "guarded": GUARDED_OPTIONS, "default": DEFAULT_OPTIONS}
 
 
