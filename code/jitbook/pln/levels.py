@@ -1,8 +1,9 @@
 """One algorithm, several ways to run it: from plain eager JAX to one compiled loop.
 
-Every level runs the same iteration: a gradient step on (B, M, S) with the ELBO at the current
-Omega, then the closed-form Sigma and Omega. They differ only in what JAX gets to compile. Only the
-number of iterations is static; the learning rate is traced, so a new one reuses the compiled program.
+Every level runs the same iteration: a gradient step on (B, M, S) with the ELBO at the
+current Omega, then the closed-form Sigma and Omega. They differ only in what JAX gets
+to compile. Only the number of iterations is static; the learning rate is traced, so a
+new one reuses the compiled program.
 """
 
 from __future__ import annotations
@@ -53,27 +54,33 @@ def fit_eager(data: PLNData, n_iter: int, lr: float = 1.0) -> FitResult:
     return FitResult(np.asarray(jnp.stack(losses)), params, Sigma, Omega)
 
 
-# Level "jit_step": the pieces are jitted, the loop stays in Python.
+# Level "jit_step": the pieces are jitted, the loop stays in Python. Every piece is
+# built once, here: a jax.jit built inside the fit would be a new function at every fit.
 _loss_and_grad = jax.jit(jax.value_and_grad(neg_elbo))
 _closed_form_sigma = jax.jit(closed_form_sigma)
 _inv = jax.jit(jnp.linalg.inv)
 _apply_updates = jax.jit(optax.apply_updates)
 
 
+@jax.jit
+def _update(grads: Params, opt_state, params: Params, lr):
+    """The optimizer step, ``lr`` an argument: one program for every learning rate."""
+    return make_optimizer(lr).update(grads, opt_state, params)
+
+
 def fit_jit_step(data: PLNData, n_iter: int, lr: float = 1.0) -> FitResult:
-    """Level "jit_step": a Python loop over jitted pieces, one dispatch per piece per iteration.
+    """Level "jit_step": a Python loop over jitted pieces, one dispatch per piece per
+    iteration.
 
     Taught in chapter "The PLN model, level by level", section "Levels of compilation".
     """
-    opt = make_optimizer(lr)
-    update = jax.jit(opt.update)
     params = init_params(data)
     Sigma = Omega = jnp.eye(data.Y.shape[1])
-    opt_state = opt.init(params)
+    opt_state = make_optimizer(lr).init(params)
     losses = []
     for _ in range(n_iter):
         loss, grads = _loss_and_grad(params, data, Omega)
-        updates, opt_state = update(grads, opt_state, params)
+        updates, opt_state = _update(grads, opt_state, params, lr)
         params = _apply_updates(params, updates)
         Sigma = _closed_form_sigma(params.M, params.S)
         Omega = _inv(Sigma)
@@ -167,16 +174,35 @@ def one_iteration(state: FitState, data: PLNData, lr) -> tuple[FitState, jax.Arr
 
 
 def fit_jit_iteration(data: PLNData, n_iter: int, lr: float = 1.0) -> FitResult:
-    """Level "jit_iteration": a Python loop calling `one_iteration`, one dispatch per iteration.
+    """Level "jit_iteration": a Python loop calling `one_iteration`, one dispatch per
+    iteration.
 
     Taught in chapter "The PLN model, level by level", section "Levels of compilation".
     """
+    return _iterate(one_iteration, data, n_iter, lr)
+
+
+# The same iteration, its state donated: XLA may write the next state into the buffers
+# of the one it was given, instead of allocating the whole state again at every call.
+one_iteration_donated = jax.jit(one_iteration.__wrapped__, donate_argnums=0)
+
+
+def fit_jit_iteration_donated(data: PLNData, n_iter: int, lr: float = 1.0) -> FitResult:
+    """`fit_jit_iteration` with the state donated at every call.
+
+    Taught in chapter "The PLN model, level by level", section "What each level costs".
+    """
+    return _iterate(one_iteration_donated, data, n_iter, lr)
+
+
+def _iterate(step, data: PLNData, n_iter: int, lr: float) -> FitResult:
     params = init_params(data)
-    eye = jnp.eye(data.Y.shape[1])
-    state = FitState(params, eye, eye, make_optimizer(lr).init(params))
+    p = data.Y.shape[1]
+    # two eyes, not one twice: a donated state must not hold the same buffer twice
+    state = FitState(params, jnp.eye(p), jnp.eye(p), make_optimizer(lr).init(params))
     losses = []
     for _ in range(n_iter):
-        state, loss = one_iteration(state, data, lr)
+        state, loss = step(state, data, lr)
         losses.append(loss)
     return FitResult(
         np.asarray(jnp.stack(losses)), state.params, state.Sigma, state.Omega
