@@ -84,7 +84,7 @@ def test_wrapper_per_call_races_both_ways():
 def test_op_by_op_runs_one_program_per_jnp_function_not_per_primitive():
     names = why_compile.op_by_op_programs(why_compile.standardize_softplus, jnp.ones((2, 3)))
     s = programs.stats(why_compile.standardize_softplus, jnp.ones((2, 3)), lower=False)
-    assert "_mean" in names and "reduce_sum" not in names  # jnp.mean is one program
+    assert names.count("_mean") == 1 and "reduce_sum" not in names  # one program, twice
     assert len(names) < s.equations
     x = jnp.zeros((3, 17))
     with count_compiles() as log:
