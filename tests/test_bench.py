@@ -111,3 +111,20 @@ def test_newton_time_to_target_reports_first_hit():
     assert out["iterations to target"] == 1  # every loss is below a huge target
     out = newton_time_to_target(load_oaks(1), target=0.0, n_iter=5, rounds=2)
     assert out["iterations to target"] is None and out["seconds to target"] is None
+
+
+@pytest.mark.claim("sec-pln-cost")
+def test_the_donated_iteration_hands_its_state_buffers_to_the_next_state():
+    """Donation is honoured on CPU: the state given to the call is deleted after it."""
+    import jax.numpy as jnp
+
+    from jitbook import pln
+    from jitbook.pln.levels import FitState, one_iteration_donated
+
+    data = pln.device_data(load_oaks(1))
+    params = pln.init_params(data)
+    p = data.Y.shape[1]
+    state = FitState(params, jnp.eye(p), jnp.eye(p), pln.make_optimizer(1.0).init(params))
+    new_state, _ = one_iteration_donated(state, data, 1.0)
+    assert state.params.M.is_deleted() and not new_state.params.M.is_deleted()
+    assert not data.Y.is_deleted()
