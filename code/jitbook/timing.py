@@ -324,8 +324,8 @@ def time_call(
 ) -> Timing:
     """Time ``fn(*args, **kwargs)`` alone: a race of one variant, ``repeats`` rounds.
 
-    To compare variants, race them together instead: only interleaved rounds make a
-    verdict. Taught in "Why compile?", "Timing that holds".
+    For one figure, not a comparison: to compare variants, race them together, since
+    only interleaved rounds make a verdict.
     """
     check_callable(fn, "time_call")
     if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
