@@ -180,6 +180,7 @@ def price(rows: int, cols: int, repeat: int, iters: int, min_time: float) -> dic
                     "without the guard": lambda p=plain, a=args: p(*a),
                     "with the guard": lambda g=guarded, a=args: g(*a),
                 },
+                rounds=10,
                 min_time=min_time,
             )
             out[name] = result.times

@@ -91,6 +91,7 @@ def headline(x: jax.Array, min_time: float = 1.0) -> timing.Race:
             "op by op": lambda: standardize_softplus(x),
             "jax.jit": lambda: jitted(x),
         },
+        rounds=15,
         min_time=min_time,
     )
 
