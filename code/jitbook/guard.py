@@ -131,11 +131,15 @@ def probe_in_fresh_process(guarded: bool, options: str = "none") -> dict:
 # --- what the guard costs
 
 
+EXPLORER_SHAPE = (8192, 256)  # the largest size why-compile's explorer times
+
+
 def main_programs(
     rows: int, cols: int, repeat: int, iters: int
 ) -> dict[str, tuple[Callable, tuple]]:
     """The book's main timed programs, each a function and its arguments (all arrays):
-    why-compile's function and the PLN levels scan and fast."""
+    why-compile's function at the page's size and the explorer's largest, and the PLN
+    levels scan and fast."""
     import jax
 
     from .pln import device_data, load_oaks
@@ -143,19 +147,21 @@ def main_programs(
     from .pln.levels import scan_program
     from .why_compile import standardize_softplus
 
-    x = jax.random.normal(jax.random.key(0), (rows, cols))
     data = device_data(load_oaks(repeat))
-    return {
-        "standardize_softplus (why-compile)": (standardize_softplus, (x,)),
-        f"PLN scan level, {iters} iterations": (
-            lambda data, lr: scan_program(data, iters, lr)[0],
-            (data, 1.0),
-        ),
-        f"PLN fast level, {iters} iterations": (
-            lambda data, lr: fast_program(data, iters, lr)[0],
-            (data, 1.0),
-        ),
-    }
+    programs = {}
+    for shape in dict.fromkeys([(rows, cols), EXPLORER_SHAPE]):
+        x = jax.random.normal(jax.random.key(0), shape)
+        name = f"standardize_softplus, {shape[0]:,} x {shape[1]:,}"
+        programs[name] = (standardize_softplus, (x,))
+    programs[f"PLN scan level, {iters} iterations"] = (
+        lambda data, lr: scan_program(data, iters, lr)[0],
+        (data, 1.0),
+    )
+    programs[f"PLN fast level, {iters} iterations"] = (
+        lambda data, lr: fast_program(data, iters, lr)[0],
+        (data, 1.0),
+    )
+    return programs
 
 
 def price(rows: int, cols: int, repeat: int, iters: int, min_time: float) -> dict:
