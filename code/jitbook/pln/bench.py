@@ -67,11 +67,11 @@ def benchmark_levels(
     k = min(eager_iters, n_iter)
     rows = [first_fit(data, k if lv == "eager" else n_iter, lv) for lv in levels]
     compiled = [lv for lv in levels if lv != "eager"]
+    # each first fit cleared the caches of the levels before it: warm them all again
     raced = race(
         {lv: lambda lv=lv: fit(data, n_iter, lv).losses for lv in compiled},
         rounds=rounds,
         min_time=min_time,
-        warmup=0,
         per=n_iter,
     )
     eager = None
@@ -81,7 +81,6 @@ def benchmark_levels(
             rounds=rounds,
             min_time=0.0,
             max_rounds=rounds,
-            warmup=0,
             per=k,
         )
     for row in rows:
