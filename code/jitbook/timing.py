@@ -141,6 +141,12 @@ def verdict_from_rounds(
 # --- races
 
 
+def _shown(value: float) -> float | int:
+    """Three significant digits, whole numbers from 100 up: a table of times, not
+    data."""
+    return round(value) if value >= 100 else float(f"{value:.3g}")
+
+
 def _unit(seconds: float) -> tuple[str, float]:
     if seconds >= 1:
         return "s", 1.0
@@ -205,9 +211,9 @@ class Race:
         return [
             {
                 "variant": n,
-                f"min ({unit})": scale * self.min(n),
-                f"median ({unit})": scale * self.median(n),
-                f"max ({unit})": scale * self.max(n),
+                f"min ({unit})": _shown(scale * self.min(n)),
+                f"median ({unit})": _shown(scale * self.median(n)),
+                f"max ({unit})": _shown(scale * self.max(n)),
                 "rounds": self.rounds,
             }
             for n in self.names
@@ -319,8 +325,8 @@ def time_call(
 ) -> Timing:
     """Time ``fn(*args, **kwargs)`` alone: a race of one variant, ``repeats`` rounds.
 
-    To compare variants, race them together instead: only interleaved rounds make a
-    verdict. Taught in Why compile?, Timing that holds.
+    For one figure, not a comparison: to compare variants, race them together, since
+    only interleaved rounds make a verdict.
     """
     check_callable(fn, "time_call")
     if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
