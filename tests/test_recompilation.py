@@ -265,13 +265,6 @@ def test_a_traced_slice_size_raises_index_error():
         jax.jit(recompilation.first_k)(jnp.ones(4), 2)
 
 
-def test_ratio_words():
-    assert jitbook.ratio_words(3.0, 1.0) == "3.0 times faster"
-    assert jitbook.ratio_words(1.0, 2.0) == "2.0 times slower"
-    with pytest.raises(ValueError, match="must be positive"):
-        jitbook.ratio_words(0.0, 1.0)
-
-
 def test_fresh_jit_needs_a_function():
     with pytest.raises(TypeError, match="takes a function"):
         cache.fresh_jit(3)

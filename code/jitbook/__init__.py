@@ -14,7 +14,6 @@ apply_cpu_guard()
 from . import timing as timing  # noqa: E402
 from .cache import capture_jax_logs as capture_jax_logs  # noqa: E402
 from .cache import count_compiles as count_compiles  # noqa: E402
-from .display import ratio_words as ratio_words  # noqa: E402
 from .display import show_source as show_source  # noqa: E402
 from .display import table as table  # noqa: E402
 from .display import versions as versions  # noqa: E402

@@ -197,12 +197,3 @@ def version_rows() -> list[dict]:
 def versions() -> Markdown:
     """The versions table that the preface shows."""
     return table(version_rows())
-
-
-def ratio_words(slow: float, fast: float) -> str:
-    """``'3.2 times faster'``-style words for a measured ratio, true whichever way it
-    came out."""
-    if min(slow, fast) <= 0 or math.isnan(slow) or math.isnan(fast):
-        raise ValueError(f"times must be positive, got {slow!r} and {fast!r}.")
-    r = slow / fast
-    return f"{r:.1f} times faster" if r >= 1 else f"{1 / r:.1f} times slower"
