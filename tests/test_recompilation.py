@@ -9,7 +9,6 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-import jitbook
 from jitbook import cache, capture_jax_logs, count_compiles, recompilation
 from jitbook.exercises import check
 
