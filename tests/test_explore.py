@@ -126,12 +126,11 @@ def test_bad_input_says_what_to_fix(call, message):
 def test_size_sweep_rows_and_break_even():
     from jitbook import why_compile
 
-    rows = why_compile.size_sweep([4, 32], columns=8, repeats=1)
+    rows = why_compile.size_sweep([4, 32], columns=8, min_time=0.0)
     assert [r["rows"] for r in rows] == [4, 32] and rows[1]["elements"] == 256
     for r in rows:
         assert r["compile (ms)"] > 0 and r["op by op (ms)"] > 0 and r["compiled (ms)"] > 0
-        calls = why_compile.break_even_calls(r["compile (ms)"], r["op by op (ms)"], r["compiled (ms)"])
-        assert r["calls to pay off"] == ("never" if calls == float("inf") else -(-calls // 1))
+        assert r["calls to pay off"] in ("never", "no clear saving") or r["calls to pay off"] >= 1
     with pytest.raises(ValueError, match="positive array heights"):
         why_compile.size_sweep([0])
 

@@ -23,12 +23,7 @@ ADDRESS = re.compile(r"\b0x[0-9a-fA-F]{6,}\b|\bid=\d{6,}")  # repr()'s hex addre
 # the day the page is fixed, so the mark is removed then. Issue 13, items 5 and 6.
 KNOWN_WIDE = {
 }
-# Chapter code cells written for the old 130-column limit, before the site's column was 88 (issue 23):
-# each chapter's owner rewraps its cells; the strict xfail turns red when a page is done.
-KNOWN_WIDE_CODE = {name: "code lines over 88 characters, from before the 88-column site (issue 23)"
-                   for name in ("why-compile.qmd", "tracing.qmd", "jaxprs.qmd", "recompilation.qmd",
-                                "artifacts.qmd", "methods.qmd", "pln.qmd", "pln-fast.qmd", "devices.qmd",
-                                "teachers.qmd", "sources.qmd")}
+KNOWN_WIDE_CODE: dict[str, str] = {}  # none today: every shown code line fits the column (issue 23)
 KNOWN_CAPTIONS: dict[str, str] = {}  # none today: methods' strategies caption writes `<Error>` in code
 KNOWN_STARS: dict[str, str] = {}
 KNOWN_TAGS: dict[str, str] = {}  # none today: methods' `<Error>` is written in code spans

@@ -6,7 +6,7 @@ from importlib import metadata
 def executed_on():
     """The JAX that executed the page, read in its kernel: a line under its set-up.
 
-    Taught in Ledger of claims: every claim on every release.
+    Taught in Ledger of claims, How the ledger is made.
     """
     import jax
 

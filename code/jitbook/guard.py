@@ -89,7 +89,7 @@ def miscompile_probe(
 ) -> dict:
     """Run the known repro and compare with a float64 NumPy sum.
 
-    Taught in the preface, "Why import jitbook comes first: a CPU miscompile".
+    Taught in Why compile?, What the guard costs.
     """
     import jax
     import jax.numpy as jnp

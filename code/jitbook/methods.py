@@ -27,7 +27,7 @@ def activate(name: str, z: jax.Array) -> jax.Array:
     """Apply the activation called ``name``; a Python lookup, so ``name`` must be known
     when tracing.
 
-    Taught in Jitting methods and classes, at its start.
+    Taught in Jitting methods and classes, The problem.
     """
     if name not in ACTIVATIONS:
         raise ValueError(

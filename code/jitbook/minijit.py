@@ -4,7 +4,7 @@ compile it.
 It borrows only JAX's primitives (each knows its abstract evaluation rule) and the hook
 that routes every ``primitive.bind`` to the current trace. The tracer, the program, the
 cache, the error on Python control flow and the compile step are written here, in the
-order jit runs them. Taught in Build your own jit.
+order jit runs them. Taught in Build your own jit, The tracer.
 """
 
 import dataclasses

@@ -133,7 +133,7 @@ def stats(
     With ``lower=True`` it also lowers ``jax.jit(fn)`` to StableHLO to count that text's
     lines.
 
-    Taught in jaxprs, A jaxpr explorer.
+    Taught in jaxprs, Counting what a jaxpr holds.
     """
     timing.check_callable(fn, "stats")
     jaxpr = jax.make_jaxpr(fn, static_argnums=static_argnums)(*args, **kwargs)
