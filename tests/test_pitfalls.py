@@ -134,10 +134,11 @@ def test_out_of_bounds_is_clamped_and_checkify_reports_it():
 
 @pytest.mark.claim("sec-pitfalls-debugging")
 def test_debug_nans_names_the_operation():
-    err = pitfalls.debug_nans_error(jnp.ones(3), jnp.array([0.0, 2.0, 0.0]))
+    err, printed = pitfalls.debug_nans_error(jnp.ones(3), jnp.array([0.0, 2.0, 0.0]))
     assert isinstance(err, FloatingPointError)
     assert "invalid value (nan) encountered in log" in str(err)
-    assert pitfalls.debug_nans_error(jnp.ones(3), jnp.zeros(3)) is None
+    assert printed and all("Calling the de-optimized version" in p for p in printed)
+    assert pitfalls.debug_nans_error(jnp.ones(3), jnp.zeros(3)) == (None, [])
 
 
 @pytest.mark.claim("sec-pitfalls-debugging")

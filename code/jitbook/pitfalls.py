@@ -6,6 +6,7 @@ Taught in "What trips people up".
 
 import contextlib
 import gzip
+import io
 import json
 import linecache
 import pathlib
@@ -188,17 +189,19 @@ def log_of_difference(x: jax.Array, y: jax.Array) -> jax.Array:
     return jnp.sum(jnp.log(x - y))
 
 
-def debug_nans_error(x: jax.Array, y: jax.Array) -> BaseException | None:
-    """The error ``jax_debug_nans`` raises for the jitted ``log_of_difference``.
+def debug_nans_error(x: jax.Array, y: jax.Array) -> tuple[BaseException | None, list]:
+    """The error ``jax_debug_nans`` raises for the jitted ``log_of_difference``, and the
+    lines JAX prints on the way (captured, so a page can fit them to its column).
 
     Taught in What trips people up, Debugging inside compiled code.
     """
-    with jax.debug_nans(True):
+    printed = io.StringIO()
+    with jax.debug_nans(True), contextlib.redirect_stdout(printed):
         try:
             jax.jit(log_of_difference)(x, y).block_until_ready()
         except FloatingPointError as err:
-            return err
-    return None
+            return err, printed.getvalue().splitlines()
+    return None, printed.getvalue().splitlines()
 
 
 def donation_under_debug_nans(n: int = 8) -> dict:

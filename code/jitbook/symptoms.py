@@ -412,20 +412,8 @@ def _pitfalls(name: str):
 
 
 def _debug_nans_lines() -> list[str]:
-    import contextlib
-    import io
-    import logging
-
-    stream = io.StringIO()
-    handler = logging.StreamHandler(stream)
-    logger = logging.getLogger("jax")
-    logger.addHandler(handler)
-    try:
-        with contextlib.redirect_stdout(stream), contextlib.redirect_stderr(stream):
-            err = _pitfalls("debug_nans_error")(jnp.ones(2), jnp.array([0.0, 2.0]))
-    finally:
-        logger.removeHandler(handler)
-    return [*stream.getvalue().splitlines(), error_line(err)]
+    err, printed = _pitfalls("debug_nans_error")(jnp.ones(2), jnp.array([0.0, 2.0]))
+    return [*printed, error_line(err)]
 
 
 def _unfinished_answer() -> str:
