@@ -159,6 +159,12 @@ def test_disable_jit_shows_concrete_values_and_make_jaxpr_still_traces():
         traced = jax.make_jaxpr(lambda x: x + 1)(1.0)
     assert all("ArrayImpl" in t for t in disabled) and len(disabled) == 3
     assert len(traced.eqns) == 1
+    # a change only the compiled program makes disappears under disable_jit
+    x = jnp.float32(np.pi)
+    with jax.disable_jit():
+        undone = float(jax.jit(pitfalls.faq_log_sqrt)(x))
+    assert undone == float(pitfalls.faq_log_sqrt(x))
+    assert undone != float(jax.jit(pitfalls.faq_log_sqrt)(x))
 
 
 @pytest.mark.claim("sec-pitfalls-debugging")

@@ -576,7 +576,7 @@ INDEX: list[Symptom] = [
     Symptom(
         "log",
         r"^cache miss explanation unavailable",
-        "JAX could not say why (a new static argument value is the usual cause).",
+        "JAX could not say why; in this book it follows a new static argument value.",
         "sec-recompilation-diagnose",
         "Diagnosing a recompile",
         _first(_miss_story, "cache miss explanation unavailable"),
@@ -628,8 +628,7 @@ INDEX: list[Symptom] = [
     Symptom(
         "log",
         r"^Finished XLA compilation of",
-        "`jax.log_compiles`: XLA compiled the program, in that time (usually the "
-        "longest stage).",
+        "`jax.log_compiles`: XLA compiled the program, in that time.",
         "sec-recompilation-diagnose",
         "Diagnosing a recompile",
         _first(_loop_story, "Finished XLA compilation"),
