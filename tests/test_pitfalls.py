@@ -174,6 +174,20 @@ def test_debug_prints_of_a_scan_reach_the_output_with_and_without_barrier():
     assert pitfalls.prints_before_exit(False) == want
 
 
+@pytest.mark.claim("sec-pitfalls-debugging")
+def test_ordered_debug_prints_keep_their_order(capfd):
+    @jax.jit
+    def two_prints(x):
+        jax.debug.print("first {}", x, ordered=True)
+        jax.debug.print("second {}", x * 2, ordered=True)
+        return x
+
+    two_prints(1.0)
+    jax.effects_barrier()
+    out = capfd.readouterr().out
+    assert out.index("first 1.0") < out.index("second 2.0")
+
+
 # --- compile time
 
 

@@ -292,14 +292,23 @@ def _methods(name: str):
     return getattr(methods, name)
 
 
-_W, _X = jnp.array([1.0, -2.0, 0.5]), jnp.array([2.0, 1.0, -4.0])
+def _w() -> jax.Array:  # made when called: importing this module starts no backend
+    return jnp.array([1.0, -2.0, 0.5])
+
+
+def _x() -> jax.Array:
+    return jnp.array([2.0, 1.0, -4.0])
+
+
+def _v() -> jax.Array:
+    return jnp.array([-1.0, 2.0, -3.0, 4.0])
 
 
 def _metadata_cause() -> str:
     layer = _methods("ArrayMetadataLayer")
     offset = jnp.array([0.5, 0.5, 0.5])
-    layer(_W, offset, "relu").predict(_X)
-    err = raised(lambda: layer(_W, offset + 0, "relu").predict(_X))
+    layer(_w(), offset, "relu").predict(_x())
+    err = raised(lambda: layer(_w(), offset + 0, "relu").predict(_x()))
     return error_line(err.__cause__)
 
 
@@ -439,8 +448,6 @@ def _on(fn: Callable, *args) -> Callable[[], str]:
 
 # --- the index
 
-_V = jnp.array([-1.0, 2.0, -3.0, 4.0])
-
 INDEX: list[Symptom] = [
     # tracing
     Symptom(
@@ -459,7 +466,7 @@ INDEX: list[Symptom] = [
         "tracer; use a static argument or a fixed-size form (`size=`).",
         "sec-tracing",
         "Shapes that depend on values",
-        lambda: _err(jax.jit(jnp.nonzero), _V),
+        lambda: _err(jax.jit(jnp.nonzero), _v()),
     ),
     Symptom(
         "TracerIntegerConversionError",
@@ -477,7 +484,7 @@ INDEX: list[Symptom] = [
         "`size=` to keep a fixed shape.",
         "sec-tracing",
         "Shapes that depend on values",
-        lambda: _err(jax.jit(_tracing("positives")), _V),
+        lambda: _err(jax.jit(_tracing("positives")), _v()),
     ),
     Symptom(
         "UnexpectedTracerError",
@@ -663,7 +670,7 @@ INDEX: list[Symptom] = [
         "class a pytree or mark the argument static.",
         "sec-methods",
         "The problem: `@jax.jit` on a method",
-        lambda: _err(_methods("DecoratedLayer")(_W, "relu").predict, _X),
+        lambda: _err(_methods("DecoratedLayer")(_w(), "relu").predict, _x()),
     ),
     Symptom(
         "FrozenInstanceError",
@@ -682,7 +689,7 @@ INDEX: list[Symptom] = [
         "sec-methods-static-self",
         "Strategy 2: `self` as a static argument",
         lambda: (
-            str(raised(_methods("HashedLayer")(_W, "relu").predict, _X))
+            str(raised(_methods("HashedLayer")(_w(), "relu").predict, _x()))
             .strip()
             .splitlines()[-1]
         ),
