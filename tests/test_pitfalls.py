@@ -62,6 +62,19 @@ def test_a_ref_passed_to_jit_is_updated_in_place_and_aliased():
 
 
 @pytest.mark.claim("sec-pitfalls-state")
+def test_a_ref_closed_over_is_updated_in_place_too():
+    counter = jax.new_ref(jnp.zeros(2))
+
+    @jax.jit
+    def bump():
+        counter[...] += 1.0
+
+    bump()
+    bump()
+    np.testing.assert_array_equal(counter[...], [2.0, 2.0])
+
+
+@pytest.mark.claim("sec-pitfalls-state")
 def test_a_jitted_function_cannot_return_a_new_ref():
     with pytest.raises(ValueError, match="mutable array references cannot be returned"):
         pitfalls.leak_ref(jnp.ones(3))
