@@ -7,7 +7,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup book notebooks test preview serve lab bench classroom clean
+.PHONY: setup book notebooks test preview serve lab bench classroom grade clean
 
 setup: $(STAMP)
 
@@ -42,10 +42,14 @@ serve:
 	@echo "Serving the book at http://127.0.0.1:8000/ (Ctrl-C stops it)"
 	$(PY) -m http.server 8000 --bind 127.0.0.1 --directory _book
 
-# JupyterLab (installed from requirements.lock) on the executed chapters.
+# JupyterLab (installed from requirements.lock) on the executed chapters, as students use it: the config in
+# _build/jupyter hides nbgrader's instructor tools. Jupyter refuses to run as root unless told, so as root
+# this passes --allow-root and says so.
 lab: setup
 	@test -n "$$(ls _build/notebooks/*.ipynb 2>/dev/null)" || $(MAKE) notebooks
-	$(PY) -m jupyter lab _build/notebooks
+	@$(PY) -m jitbook.classroom lab-config _build/jupyter >/dev/null
+	@if [ "$$(id -u)" = 0 ]; then echo "Running as root: JupyterLab starts with --allow-root."; fi
+	JUPYTER_CONFIG_DIR=_build/jupyter $(PY) -m jupyter lab _build/notebooks $$([ "$$(id -u)" = 0 ] && echo --allow-root)
 
 test: setup
 	$(PY) -m pytest
@@ -56,6 +60,11 @@ preview: setup
 classroom: setup
 	$(PY) -m jitbook.classroom notebooks _build/classroom
 	@echo "Student and instructor notebooks are in _build/classroom/ (see the 'For teachers' page)."
+
+# Grade a folder of completed notebooks: make grade SUBMISSIONS=path/to/folder (grades in _build/grades/).
+SUBMISSIONS ?= submissions
+grade: setup
+	$(PY) -m jitbook.classroom grade $(SUBMISSIONS)
 
 clean:
 	rm -rf _build _book .quarto *.quarto_ipynb* chapters/*.quarto_ipynb*

@@ -10,7 +10,6 @@ from jax import export
 import jitbook
 from jitbook import artifacts, count_compiles
 from jitbook.exercises import check
-from jitbook.pln import load_oaks
 
 # --- buffer donation ---------------------------------------------------------------------------------------
 
@@ -52,13 +51,22 @@ def test_an_unusable_donation_warns_once_per_compile():
     assert artifacts.donation_warnings(artifacts.sgd_update, jnp.ones(3), jnp.ones(3)) == []
 
 
-def test_donating_the_pln_carry_lowers_the_peak_and_keeps_the_losses():
-    data = load_oaks(repeat=1)
-    kept, donated = (artifacts.fit_python_loop(data, 3, donate=d) for d in (False, True))
-    assert kept.memory["aliased"] == 0 and donated.memory["aliased"] > 0.9 * donated.memory["outputs"]
+@pytest.mark.claim("sec-artifacts-carry")
+def test_donating_a_loops_carry_lowers_the_peak_and_keeps_the_losses():
+    kept, donated = (artifacts.fit_python_loop(64, 3, donate=d) for d in (False, True))
+    carry_bytes = 2 * 64 * 64 * 4
+    assert kept.memory["aliased"] == 0 and donated.memory["aliased"] == carry_bytes
     assert donated.memory["peak"] < kept.memory["peak"]
     np.testing.assert_array_equal(donated.losses, kept.losses)
     assert donated.losses[-1] < donated.losses[0]
+
+
+@pytest.mark.claim("sec-artifacts-unusable")
+def test_the_unusable_donation_warning_comes_from_lowering():
+    assert artifacts.warning_stage(artifacts.total, jnp.ones(100)) == {
+        "trace": 0, "lower": 1, "compile": 0, "call": 0}
+    usable = artifacts.warning_stage(artifacts.sgd_update, jnp.ones(3), jnp.ones(3))
+    assert usable == {"trace": 0, "lower": 0, "compile": 0, "call": 0}
 
 
 def test_donation_helpers_refuse_bad_input():
@@ -67,7 +75,11 @@ def test_donation_helpers_refuse_bad_input():
     with pytest.raises(ValueError, match="calls .* must be a positive whole number"):
         artifacts.donation_warnings(artifacts.total, jnp.ones(3), calls=0)
     with pytest.raises(ValueError, match="n_iter .* must be a positive whole number"):
-        artifacts.fit_python_loop(load_oaks(), 0, donate=True)
+        artifacts.fit_python_loop(8, 0, donate=True)
+    with pytest.raises(ValueError, match="side .* must be a positive whole number"):
+        artifacts.fit_python_loop(0, 3, donate=True)
+    with pytest.raises(TypeError, match="takes the function first"):
+        artifacts.warning_stage(jnp.ones(3))
 
 
 # --- export --------------------------------------------------------------------------------------------------
@@ -157,9 +169,39 @@ def test_the_constant_sweep_grows_with_the_table_only_when_closed_over():
         artifacts.constant_sweep(100)
 
 
-def test_jitted_pieces_compile_once_each_and_one_jit_once():
-    many, one = artifacts.pieces_rows(6)
-    assert (many["compiles"], one["compiles"]) == (6, 1)
+@pytest.mark.claim("sec-artifacts-pieces")
+def test_jitted_pieces_compile_once_each_but_not_inside_an_outer_jit():
+    many, outer_jitted, outer_plain = artifacts.pieces_rows(5)
+    assert (many["compiles"], many["compiles of a piece"]) == (5, 5)
+    assert (outer_jitted["compiles"], outer_jitted["compiles of a piece"]) == (1, 0)
+    assert (outer_plain["compiles"], outer_plain["compiles of a piece"]) == (1, 0)
+
+
+@pytest.mark.claim("sec-artifacts-hoisting")
+def test_constant_hoisting_set_after_import_leaves_the_closure_embedded():
+    table = np.random.default_rng(0).normal(size=(50, 50)).astype(np.float32)
+    before = len(jax.jit(artifacts.closed_over(table)).lower(jnp.ones(50)).as_text())
+    jax.config.update("jax_use_simplified_jaxpr_constants", True)
+    try:
+        after = len(jax.jit(artifacts.closed_over(table)).lower(jnp.ones(50)).as_text())
+    finally:
+        jax.config.update("jax_use_simplified_jaxpr_constants", False)
+    assert after == before > table.nbytes
+
+
+@pytest.mark.claim("sec-artifacts-hoisting")
+def test_constant_hoisting_is_off_by_default_and_moves_the_table_into_the_arguments():
+    assert jax.config.jax_use_simplified_jaxpr_constants is False
+    assert jax.config.jax_embedded_constants_max_bytes == 32
+    embedded, hoisted = artifacts.constant_hoisting_rows(100)
+    assert (embedded["simplified constants"], hoisted["simplified constants"]) == (False, True)
+    table_bytes = 100 * 100 * 4
+    assert embedded["StableHLO characters"] > 2 * table_bytes > 100 * hoisted["StableHLO characters"]
+    assert embedded["executable argument bytes"] == 100 * 4
+    assert hoisted["executable argument bytes"] == table_bytes + 100 * 4
+    assert embedded["compiles for 2 tables"] == hoisted["compiles for 2 tables"] == 2
+    assert embedded["kept in the program (bytes)"] == [32, 36]
+    assert hoisted["kept in the program (bytes)"] == [32]
 
 
 def test_compile_cost_helpers_refuse_bad_input():
@@ -167,6 +209,8 @@ def test_compile_cost_helpers_refuse_bad_input():
         artifacts.loop_cost_rows([0])
     with pytest.raises(ValueError, match="non-empty list of loop lengths"):
         artifacts.loop_cost_rows(100)
+    with pytest.raises(ValueError, match="side .* must be a positive whole number"):
+        artifacts.constant_hoisting_rows(0)
     with pytest.raises(ValueError, match="n .pieces. must be a positive whole number"):
         artifacts.pieces_rows(0)
     with pytest.raises(ValueError, match="size .* must be a positive whole number, e.g. size=1000, got 2.5"):

@@ -1,15 +1,18 @@
 """The classroom: student notebooks hold no solutions, grading re-runs the checks, and the chapters keep the form."""
 
+import ast
 import copy
 import csv
+import json
 import re
+import time
 from pathlib import Path
 
 import nbformat
 import pytest
 
-from jitbook import book, classroom, why_compile
-from jitbook.exercises import check, registry
+from jitbook import book, classroom
+from jitbook.exercises import registry
 
 NBGRADER_KEYS = {"schema_version", "grade", "locked", "solution", "task", "grade_id", "points", "checksum",
                  "cell_type"}  # nbgrader/nbgraderformat/v3.json (nbgrader 0.9) allows no other key
@@ -54,7 +57,7 @@ def test_broken_markers_in_a_chapter_name_the_chapter_and_line(tmp_path):
 
 
 def test_notebooks_command_writes_student_and_instructor_notebooks_for_every_chapter(tmp_path):
-    assert classroom.main(["notebooks", str(tmp_path)]) == 0
+    assert classroom.main(["notebooks", str(tmp_path), "--no-values"]) == 0
     with_exercises = [p for p in chapters() if classroom.has_exercises(book.to_notebook(p))]
     assert any(p.stem == "why-compile" for p in with_exercises)
     assert sorted(p.name for p in (tmp_path / "student").iterdir()) == sorted(f"{p.stem}.ipynb" for p in with_exercises)
@@ -77,17 +80,43 @@ def test_notebooks_command_writes_student_and_instructor_notebooks_for_every_cha
             for line in {l.strip() for l in region.splitlines() if l.strip()}:
                 assert student_lines.count(line) <= outside.count(line), (
                     f"{qmd.name}: solution line {line!r} in the student notebook")
-        assert student_lines.count(classroom.STUB[1]) >= len(regions)
+        stubs = [line for line in student_lines if line == classroom.STUB[1] or " = NotImplemented  #" in line]
+        assert len(stubs) >= len(regions)
         assert student.metadata["jitbook"]["source"] == qmd.name
         for cell in student.cells:
             if cell.cell_type == "code":
                 assert cell.outputs == [] and cell.execution_count is None
         solutions = [c for c in student.cells if c.metadata.get("jitbook", {}).get("role") == "solution"]
         for cell in solutions:
-            assert not re.search(r"^#\|\s*code-(fold|summary)", cell.source, re.M), cell.source
+            assert not re.search(r"^#\|", cell.source, re.M), cell.source
             assert classroom.STUB[0] in cell.source
+            top_level = [node for node in ast.parse(cell.source).body if isinstance(node, ast.Raise)]
+            assert not top_level, f"{qmd.name}: a stub raises when its cell runs, stopping Run All"
+        _assert_no_quarto_markup(student, qmd.name)
         _assert_nbgrader_metadata(student)
         _assert_nbgrader_metadata(instructor)
+
+
+def _assert_no_quarto_markup(nb, name):
+    markdown = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
+    code = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
+    assert "{python}" not in markdown, name
+    assert not re.search(r"^:::", markdown, re.M), name
+    assert not re.search(r"\{#(sec|exr|tbl|fig)-", markdown), name
+    assert not re.search(r"(?<![\w`])@(sec|exr|tbl|fig)-", markdown), name
+    assert not re.search(r"^#\|", code, re.M), name
+
+
+def test_student_notebook_fills_values_from_the_executed_chapter(executed):
+    page = book.ROOT / "chapters" / "why-compile.qmd"
+    ran = executed(page)
+    student = classroom.student_notebook(page, ran)
+    _assert_no_quarto_markup(student, page.name)
+    filled = [c.source for c in ran.cells if c.cell_type == "markdown" and c.source != book.SMALL_NOTE]
+    shown = [c.source for c in student.cells if c.cell_type == "markdown" and c.source != classroom.STUDENT_NOTE]
+    assert len(shown) == len(filled)
+    with_values = [text for text in book.to_notebook(page).cells if "{python}" in text.source]
+    assert with_values and all(classroom.FENCE.sub("", f).strip("\n") == s for f, s in zip(filled, shown, strict=True))
 
 
 def _assert_nbgrader_metadata(nb):
@@ -161,147 +190,239 @@ def _solution(nb, exercise_id):
                 and c.metadata["jitbook"]["role"] == "solution")
 
 
-def wrong_run_and_wait(fn, *args):
-    fn(*args)  # forgets to return the result: the checker's message for it does not depend on timing
+def _body_start(nb) -> int:
+    return next(i for i, c in enumerate(nb.cells) if c.cell_type == "markdown" and c.source.startswith("## ")) + 1
+
+
+CHECK_LIMIT = 5  # seconds per check in the class below: the endless loop costs this plus the margin
+CHEAT_CHECK = ("from jitbook.exercises import Report\n\n\ndef check(exercise_id, answer=None):\n"
+               "    return Report(exercise_id, True, ['all good'], '', '')\n\n\n")
+CHEAT_REGISTRY = ("import dataclasses\nfrom jitbook import exercises\n\n"
+                  "for key, ex in exercises.registry().items():\n"
+                  "    exercises._REGISTRY[key] = dataclasses.replace(ex, checker=lambda answer: None)\n\n")
+# Right answers, but the grading code's helpers are made to agree with anything.
+CHEAT_JITBOOK = "import jax\nimport jitbook.cache\n\njitbook.cache.count_compiles = None\njax.jit = jax.jit\n" \
+    "jax.block_until_ready = lambda tree: tree"
+# Reads every process's command line (the grader's names the submissions), then blanks every notebook
+# it finds in the folders named there, in the submissions folder itself and in /tmp.
+OVERWRITE = """import os, pathlib
+blank = '{"cells": [], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}'
+named = []
+for proc in pathlib.Path('/proc').glob('[0-9]*'):
+    try:
+        named += (proc / 'cmdline').read_bytes().decode().split('\\0')
+    except OSError:
+        pass
+named += [SUBMISSIONS, os.path.expanduser('~/..'), '/tmp']
+hit = []
+for place in named:
+    folder = pathlib.Path(place)
+    folder = folder if folder.is_dir() else folder.parent
+    found = [*folder.glob('*.ipynb'), *folder.glob('*/*.ipynb')] if place.startswith('/') else []
+    for nb_file in found:
+        try:
+            nb_file.write_text(blank)
+            hit.append(str(nb_file))
+        except OSError:
+            pass
+print('overwrote', hit)"""
+OUTSIDE = """wrote = []
+for target in TARGETS:
+    try:
+        with open(target, 'w') as f:
+            f.write('out')
+        wrote.append(target)
+    except OSError:
+        pass
+print('wrote', wrote)"""
+ENDLESS = ("def run_and_wait(fn, *args):\n"  # x + 1 stops growing at 2**24 in float32: never 1e30
+           "    x = jax.lax.while_loop(lambda x: x < 1e30, lambda x: x + 1.0, 0.0)\n"
+           "    return jax.block_until_ready(x)\n")
+SYNTAX = ("def calls_until_jit_pays(compile_s, eager_s, jit_s):\n    if eager_s <= jit_s\n        return math.inf\n"
+          "    return math.ceil(compile_s / (eager_s - jit_s))\n")
+HOG = ("import numpy as np\n\nhog = np.ones(20 * 2**30 // 8)  # 20 GiB\n\n\n"
+       "def run_and_wait(fn, *args):\n    return jax.block_until_ready(fn(*args))\n")
+
+
+def make_class(handout: Path, subs: Path, outside: Path) -> None:
+    """A class of why-compile notebooks: right work, two cheats, attacks on the others, a hang,
+    a helper in the body, a syntax error, a memory hog and a broken file."""
+    instructor = nbformat.read(handout / "instructor" / "why-compile.ipynb", as_version=4)
+    student = nbformat.read(handout / "student" / "why-compile.ipynb", as_version=4)
+
+    def put(name, nb, solutions=None, body=None):
+        nb = copy.deepcopy(nb)
+        for exercise_id, source in (solutions or {}).items():
+            _solution(nb, exercise_id).source = source
+        if body:
+            nb.cells.insert(_body_start(nb), nbformat.v4.new_code_cell(body))
+        (subs / name).mkdir(parents=True)
+        nbformat.write(nb, subs / name / "why-compile.ipynb")
+
+    ready = "why-compile.ready"
+    put("right", instructor)
+    put("cheat-check", student, {ready: CHEAT_CHECK + _solution(student, ready).source})
+    put("cheat-registry", student, {ready: CHEAT_REGISTRY + _solution(student, ready).source})
+    put("cheat-jitbook", instructor, body=CHEAT_JITBOOK)
+    put("overwrite", instructor, body=OVERWRITE.replace("SUBMISSIONS", repr(str(subs))))
+    targets = [str(outside / "escaped.txt"), str(subs / "escaped.txt"), "/etc/escaped.txt",
+               str(book.ROOT / "code" / "escaped.txt"), "../escaped.txt"]
+    put("outside", instructor, body=OUTSIDE.replace("TARGETS", repr(targets)))
+    put("endless-loop", instructor, {ready: ENDLESS})
+    put("helper", instructor, {ready: "def run_and_wait(fn, *args):\n    return wait_for_all(fn(*args))\n"},
+        body="def wait_for_all(tree):\n    return jax.block_until_ready(tree)")
+    put("syntax-error", instructor, {"why-compile.break-even": SYNTAX})
+    put("memory-hog", instructor, {ready: HOG})
+    (subs / "broken").mkdir()
+    (subs / "broken" / "why-compile.ipynb").write_text('{"cells": [')
 
 
 @pytest.fixture(scope="module")
-def graded(tmp_path_factory):
-    """Grade a folder of sample submissions for why-compile with the command line; return the CSV rows."""
-    out = tmp_path_factory.mktemp("handout")
-    classroom.write_notebooks(out, [book.ROOT / "chapters" / "why-compile.qmd"])
-    instructor = nbformat.read(out / "instructor" / "why-compile.ipynb", as_version=4)
-    student = nbformat.read(out / "student" / "why-compile.ipynb", as_version=4)
-    subs = tmp_path_factory.mktemp("submissions")
-    (subs / "group-b").mkdir()
-    nbformat.write(instructor, subs / "correct.ipynb")
-
-    wrong = copy.deepcopy(student)
-    _solution(wrong, "why-compile.ready").source = "def run_and_wait(fn, *args):\n    fn(*args)\n"
-    _solution(wrong, "why-compile.fuse").source = "fast_standardize = why_compile.standardize_softplus\n"
-    for cell in wrong.cells:  # forged outputs: every check cell claims a pass
-        if classroom.checked_exercise(cell):
-            report = {"exercise": classroom.checked_exercise(cell), "passed": True, "checks": [], "message": "",
-                      "hint": ""}
-            cell.outputs = [nbformat.v4.new_output("display_data", data={"text/plain": "PASSED"},
-                                                   metadata={"jitbook_check": report})]
-    nbformat.write(wrong, subs / "group-b" / "wrong.ipynb")
-
-    crashing = copy.deepcopy(instructor)
-    first_check = next(i for i, c in enumerate(crashing.cells) if classroom.checked_exercise(c))
-    crashing.cells.insert(first_check + 1, nbformat.v4.new_code_cell("import os\nos._exit(1)"))
-    del crashing.metadata["jitbook"]  # the chapter must then come from the file name
-    nbformat.write(crashing, subs / "crashing-why-compile.ipynb")
-    (subs / "not-a-notebook.ipynb").write_text("{ this is not JSON")
-
-    csv_path = subs.parent / "grades.csv"
-    assert classroom.main(["grade", str(subs), "--out", str(csv_path)]) == 0
+def graded_class(tmp_path_factory):
+    """Grade the class with the command line; return the rows, the seconds it took and the folders."""
+    root = tmp_path_factory.mktemp("class")
+    classroom.write_notebooks(root / "handout", [book.ROOT / "chapters" / "why-compile.qmd"])
+    subs, outside = root / "submissions", root / "outside"
+    outside.mkdir()
+    make_class(root / "handout", subs, outside)
+    before = {p: p.read_bytes() for p in subs.rglob("*.ipynb")}
+    csv_path = root / "grades" / "grades.csv"
+    start = time.perf_counter()
+    assert classroom.main(["grade", str(subs), "--out", str(csv_path), "--check-limit", str(CHECK_LIMIT)]) == 0
+    seconds = time.perf_counter() - start
     with open(csv_path, newline="") as f:
-        return list(csv.DictReader(f)), len(crashing.cells), first_check
+        rows = {(r["student_file"].split("/")[0], r["exercise"]): r for r in csv.DictReader(f)}
+    return rows, seconds, before, subs, outside, csv_path
 
 
-def test_grading_re_runs_checks_and_writes_the_expected_csv(graded):
-    rows, crashing_cells, first_check = graded
-    assert list(rows[0]) == list(classroom.FIELDS)
-    stopped = (f"not reached: the kernel died (the code crashed or exited the Python process) at cell "
-               f"{first_check + 2} of {crashing_cells}, before this exercise's check")
-    expected = [
-        ("correct.ipynb", "why-compile.ready", "yes", ""),
-        ("correct.ipynb", "why-compile.fuse", "yes", ""),
-        ("correct.ipynb", "why-compile.break-even", "yes", ""),
-        ("crashing-why-compile.ipynb", "why-compile.ready", "yes", ""),
-        ("crashing-why-compile.ipynb", "why-compile.fuse", "no", stopped),
-        ("crashing-why-compile.ipynb", "why-compile.break-even", "no", stopped),
-        ("group-b/wrong.ipynb", "why-compile.ready", "no", check("why-compile.ready", wrong_run_and_wait).message),
-        ("group-b/wrong.ipynb", "why-compile.fuse", "no",
-         check("why-compile.fuse", why_compile.standardize_softplus).message),
-        ("group-b/wrong.ipynb", "why-compile.break-even", "no",
-         "not attempted: its solution cell is as it was handed out"),
-    ]
-    got = [tuple(r.values()) for r in rows if r["student_file"] != "not-a-notebook.ipynb"]
-    assert got == expected
-    unreadable = [r for r in rows if r["student_file"] == "not-a-notebook.ipynb"]
-    assert len(unreadable) == 1 and unreadable[0]["passed"] == "no"
-    assert unreadable[0]["message"].startswith("could not read the notebook")
+def test_grading_a_class_no_cheat_passes_and_every_right_answer_does(graded_class):
+    rows, seconds, *_ = graded_class
+    print(f"graded the class in {seconds:.0f} s")
+    for (student, exercise), row in sorted(rows.items()):
+        print(f"{student},{exercise},{row['passed']},{row['message']},{row['flags']}")
+    for cheat in ("cheat-check", "cheat-registry", "cheat-jitbook"):
+        cheats = [r for (s, _), r in rows.items() if s == cheat]
+        assert len(cheats) == 3 and all(r["passed"] == "no" and r["flags"] for r in cheats), cheats
+    assert rows["cheat-check", "why-compile.ready"]["flags"] == "rebinds check"
+    assert "replaces the checker of why-compile.ready" in rows["cheat-registry", "why-compile.ready"]["flags"]
+    assert rows["cheat-jitbook", "why-compile.ready"]["flags"] == (
+        "rebinds jax.block_until_ready; rebinds jitbook.cache.count_compiles")
+    assert rows["cheat-check", "why-compile.fuse"]["message"] == (
+        "not attempted: its solution cell is as it was handed out")
+    wrong = {("endless-loop", "why-compile.ready"), ("syntax-error", "why-compile.break-even"),
+             ("memory-hog", "why-compile.ready")}
+    for (student, exercise), row in rows.items():
+        if student in ("cheat-check", "cheat-registry", "cheat-jitbook", "broken"):
+            continue
+        want = "no" if (student, exercise) in wrong else "yes"
+        assert row["passed"] == want and not row["flags"], (student, exercise, row)
+    assert seconds < 120
 
 
-def test_a_partly_filled_solution_cell_counts_as_attempted():
-    handout = "class A:\n    def f(self):\n        # YOUR CODE HERE\n        raise NotImplementedError()\n\n" \
-              "    def g(self):\n        # YOUR CODE HERE\n        raise NotImplementedError()"
-    partly = handout.replace("raise NotImplementedError()", "return 1", 1)
-    report = {"exercise": "demo.a", "passed": False, "checks": [], "message": "g is missing", "hint": ""}
-
-    def graded(source):
-        solution = nbformat.v4.new_code_cell(source, metadata={"jitbook": {"exercise": "demo.a", "role": "solution"}})
-        checker = nbformat.v4.new_code_cell('check("demo.a")', outputs=[nbformat.v4.new_output(
-            "display_data", data={"text/plain": ""}, metadata={"jitbook_check": report})])
-        nb = nbformat.v4.new_notebook(cells=[solution, checker])
-        [row] = classroom.grade_executed("s.ipynb", nb, ["demo.a"], None, "", {classroom._code(handout)})
-        return row.message
-
-    assert graded(partly) == "g is missing"
-    assert graded("#| code-fold: true\n" + handout + "\n") == "not attempted: its solution cell is as it was handed out"
+def test_grading_says_what_went_wrong_in_plain_words(graded_class):
+    rows = graded_class[0]
+    assert rows["endless-loop", "why-compile.ready"]["message"].startswith(
+        f"the check of why-compile.ready ran longer than {CHECK_LIMIT + classroom.CHECK_MARGIN:g} s")
+    assert rows["syntax-error", "why-compile.break-even"]["message"] == (
+        "your solution cell raised SyntaxError at line 2: expected ':', so `calls_until_jit_pays` was never "
+        "defined")
+    assert rows["memory-hog", "why-compile.ready"]["message"].startswith(
+        "your solution cell raised MemoryError at line 3: Unable to allocate 20.0 GiB")
+    assert rows["broken", ""]["message"].startswith("could not read the notebook (NotJSONError")
 
 
-def _tiny_submission(path: Path, *sources: str) -> Path:
-    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(s) for s in sources])
-    nb.metadata["jitbook"] = {"source": "why-compile.qmd"}
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    nbformat.write(nb, path)
-    return path
+def test_no_submission_reaches_another_or_outside_its_folder(graded_class):
+    _, _, before, subs, outside, _ = graded_class
+    if classroom.sandbox_mode() != "bwrap":
+        pytest.skip("bubblewrap is not installed or cannot make namespaces here")
+    assert {p: p.read_bytes() for p in subs.rglob("*.ipynb")} == before
+    assert list(outside.iterdir()) == [] and not (subs / "escaped.txt").exists()
+    assert not (book.ROOT / "code" / "escaped.txt").exists()
 
 
-def test_a_hanging_cell_is_stopped_and_the_rest_is_not_reached(tmp_path):
-    path = _tiny_submission(
-        tmp_path / "hangs.ipynb",
-        "import jax\nfrom jitbook.exercises import check\n"
-        "def run_and_wait(fn, *args):\n    return jax.block_until_ready(fn(*args))",
-        "1 / 0", 'check("why-compile.ready")', "while True:\n    pass", 'check("why-compile.fuse")')
-    rows = classroom.grade_notebook(path, cell_timeout=3)
-    assert [(r.exercise, r.passed) for r in rows] == [  # the error in cell 2 did not stop the run
-        ("why-compile.ready", True), ("why-compile.fuse", False), ("why-compile.break-even", False)]
-    assert rows[1].message == ("not reached: a cell ran longer than 3 s and was stopped at cell 4 of 5, "
-                               "before this exercise's check")
-    assert rows[2].message == 'not attempted: the notebook has no check("why-compile.break-even") cell'
+def test_the_executed_submissions_are_kept_beside_the_grade_sheet(graded_class):
+    rows, _, before, subs, _, csv_path = graded_class
+    executed = classroom.executed_folder(csv_path)
+    kept = sorted(p.relative_to(executed) for p in executed.rglob("*.ipynb"))
+    assert kept == sorted(p.relative_to(subs) for p in before if p.parent.name != "broken")
+    nb = nbformat.read(executed / "right" / "why-compile.ipynb", as_version=4)
+    graders = [c for c in nb.cells if c.metadata.get("jitbook", {}).get("role") == "grader"]
+    assert [c.metadata["jitbook"]["exercise"] for c in graders] == classroom.chapter_exercises("why-compile")
+    assert all("PASSED" in c.outputs[0]["text"] for c in graders)
+    assert nb.metadata["jitbook"]["grading"]["sandbox"] == classroom.sandbox_mode()
 
 
-def test_a_notebook_over_its_time_limit_stops_between_cells(tmp_path):
-    source = "import os, time\nprint(os.getcwd())\ntime.sleep(1.5)"
-    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(source) for _ in range(4)])
-    stopped_at, reason = classroom.execute_submission(nb, cell_timeout=30, time_limit=1)
-    assert stopped_at == 1 and reason == "the notebook ran out of its 1 s time limit"
-    assert nb.cells[0].execution_count == 1 and nb.cells[2].execution_count is None
-    assert Path(nb.cells[0].outputs[0]["text"].strip()).name.startswith("jitbook-grade-")  # a temporary folder
+def _tiny(*sources: str) -> list:
+    return [classroom.Step("student", nbformat.v4.new_code_cell(s)) for s in sources]
+
+
+@pytest.mark.parametrize("sandbox", sorted({"none", classroom.sandbox_mode()}))
+def test_the_kernel_sees_its_own_folder_and_a_scrubbed_environment(monkeypatch, sandbox):
+    monkeypatch.setenv("GRADER_SECRET", "submissions-folder")
+    steps = _tiny("import os, pathlib\nprint(sorted(os.environ))\nprint(os.getcwd())\n"
+                  "print(pathlib.Path(f'/proc/{os.getppid()}/cmdline').read_bytes())")
+    kernel = classroom.Kernel(sandbox, env={"JITBOOK_SMALL": "1"})
+    assert classroom.run_steps(steps, kernel, cell_timeout=60, check_timeout={}, time_limit=120) == ""
+    names, cwd, parent = steps[0].cell.outputs[0]["text"].splitlines()
+    assert "GRADER_SECRET" not in names and "JPY_PARENT_PID" not in names and "'JITBOOK_SMALL'" in names
+    assert Path(cwd).name == "work" and "submissions-folder" not in parent
+
+
+def test_a_sandboxed_kernel_has_no_network():
+    import socket
+
+    if classroom.sandbox_mode() != "bwrap":
+        pytest.skip("bubblewrap is not installed or cannot make namespaces here")
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        port = server.getsockname()[1]
+        steps = _tiny(f"import socket\ntry:\n    socket.create_connection(('127.0.0.1', {port}), 2)\n"
+                      "    print('connected')\nexcept OSError as err:\n    print(type(err).__name__)")
+        kernel = classroom.Kernel("bwrap")
+        assert classroom.run_steps(steps, kernel, cell_timeout=60, check_timeout={}, time_limit=120) == ""
+    assert steps[0].cell.outputs[0]["text"].strip() != "connected"
+
+
+def test_a_cell_that_kills_its_kernel_is_noted_and_grading_goes_on_after_it():
+    steps = _tiny("x = 1", "import os\nos._exit(1)", "print(x + 1)")
+    kernel = classroom.Kernel(classroom.sandbox_mode())
+    assert classroom.run_steps(steps, kernel, cell_timeout=60, check_timeout={}, time_limit=120) == ""
+    assert steps[1].failure == "killed the kernel"
+    assert steps[2].cell.outputs[0]["text"] == "2\n"
+
+
+def test_a_hanging_cell_is_stopped_and_grading_goes_on_after_it():
+    steps = _tiny("x = 1", "while True:\n    pass", "print(x + 1)")
+    kernel = classroom.Kernel(classroom.sandbox_mode())
+    assert classroom.run_steps(steps, kernel, cell_timeout=3, check_timeout={}, time_limit=60) == ""
+    assert steps[1].failure == "ran longer than 3 s"
+    assert steps[2].cell.outputs[0]["text"] == "2\n"  # the restarted kernel replayed x = 1
+
+
+def test_a_notebook_over_its_time_limit_stops_between_cells():
+    steps = _tiny(*["import time\ntime.sleep(1.5)"] * 4)
+    reason = classroom.run_steps(steps, classroom.Kernel(), cell_timeout=30, check_timeout={}, time_limit=1)
+    assert reason == "the notebook ran out of its 1 s time limit"
+    assert steps[0].cell.outputs == [] and steps[3].cell.get("execution_count") is None
 
 
 @pytest.mark.parametrize("flags, expected", [([], "1"), (["--full-size"], "0")])
 def test_grading_runs_small_sizes_unless_asked_for_full_ones(tmp_path, monkeypatch, flags, expected):
     monkeypatch.setenv("JITBOOK_SMALL", "0" if expected == "1" else "1")  # the grader's own setting must not leak in
     seen = {}
-    monkeypatch.setattr(classroom, "grade_notebook", lambda path, name, **kw: seen.setdefault("env", kw["env"]) and [])
+    monkeypatch.setattr(classroom, "grade_notebook",
+                        lambda path, name, **kw: seen.setdefault("env", kw["kernel"].env) and [])
     nbformat.write(nbformat.v4.new_notebook(), tmp_path / "why-compile.ipynb")
     assert classroom.main(["grade", str(tmp_path), "--out", str(tmp_path / "g.csv"), *flags]) == 0
     assert seen["env"] == {"JITBOOK_SMALL": expected}
 
 
-def test_the_kernel_gets_the_grading_environment(tmp_path):
-    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("import os\nprint(os.environ['JITBOOK_SMALL'])")])
-    assert classroom.execute_submission(nb, cell_timeout=30, time_limit=60, env={"JITBOOK_SMALL": "1"}) == (None, "")
-    assert nb.cells[0].outputs[0]["text"] == "1\n"
-    classroom.execute_submission(nb, cell_timeout=30, time_limit=60, env={"JITBOOK_SMALL": "0"})
-    assert nb.cells[0].outputs[0]["text"] == "0\n"
-
-
-def test_an_erroring_check_cell_is_reported_as_not_checked(tmp_path):
-    path = _tiny_submission(tmp_path / "why-compile.ipynb", 'check("why-compile.ready")')  # check never imported
-    rows = classroom.grade_notebook(path, cell_timeout=30)
-    assert rows[0].message == ("not checked: its check cell ran but showed no report "
-                               "(it raised NameError: name 'check' is not defined)")
-
-
 def test_grade_command_rejects_a_missing_folder(tmp_path, capsys):
     assert classroom.main(["grade", str(tmp_path / "nope"), "--out", str(tmp_path / "g.csv")]) == 1
     assert "no folder at" in capsys.readouterr().err
+
+
+def test_grade_sheet_goes_under_build_by_default():
+    assert classroom.GRADES.relative_to(book.ROOT).parts[0] == "_build"
 
 
 def test_a_notebook_of_no_known_chapter_gets_one_row_saying_so(tmp_path):
@@ -327,11 +448,90 @@ def test_body_cells_are_those_between_the_set_up_and_the_exercises():
     assert classroom.body_cells(nbformat.v4.new_notebook(cells=[code("x = 1")])) == []
 
 
-def test_grading_skips_the_chapter_body(tmp_path):
-    classroom.write_notebooks(tmp_path, [book.ROOT / "chapters" / "why-compile.qmd"])
-    nb = nbformat.read(tmp_path / "instructor" / "why-compile.ipynb", as_version=4)
-    first_section = next(i for i, c in enumerate(nb.cells) if c.cell_type == "markdown" and c.source.startswith("## "))
-    nb.cells.insert(first_section + 1, nbformat.v4.new_code_cell("import os\nos._exit(1)"))  # would kill the kernel
-    nbformat.write(nb, tmp_path / "why-compile.ipynb")
-    grades = classroom.grade_notebook(tmp_path / "why-compile.ipynb")
-    assert grades and all(g.passed for g in grades), [g.message for g in grades]
+def test_the_plan_skips_body_cells_as_handed_out_and_runs_changed_ones():
+    md, code = nbformat.v4.new_markdown_cell, nbformat.v4.new_code_cell
+    nb = nbformat.v4.new_notebook(cells=[md("# T"), code("import jitbook"), md("## A"), code("measure()"),
+                                         code("helper = 1"), md("## Exercises"), code("x = helper"),
+                                         code('check("demo.x")')])
+    handout = classroom.Handout(frozenset(), frozenset({"measure()"}))
+    steps = classroom.plan(nb, ["demo.x", "demo.y"], handout, "pass")
+    assert [(s.kind, s.index, s.exercise) for s in steps] == [
+        ("prelude", None, None), ("student", 1, None), ("student", 4, None), ("student", 6, None),
+        ("verdict", 7, "demo.x"), ("verdict", None, "demo.y")]
+
+
+# ---- the students' JupyterLab ------------------------------------------------------------------------------
+
+def test_lab_starts_without_nbgrader_and_without_errors(tmp_path):
+    """What `make lab` runs: the Lab config hides nbgrader, and nothing logs an [E] line at start."""
+    import os
+    import subprocess
+    import sys
+
+    config = classroom.lab_config(tmp_path / "jupyter")
+    assert json.loads((config / "labconfig" / "page_config.json").read_text()) == {
+        "disabledExtensions": {"@jupyter/nbgrader": True}}
+    (tmp_path / "notebooks").mkdir()
+    env = {**os.environ, "JUPYTER_CONFIG_DIR": str(config), "JUPYTER_RUNTIME_DIR": str(tmp_path / "runtime")}
+    root = ["--allow-root"] if os.getuid() == 0 else []
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "jupyter", "lab", str(tmp_path / "notebooks"), "--no-browser", "--port", "0",
+         *root], stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, env=env)
+    lines = []
+    try:
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline:
+            line = proc.stderr.readline()
+            lines.append(line)
+            if not line or "Use Control-C to stop this server" in line:
+                break
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+        proc.stderr.close()
+    log = "".join(lines)
+    assert "Use Control-C to stop this server" in log, log[-3000:]
+    assert "[E " not in log and "nbgrader" not in log, log
+    listed = subprocess.run([sys.executable, "-m", "jupyter", "labextension", "list"], env=env,
+                            capture_output=True, text=True).stdout + subprocess.run(
+        [sys.executable, "-m", "jupyter", "labextension", "list"], env=env, capture_output=True, text=True).stderr
+    if "@jupyter/nbgrader" in listed:
+        assert re.search(r"@jupyter/nbgrader \S+ \S*disabled", listed), listed
+
+
+def test_the_makefile_runs_lab_with_the_config_and_allow_root_as_root():
+    recipe = (book.ROOT / "Makefile").read_text().split("\nlab:")[1].split("\n\n")[0]
+    assert "lab-config _build/jupyter" in recipe and "JUPYTER_CONFIG_DIR=_build/jupyter" in recipe
+    assert "--allow-root" in recipe and "Running as root" in recipe
+
+
+def test_every_command_on_the_teachers_page_runs_as_printed():
+    """From a fresh clone after `make setup`: make targets that exist, the venv's Python, valid arguments."""
+    import shlex
+
+    text = (book.ROOT / "chapters" / "teachers.qmd").read_text()
+    commands = [line for block in re.findall(r"```bash\n(.*?)```", text, re.S) for line in block.splitlines()]
+    assert commands
+    targets = set(re.findall(r"^([\w-]+):", (book.ROOT / "Makefile").read_text(), re.M))
+    for command in commands:
+        words = shlex.split(command)
+        if words[0] == "make":
+            assert words[1] in targets, command
+            continue
+        assert words[:3] == [".venv/bin/python", "-m", "jitbook.classroom"], command
+        classroom.parser().parse_args(words[3:])
+
+
+def test_in_a_notebook_a_check_stuck_in_compiled_code_says_what_to_do():
+    """The student's own kernel: the watchdog's words reach the check cell while it is still busy."""
+    code = ("import jax\nfrom jitbook import exercises\nexercises.GRACE = 1.0\n"
+            "def run_and_wait(fn, *args):\n"
+            "    x = jax.lax.while_loop(lambda x: x < 1e30, lambda x: x + 1.0, 0.0)\n"
+            "    return jax.block_until_ready(x)\n"
+            "exercises.check('why-compile.ready', time_limit=1)")
+    steps = _tiny(code)
+    classroom.run_steps(steps, classroom.Kernel(), cell_timeout=12, check_timeout={}, time_limit=60)
+    assert steps[0].failure == "ran longer than 12 s"
+    shown = "".join(o.get("text", "") for o in steps[0].cell.outputs)
+    assert "The check of why-compile.ready is still running after 2 s" in shown
+    assert "Restart the kernel" in shown

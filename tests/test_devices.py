@@ -71,6 +71,32 @@ FACTS = textwrap.dedent('''
     facts["pln collectives"] = dict(devices.collectives(program))
     facts["pln one-device collectives"] = dict(devices.collectives(devices.pln_step_compiled(oaks, None)))
     facts["pln reduced shapes"] = devices.reduced_shapes(program)
+    local, _, _ = devices.place_local_rows(devices.process_rows(oaks), mesh)
+    whole, _, _ = devices.place_rows(oaks, mesh)
+    facts["local placement"] = [bool(np.array_equal(np.asarray(a), np.asarray(b))) and a.sharding == b.sharding
+                                for a, b in zip(local, whole)]
+    x_columns = jax.device_put(x, NamedSharding(mesh, P(None, "data")))
+    facts["in_shardings mismatch"] = errors.error_line(errors.raised(double, x_columns))
+    with jax.set_mesh(mesh):
+        wsc = jax.jit(devices.doubled_by_columns)
+        out = wsc(xr)
+        facts["constraint"] = [str(out.sharding.spec), bool(np.array_equal(np.asarray(out), 2 * x)),
+                               dict(devices.collectives(wsc.lower(xr).compile()))]
+        facts["set_mesh device_put"] = str(jax.device_put(x, P("data", None)).sharding.spec)
+    facts["no mesh"] = errors.error_line(errors.raised(jax.jit(devices.doubled_by_columns), xr))
+    facts["gram fixes"] = {}
+    with jax.set_mesh(explicit):
+        for fix in (devices.gram_replicated, devices.gram_resharded):
+            jitted = jax.jit(fix)
+            r = jitted(xe)
+            facts["gram fixes"][fix.__name__] = [str(jax.typeof(r)), bool(np.allclose(np.asarray(r), x.T @ x)),
+                                                 dict(devices.collectives(jitted.lower(xe).compile()))]
+    by_pmap = jax.pmap(devices.per_device_double)(x.reshape(4, 2, 4))
+    by_shard_map = jax.jit(jax.shard_map(devices.per_device_double, mesh=mesh, in_specs=P("data"),
+                                         out_specs=P("data")))(x)
+    facts["pmap"] = [bool(np.array_equal(np.asarray(by_pmap).reshape(8, 4), np.asarray(by_shard_map))),
+                     type(by_pmap.sharding).__name__, list(by_pmap.sharding.mesh.axis_names),
+                     "jax_pmap_shmap_merge" in jax.config.values]
     try:
         devices.place_rows(pln.check_data(np.ones((6, 2)), np.zeros((6, 2)), np.ones((6, 1))), mesh)
     except ValueError as err:
@@ -157,6 +183,45 @@ def test_explicit_mode_refuses_a_product_over_split_rows(facts):
     assert facts["explicit gram"].startswith("ShardingTypeError: Contracting dimensions are sharded")
 
 
+@pytest.mark.claim("sec-devices-placement")
+def test_in_shardings_refuses_an_array_committed_to_another_sharding(facts):
+    assert facts["in_shardings mismatch"].startswith(
+        "ValueError: Sharding passed to jit does not match the sharding on the respective arg.")
+
+
+@pytest.mark.claim("sec-devices-placement")
+def test_with_sharding_constraint_moves_an_intermediate_and_set_mesh_takes_bare_specs(facts):
+    assert facts["constraint"] == ["P(None, 'data')", True, {"all-to-all": 1}]
+    assert facts["set_mesh device_put"] == "P('data', None)"
+    assert facts["no mesh"].startswith("RuntimeError: with_sharding_constraint requires a non-empty mesh")
+    assert "jax.set_mesh(mesh)" in facts["no mesh"]
+
+
+@pytest.mark.claim("sec-devices-placement")
+def test_the_explicit_error_asks_for_out_sharding_and_both_fixes_work(facts):
+    assert "Please specify the output sharding via the `out_sharding` parameter" in facts["explicit gram"]
+    assert facts["gram fixes"] == {
+        "gram_replicated": ["float32[4,4]", True, {"all-reduce": 1}],
+        "gram_resharded": ["float32[4,4]", True, {"all-gather": 1}],
+    }
+
+
+@pytest.mark.claim("sec-devices-pmap")
+def test_pmap_is_jit_of_shard_map_and_the_old_implementation_is_gone(facts):
+    assert facts["pmap"] == [True, "NamedSharding", ["_internal_pmap_axis_name"], False]
+
+
+@pytest.mark.claim("sec-devices-processes")
+def test_process_local_placement_matches_the_whole_placement_in_one_process(facts):
+    assert facts["local placement"] == [True, True, True]
+
+
+def test_process_rows_refuses_rows_that_do_not_split(monkeypatch):
+    monkeypatch.setattr(jax, "process_count", lambda: 4)
+    with pytest.raises(ValueError, match="6 rows do not split evenly over 4 processes"):
+        devices.process_rows(pln.check_data(np.ones((6, 2)), np.zeros((6, 2)), np.ones((6, 1))))
+
+
 def test_rows_split_over_four_devices_and_out_shardings_is_obeyed(facts):
     assert [(r["device"], r["slice"], r["shard shape"]) for r in facts["shards"]] == [
         (0, "[0:2, 0:4]", "(2, 4)"), (1, "[2:4, 0:4]", "(2, 4)"), (2, "[4:6, 0:4]", "(2, 4)"), (3, "[6:8, 0:4]", "(2, 4)")]
@@ -235,12 +300,14 @@ def test_place_rows_refuses_rows_that_do_not_split(facts):
 
 # --- more than one process --------------------------------------------------------------------------------
 
+@pytest.mark.claim("sec-devices-processes")
 def test_two_processes_see_the_global_array_and_reproduce_the_one_device_losses():
     runs = devices.run_processes(num_processes=2, devices_per_process=2, repeat=1, n_iter=3, timeout=60)
     assert [r["process"] for r in runs] == [0, 1]
     for r in runs:
         assert (r["processes"], r["local devices"], r["global devices"]) == (2, 2, 4)
         assert r["Y global shape"] == [116, 114] and r["Y local shards"] == [[29, 114], [29, 114]]
+        assert r["Y local rows"] == 58  # each process passed only its own half
     one_device = devices.pln_losses(pln.load_oaks(1), 3)
     for r in runs:
         np.testing.assert_allclose(r["losses"], one_device, rtol=1e-4)
@@ -288,6 +355,14 @@ def test_picture_draws_with_rich_or_says_it_is_missing():
         assert text == "(no picture: `visualize_sharding` requires `rich` to be installed.)"
     else:
         assert "CPU 0" in text and "\x1b[" not in text  # plain text, no ANSI colour codes
+
+
+@pytest.mark.claim("sec-devices-sharded")
+def test_picture_draws_plain_text_where_rich_would_draw_through_jupyter(monkeypatch):
+    rich_console = pytest.importorskip("rich.console")
+    monkeypatch.setattr(rich_console, "_is_jupyter", lambda: True)
+    text = devices.picture(jax.numpy.ones((4, 4)))
+    assert "CPU 0" in text and "\x1b[" not in text
 
 
 def test_picture_drops_the_colour_codes_rich_adds_in_a_kernel(monkeypatch):

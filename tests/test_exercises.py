@@ -76,3 +76,259 @@ def test_report_displays_as_html_with_machine_readable_metadata():
 def test_registry_ids_name_their_chapter_and_answer():
     for id, ex in registry().items():
         assert id.startswith(ex.chapter + ".") and ex.answer.isidentifier() and ex.hint
+
+
+# ---- checker holes: each closed against a wrong answer that used to pass, each open to another right one ----
+
+import dataclasses  # noqa: E402
+import functools  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+
+from jitbook import methods, recompilation  # noqa: E402
+from jitbook.pln import seed  # noqa: E402
+
+
+def verdict(exercise_id, answer):
+    report = check(exercise_id, answer)
+    return report.passed, report.message
+
+
+def test_ready_waits_for_every_leaf_not_the_first():
+    def first_leaf_only(fn, *args):
+        out = fn(*args)
+        jax.tree.leaves(out)[0].block_until_ready()
+        return out
+
+    def every_leaf(fn, *args):
+        out = fn(*args)
+        for leaf in jax.tree.leaves(out):
+            leaf.block_until_ready()
+        return out
+
+    passed, message = verdict("why-compile.ready", first_leaf_only)
+    assert not passed and "waited for 1 of them" in message
+    assert verdict("why-compile.ready", every_leaf) == (True, "")
+
+
+def test_precompile_wants_fixed_shape_executables_not_a_warmed_jit():
+    def warmed(fn, shapes):
+        jitted = jax.jit(fn)
+        for s in shapes:
+            jitted(jnp.zeros(s, jnp.float32))
+        return {s: jitted for s in shapes}
+
+    def with_lower(fn, shapes):  # the older spelling: lower without trace
+        return {s: jax.jit(fn).lower(jax.ShapeDtypeStruct(s, jnp.float32)).compile() for s in shapes}
+
+    passed, message = verdict("jaxprs.precompile", warmed)
+    assert not passed and "jitted function warmed up, not an executable" in message
+    assert verdict("jaxprs.precompile", with_lower) == (True, "")
+
+
+@jax.jit
+def _masked_mean(padded, mask):
+    return jnp.sum(jnp.where(mask, padded, 0.0)) / jnp.sum(mask)
+
+
+def test_buckets_wants_the_mean_from_jax_not_numpy():
+    def one_bucket_with_a_mask(x):
+        padded, mask = np.zeros(256, np.float32), np.zeros(256, bool)
+        padded[: len(x)], mask[: len(x)] = x, True
+        return _masked_mean(padded, mask)
+
+    passed, message = verdict("recompilation.buckets", lambda x: np.mean(x))
+    assert not passed and "not a jax.Array" in message
+    assert recompilation.next_bucket(200) <= 256
+    assert verdict("recompilation.buckets", one_bucket_with_a_mask) == (True, "")
+
+
+def test_trace_term_refuses_an_n_by_n_array():
+    def via_n_by_n(M, S, Omega):
+        return jnp.trace(M @ Omega @ M.T) + jnp.sum(jnp.sum(S * S, 0) * jnp.diag(Omega))
+
+    def via_vdot(M, S, Omega):
+        return jnp.vdot(M, M @ Omega) + jnp.dot(jnp.sum(S * S, 0), jnp.diag(Omega))
+
+    passed, message = verdict("pln-fast.trace-term", via_n_by_n)
+    assert not passed and "40 x 40 array, n x n" in message
+    assert verdict("pln-fast.trace-term", via_vdot) == (True, "")
+
+
+def test_seed_grad_M_must_be_worked_out_without_jax_grad():
+    def with_grad(params, data, Omega):
+        return jax.grad(seed.seed_neg_elbo)(params, data, Omega).M
+
+    def by_hand(params, data, Omega):
+        B, M, S = params
+        Y, O, X = data
+        return M + jnp.exp(O + X @ B + M) * jnp.exp(S * S / 2) - Y
+
+    passed, message = verdict("pln.seed-grad-M", with_grad)
+    assert not passed and "uses grad" in message
+    assert verdict("pln.seed-grad-M", by_hand) == (True, "")
+
+
+def test_grad_omega_takes_the_symmetric_convention_and_names_a_missing_n():
+    def gram(M, S):
+        return M.T @ M + jnp.diag(jnp.sum(S * S, axis=0))
+
+    def symmetric(M, S, Omega):
+        A = gram(M, S) / 2 - M.shape[0] / 2 * jnp.linalg.inv(Omega)
+        return 2 * A - jnp.diag(jnp.diag(A))
+
+    def missing_n(M, S, Omega):
+        return gram(M, S) / 2 - jnp.linalg.inv(Omega) / 2
+
+    assert verdict("pln.grad-omega", symmetric) == (True, "")
+    passed, message = verdict("pln.grad-omega", missing_n)
+    assert not passed and "off by a factor n" in message and "factor n/2" in message
+
+
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass(frozen=True)
+class PytreePoly:  # coefficients traced: equal shapes share a program, whatever the values
+    coeffs: tuple
+
+    @jax.jit
+    def evaluate(self, x):
+        return sum(c * x**i for i, c in enumerate(self.coeffs))
+
+
+class SlotPoly:  # static self without a dataclass: hashable, equal by coefficients, read-only
+    __slots__ = ("coeffs",)
+
+    def __init__(self, coeffs):
+        object.__setattr__(self, "coeffs", tuple(coeffs))
+
+    def __setattr__(self, name, value):
+        raise AttributeError("SlotPoly is read-only")
+
+    def __eq__(self, other):
+        return isinstance(other, SlotPoly) and other.coeffs == self.coeffs
+
+    def __hash__(self):
+        return hash(self.coeffs)
+
+    @functools.partial(jax.jit, static_argnums=0)
+    def evaluate(self, x):
+        return jnp.polyval(jnp.asarray(self.coeffs[::-1]), x)
+
+
+def test_hash_config_wants_self_static_not_a_pytree():
+    passed, message = verdict("methods.hash-config", PytreePoly)
+    assert not passed and "traced values, not part of a static self" in message
+    assert verdict("methods.hash-config", SlotPoly) == (True, "")
+
+
+def test_pytree_trainer_answers_an_equinox_attempt_in_equinox_terms():
+    import equinox as eqx
+
+    class FloatRate(eqx.Module):
+        weight: jax.Array
+        learning_rate: float
+        activation: str = eqx.field(static=True)
+
+        @eqx.filter_jit
+        def step(self, x):
+            loss = lambda w: jnp.sum(methods.activate(self.activation, w * x))  # noqa: E731
+            weight = self.weight - self.learning_rate * jax.grad(loss)(self.weight)
+            return FloatRate(weight, self.learning_rate, self.activation)
+
+    class ArrayRate(eqx.Module):
+        weight: jax.Array
+        learning_rate: jax.Array
+        activation: str = eqx.field(static=True)
+
+        def __init__(self, weight, learning_rate, activation):
+            self.weight, self.activation = weight, activation
+            self.learning_rate = jnp.asarray(learning_rate)
+
+        @eqx.filter_jit
+        def step(self, x):
+            loss = lambda w: jnp.sum(methods.activate(self.activation, w * x))  # noqa: E731
+            weight = self.weight - self.learning_rate * jax.grad(loss)(self.weight)
+            return ArrayRate(weight, self.learning_rate, self.activation)
+
+    passed, message = verdict("methods.pytree-trainer", FloatRate)
+    assert not passed and "eqx.filter_jit treats a Python float field as static" in message
+    assert "child" not in message and "aux_data" not in message
+    assert verdict("methods.pytree-trainer", ArrayRate) == (True, "")
+
+
+ONE_SHARDING = """
+import jax
+jax.config.update("jax_num_cpu_devices", 4)
+from jax.sharding import NamedSharding, PartitionSpec as P
+from jitbook import devices
+from jitbook.exercises import check
+mesh = devices.data_mesh()
+replicated = check("devices.one-sharding", lambda x: jax.device_put(x, NamedSharding(mesh, P())))
+columns = check("devices.one-sharding", lambda x: jax.device_put(x, NamedSharding(mesh, P(None, "data"))))
+print(replicated.passed, "|", replicated.message)
+print(columns.passed, "|", columns.message)
+"""
+
+
+def test_one_sharding_refuses_a_replicated_placement():
+    out = subprocess.run([sys.executable, "-c", ONE_SHARDING], capture_output=True, text=True, timeout=240)
+    replicated, columns = out.stdout.strip().splitlines()[-2:]
+    assert replicated.startswith("False |") and "whole copy of the array on every device" in replicated
+    assert columns.rstrip() == "True |", out.stderr[-2000:]
+
+
+def test_a_check_stuck_in_compiled_code_tells_the_student_what_to_do():
+    script = (
+        "import jax\nfrom jitbook import exercises\n"
+        "exercises.GRACE = 1.0\n"
+        "def run_and_wait(fn, *args):\n"
+        "    x = jax.lax.while_loop(lambda x: x < 1e30, lambda x: x + 1.0, 0.0)\n"
+        "    return jax.block_until_ready(x)\n"
+        "exercises.check('why-compile.ready', run_and_wait, time_limit=1)\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", script], stderr=subprocess.PIPE, text=True)
+    try:
+        line = proc.stderr.readline()
+        while line and "still running" not in line:
+            line = proc.stderr.readline()
+    finally:
+        proc.kill()
+        proc.wait()
+        proc.stderr.close()
+    assert "The check of why-compile.ready is still running after 2 s" in line
+
+
+def test_a_tracer_error_is_one_line_naming_the_students_line():
+    @jax.jit
+    def fast_standardize(x):
+        if x.sum() > 0:  # a Python if on a traced value
+            return x
+        return -x
+
+    report = check("why-compile.fuse", fast_standardize)
+    assert not report.passed and "\n" not in report.message
+    assert report.message.startswith("calling your function raised TracerBoolConversionError")
+    assert report.message.endswith("`if x.sum() > 0:  # a Python if on a traced value`)")
+    assert "(your line" in report.message and "site-packages" not in report.message
+    assert "TracerBoolConversionError" in report.details  # JAX's own text, folded in the report
+
+
+def test_a_class_answer_is_asked_for_as_a_class():
+    import __main__
+
+    assert not hasattr(__main__, "Poly")
+    assert "`class Poly`" in check("methods.hash-config").message
+
+
+def test_the_placeholder_of_a_top_level_answer_reads_as_not_yet_answered():
+    report = check("why-compile.fuse", NotImplemented)
+    assert not report.passed and "still the placeholder NotImplemented" in report.message
+
+
+def test_no_message_stops_at_a_colon():
+    message = check("recompilation.static-coeffs", lambda c: list(c)).message
+    assert not message.rstrip().endswith(":") and "unhashable type: 'list'" in message

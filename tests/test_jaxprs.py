@@ -366,3 +366,56 @@ def test_one_primitive_can_lower_to_several_stablehlo_operations():
     x = jnp.ones(3)
     assert [e.primitive.name for e in jax.make_jaxpr(cube)(x).eqns] == ["integer_pow"]
     assert jax.jit(cube).lower(x).as_text().count("stablehlo.multiply") == 2
+
+
+# --- issue 21: StableHLO as a module, the output fusion, no_tracing, jax.extend ----------------------
+
+
+@pytest.mark.claim("sec-jaxprs-stages")
+def test_lowering_gives_an_mlir_module_and_as_text_prints_it():
+    lowered = jax.jit(jnp.sin).lower(jnp.ones(3))
+    module = lowered.compiler_ir("stablehlo")
+    assert type(module).__name__ == "Module"
+    assert str(module) == lowered.as_text()
+    # what XLA is handed: the module object (jax/_src/compiler.py), not its text
+    import inspect
+
+    from jax._src import compiler
+
+    params = inspect.signature(compiler.backend_compile_and_load).parameters
+    assert "module" in params and "Module" in str(params["module"].annotation)
+
+
+@pytest.mark.claim("sec-jaxprs-xla")
+def test_one_full_size_fusion_is_the_output():
+    x = jnp.ones((400, 100))
+    compiled = jax.jit(why_compile.standardize_softplus).lower(x).compile()
+    rows = programs.compiled_instructions(compiled)
+    outputs = [r for r in rows if r["output"]]
+    assert len(outputs) == 1 and outputs[0]["type"] == "f32[400,100]"
+    assert outputs[0]["opcode"] == "fusion"
+
+
+@pytest.mark.claim("sec-jaxprs-shapes")
+def test_no_tracing_refuses_warm_calls_that_do_not_trace():
+    """jax-ml/jax#39289: the check sits where a call leaves the C++ dispatch cache."""
+    rows = {r["call"]: r for r in jaxprs.no_tracing_rows()}
+    assert rows["the same array, warm"]["under no_tracing"] == "ran"
+    committed = rows["a committed array (compiles, no trace)"]
+    assert (committed["body runs"], committed["compiles"]) == (0, 1)
+    for label in (
+        "a committed array (compiles, no trace)",
+        "warm, holds jax.debug.print",
+        "warm, holds jax.debug.callback",
+    ):
+        assert rows[label]["body runs"] == 0
+        assert rows[label]["under no_tracing"].startswith("RuntimeError: re-tracing")
+
+
+@pytest.mark.claim("sec-jaxprs")
+def test_import_jax_does_not_load_jax_extend():
+    script = "import jax\nprint(hasattr(jax, 'extend'))\n"
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         env=env, check=True)
+    assert out.stdout.strip() == "False"

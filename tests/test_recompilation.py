@@ -83,7 +83,9 @@ def test_shape_dtype_and_weak_type_are_in_the_key_values_are_not():
 def test_equal_callables_share_a_program_identity_ones_and_partials_do_not():
     rows = {r["callables"]: r for r in recompilation.identity_rows()}
     assert rows["the same function twice"]["second compiled"] == 0
+    assert rows["the same function twice"]["second traced"] == 0
     assert rows["two equal ScaleBy(2.0) objects"]["second compiled"] == 0
+    assert rows["two equal ScaleBy(2.0) objects"]["second traced"] == 1
     assert rows["two ScaleByIdentity(2.0) objects"]["second compiled"] == 1
     assert rows["functools.partial(add_one), twice"]["second compiled"] == 1
 
@@ -403,3 +405,168 @@ def test_lr_traced_counts_the_answers_function_not_eager_helpers():
             return jitted(w, x, y, lr)
 
     assert check("recompilation.lr-traced", NoisyStep()).passed
+
+
+# --- issue 21: the dispatch cache, static tuples, the docs' examples ----------------------------------
+
+
+@pytest.mark.claim("sec-recompilation-dispatch")
+def test_a_new_wrapper_of_a_called_function_hits_the_dispatch_cache():
+    """jit's C++ dispatch cache is global, keyed on the callable and jit's options."""
+    rows = {r["calls"]: r for r in recompilation.dispatch_rows(20)}
+    first = rows["first call of jax.jit(plus_one)"]
+    assert (first["dispatch-cache misses"], first["compiles"]) == (1, 1)
+    fresh = rows["a new jax.jit(plus_one) per call"]
+    assert (fresh["dispatch-cache misses"], fresh["traces"], fresh["compiles"]) == (0, 0, 0)
+    assert rows["one reused wrapper"]["dispatch-cache misses"] == 0
+    options = rows["a new jax.jit(plus_one, static_argnums=0)"]
+    assert (options["dispatch-cache misses"], options["compiles"]) == (1, 1)
+    equal = rows["a new jax.jit(ScaleBy(2.0))"]
+    assert (equal["dispatch-cache misses"], equal["traces"], equal["compiles"]) == (20, 20, 1)
+    partials = rows["a new jax.jit(functools.partial(plus_one))"]
+    assert (partials["dispatch-cache misses"], partials["compiles"]) == (20, 20)
+    noted = rows["one reused wrapper of plus_one_noted (a debug callback)"]
+    assert (noted["dispatch-cache misses"], noted["traces"], noted["compiles"]) == (20, 0, 0)
+
+
+@pytest.mark.claim("sec-recompilation-dispatch")
+def test_donation_is_part_of_the_dispatch_key():
+    def donated_double(v):
+        return v * 2
+
+    with cache.count_dispatch_misses() as log:
+        for _ in range(5):
+            jax.jit(donated_double, donate_argnums=0)(jnp.ones(3))
+        jax.jit(donated_double)(jnp.ones(3))
+    assert log.count_for("donated_double") == 2  # once per set of options
+
+
+@pytest.mark.claim("sec-recompilation-dispatch")
+def test_count_dispatch_misses_sees_a_new_function_and_restores_the_hook():
+    from jax._src import pjit
+
+    before = pjit._infer_params
+
+    def brand_new(v):
+        return v * 3
+
+    with cache.count_dispatch_misses() as log:
+        jax.jit(brand_new)(1.0)
+        jax.jit(brand_new)(1.0)
+    assert log.count_for("brand_new") == 1
+    assert pjit._infer_params is before
+    with pytest.raises(TypeError, match="function name as a string"):
+        log.count_for(brand_new)
+
+
+@pytest.mark.claim("sec-recompilation-dispatch")
+def test_rejit_cost_compiles_nothing_and_takes_no_slow_path():
+    cost = recompilation.rejit_cost(20)
+    assert (cost["compiles"], cost["slow-path calls"]) == (0, 0)
+    assert cost["building jax.jit(plus_one) only (us)"] > 0
+    race = recompilation.wrapper_race(10, rounds=3)
+    assert race.rounds == 3 and len(race.names) == 4
+    with pytest.raises(ValueError, match="positive int"):
+        recompilation.wrapper_race(0)
+
+
+@pytest.mark.claim("sec-recompilation-static")
+def test_static_tuples_compare_their_contents_without_types():
+    rows = recompilation.static_tuple_rows()
+    tuple_int, tuple_float, bare_int, bare_float = rows
+    assert (tuple_int["compiled"], tuple_float["compiled"]) == (1, 0)
+    assert tuple_float["result dtype"] == "int32" and tuple_float["op by op"] == "float32"
+    assert (bare_int["compiled"], bare_float["compiled"]) == (1, 1)
+    assert bare_float["result dtype"] == "float32"
+    assert (2,) == (2.0,) and hash((2,)) == hash((2.0,))
+
+
+@pytest.mark.claim("sec-recompilation-static")
+def test_jit_without_a_function_is_a_decorator_factory():
+    @jax.jit(static_argnames="n")
+    def power_by_name(x, n):
+        return x**n
+
+    with count_compiles() as log:
+        out = power_by_name(jnp.arange(3.0), n=3)
+        power_by_name(jnp.arange(3.0), n=3)
+    np.testing.assert_allclose(out, np.arange(3.0) ** 3)
+    assert log.count_for("power_by_name") == 1
+
+
+@pytest.mark.claim("sec-recompilation-loop")
+def test_the_slow_tracing_pages_partial_compiles_at_every_step():
+    """JAX's page says jit unwraps a partial and hits the tracing cache; it does not."""
+    rows = recompilation.docs_partial_rows(4)
+    assert [(r["traces"], r["compiles"]) for r in rows] == [(4, 4)] * 3 + [(1, 1)]
+    with pytest.raises(ValueError, match="positive int"):
+        recompilation.docs_partial_rows(0)
+
+
+@pytest.mark.claim("sec-recompilation-function")
+def test_a_functions_cache_entries_last_as_long_as_it_does():
+    """JAX holds the function weakly: an equal ScaleBy made after the first one died
+    compiles again, one made while the first is alive does not."""
+    import gc
+
+    x = jnp.ones(3)
+    jax.clear_caches()
+    first = recompilation.ScaleBy(5.0)
+    jax.jit(first)(x)
+    with count_compiles() as alive:
+        jax.jit(recompilation.ScaleBy(5.0))(x)
+    del first
+    gc.collect()
+    with count_compiles() as dead:
+        jax.jit(recompilation.ScaleBy(5.0))(x)
+    assert (alive.count, dead.count) == (0, 1)
+
+
+@pytest.mark.claim("sec-recompilation-persistent")
+def test_explain_cache_misses_reports_the_persistent_cache_too():
+    messages = recompilation.explained_with_disk_cache()
+    assert any(m.startswith("TRACING CACHE MISS") for m in messages)
+    assert any(m.startswith("PERSISTENT COMPILATION CACHE MISS") for m in messages)
+    assert any(m.startswith("Writing jit_add_one to persistent compilation cache") for m in messages)
+    assert not any("/" in m.split(" defined at ")[-1] for m in messages)
+
+
+@pytest.mark.claim("sec-recompilation-buckets")
+def test_buckets_pad_long_lengths_below_double_and_short_ones_to_sixteen():
+    assert all(recompilation.next_bucket(n) < 2 * n for n in range(17, 600))
+    assert recompilation.next_bucket(1) == 16 and recompilation.next_bucket(2) / 2 == 8
+
+
+@pytest.mark.claim("sec-recompilation-loop")
+def test_the_tutorials_jit_and_caching_example_as_written():
+    """docs.jax.dev jit-compilation.html, "JIT and caching" (jax-ml/jax#9288 fixed the
+    page): the partial and lambda loops compile every step, the plain one once."""
+
+    def unjitted_loop_body(prev_i):
+        return prev_i + 1
+
+    def g_inner_jitted_partial(x, n):
+        i = 0
+        while i < n:
+            i = jax.jit(functools.partial(unjitted_loop_body))(i)
+        return x + i
+
+    def g_inner_jitted_lambda(x, n):
+        i = 0
+        while i < n:
+            i = jax.jit(lambda x: unjitted_loop_body(x))(i)
+        return x + i
+
+    def g_inner_jitted_normal(x, n):
+        i = 0
+        while i < n:
+            i = jax.jit(unjitted_loop_body)(i)
+        return x + i
+
+    counts = []
+    for g in (g_inner_jitted_partial, g_inner_jitted_lambda, g_inner_jitted_normal):
+        jax.clear_caches()
+        with count_compiles() as log:
+            assert int(g(10, 5)) == 15
+        counts.append(log.count_for("unjitted_loop_body") + log.count_for("<lambda>"))
+    assert counts == [5, 5, 1]

@@ -8,7 +8,8 @@ import jax
 import jax.numpy as jnp
 import pytest
 
-from jitbook import methods, raised, recompilation
+from jitbook import count_compiles, methods, raised, sources
+from jitbook.pln import load_oaks
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = [ROOT / "index.qmd", *sorted((ROOT / "chapters").glob("*.qmd"))]
@@ -42,9 +43,69 @@ def test_jax_jit_of_filter_value_and_grad_fails_and_filter_jit_works():
     assert float(value) == 2.0
 
 
-def test_rejit_cost_measures_the_slow_path_without_compiling():
-    cost = recompilation.rejit_cost(50)
-    assert cost["compiles"] == 0 and cost["calls"] == 50
-    assert cost["jax.jit(plus_one) per call (us)"] > 0 and cost["reused wrapper (us)"] > 0
+@pytest.fixture(scope="module")
+def facts():
+    return sources.tutorial_facts(load_oaks(1))
+
+
+@pytest.mark.claim("sec-sources")
+def test_tutorial_facts_hold_on_this_jax(facts):
+    """The PLN rows: -inf then NaN at the overflow, Omega out of grad M, lr unused, level 4 at Omega = I."""
+    assert facts["minus inf from"] == facts["nan from"] > 1
+    assert facts["numpy warning"] == "invalid value encountered in log"
+    assert facts["Omega out of grad M"] is True and facts["lr ignored"] is True
+    assert facts["level 4 is Omega = I"] is True
+    assert facts["global holds"] == "DynamicJaxprTracer"
+    assert facts["plain scan compiles"] == [1, 1] and facts["after AOT compiles"] == 1
+    assert facts["size in carry"].startswith("TypeError: Shapes must be")
+    assert "/work" not in facts["size in carry"] and ".py:" not in facts["size in carry"]
+
+
+def test_tutorial_facts_asks_for_enough_iterations():
+    with pytest.raises(ValueError, match="did not overflow"):
+        sources.tutorial_facts(load_oaks(1), n_iter=2)
+
+
+@pytest.mark.claim("sec-sources")
+def test_a_value_hash_on_a_mutated_object_strands_its_cache_entry():
+    """Right results, but after c.mul = False an object equal to c's first value compiles again."""
+    rows = sources.mutation_rows()
+    assert [r["compiles"] for r in rows] == [1, 1, 1]
+    assert all(r["result"] == r["expected"] for r in rows)
+    sources.ValueHashed.calc.clear_cache()
+    sources.ValueHashed(2, True).calc(3)
+    with count_compiles() as log:  # without the mutation, an equal new object reuses the program
+        sources.ValueHashed(2, True).calc(3)
+    assert log.count == 0
+    with pytest.raises(TypeError, match="int x"):
+        sources.mutation_rows(jnp.array(2))
+
+
+@pytest.mark.claim("sec-sources")
+def test_blog_loops_partial_and_lambda_miss_every_step_plain_function_never():
+    import functools
+
+    assert sources.blog_loop_compiles(3) == {
+        "jax.jit(partial(add_one))": 3,
+        "jax.jit(lambda i: add_one(i))": 3,
+        "jax.jit(add_one)": 0,
+    }
+    a, b = functools.partial(sources.add_one), functools.partial(sources.add_one)
+    assert a != b and hash(a) != hash(b)  # different hashes, and not equal: a miss, not a collision
     with pytest.raises(ValueError, match="positive int"):
-        recompilation.rejit_cost(0)
+        sources.blog_loop_compiles(0)
+
+
+@pytest.mark.claim("sec-sources-monitoring")
+def test_count_compiles_listens_to_these_monitoring_events():
+    rows = {r["event"]: r for r in sources.compile_events(sources.add_one, jnp.ones(3))}
+    for event in ("/jax/core/compile/jaxpr_trace_duration",
+                  "/jax/core/compile/jaxpr_to_mlir_module_duration",
+                  "/jax/core/compile/backend_compile_duration"):
+        assert rows[event]["fired"] == 1 and rows[event]["count_compiles records"] != "-"
+    assert "compile" in rows["/jax/core/compile/backend_compile_duration"]["count_compiles records"]
+    with count_compiles() as log:
+        jax.jit(lambda v: v * 3)(jnp.ones(3))
+    assert log.count == 1
+    with pytest.raises(TypeError, match="takes a function"):
+        sources.compile_events(3)

@@ -254,12 +254,21 @@ def test_a_python_float_meeting_an_int_array_brings_its_default_float_dtype():
         assert (floats * 2.0).dtype == jnp.float32  # weak: yields to the float32 array
 
 
+@pytest.mark.claim("sec-tracing-cond-vmap")
 def test_cond_under_vmap_with_a_batched_predicate_becomes_select_and_runs_both():
     x, ts = jnp.linspace(-1.0, 1.0, 3), jnp.array([1.0, -1.0])
     assert tracing.branches_run(tracing.sin_or_cos_cond, x, 1.0) == ["sin"]
     assert tracing.branches_run_batched(tracing.sin_or_cos_cond, x, ts) == ["cos", "sin"]
     prims = programs.stats(jax.vmap(tracing.sin_or_cos_cond, in_axes=(None, 0)), x, ts, lower=False).primitives
-    assert prims["cond"] == 0 and prims["select_n"] >= 1
+    assert prims["cond"] == 0 and prims["select_n"] == 3
+    eqns = jax.make_jaxpr(jax.vmap(tracing.sin_or_cos_cond, in_axes=(None, 0)))(x, ts).eqns
+    names = [str(e.primitive) for e in eqns]
+    # one select_n feeds each branch its operand, gradient stopped where it is not taken
+    assert names.count("stop_gradient") == 2
+    for branch in ("sin", "cos"):
+        before = names[: names.index(branch)]
+        assert before[-1] == "select_n" and "stop_gradient" in before
+    assert names[-1] == "select_n"  # the last one picks each element's result
     unbatched = programs.stats(tracing.sin_or_cos_cond, x, 1.0, lower=False).primitives
     assert unbatched["cond"] == 1
 
@@ -299,7 +308,15 @@ def test_value_dependent_shapes_fail_under_jit_unless_sized():
     assert isinstance(jitbook.raised(jax.jit(jnp.unique), values), jax.errors.ConcretizationTypeError)
     assert tracing.positives(values).tolist() == [2.0, 4.0]  # op by op every shape is known
     padded = jax.jit(tracing.positives_padded, static_argnums=1)(values, 4)
-    assert padded.tolist() == [1, 3, -1, -1]
+    assert padded.tolist() == [2.0, 4.0, 0.0, 0.0]
+
+
+@pytest.mark.claim("sec-tracing-shapes")
+def test_a_minus_one_fill_index_is_valid_and_repeats_the_last_entry():
+    values = jnp.array([-1.0, 2.0, -3.0, 4.0])
+    idx = jnp.nonzero(values > 0, size=4, fill_value=-1)[0]
+    assert idx.tolist() == [1, 3, -1, -1]
+    assert values[idx].tolist() == [2.0, 4.0, 4.0, 4.0]
 
 
 def test_callbacks_run_at_every_call():
@@ -440,3 +457,77 @@ def test_ordered_debug_print_prints_at_every_call_in_order():
 
     lines = tracing.printed_lines(jax.jit(print_in_order), [(1.0,), (2.0,), (3.0,)])
     assert lines == ["call with 1.0", "call with 2.0", "call with 3.0"]
+
+
+# --- issue 21: weak types, tracer names, callbacks, NumPy on tracers ----------------------------------
+
+
+@pytest.mark.claim("sec-tracing-tracer")
+def test_a_strong_scalar_promotes_like_an_array_of_its_dtype_not_above_it():
+    half = jnp.ones(3, dtype=jnp.bfloat16)
+    assert (half * 2.0).dtype == jnp.bfloat16
+    assert (half * jnp.float32(2.0)).dtype == jnp.float32
+    with jax.enable_x64(True):
+        assert (jnp.ones(3, jnp.float64) * jnp.float32(2.0)).dtype == jnp.float64
+        assert (jnp.arange(3, dtype=jnp.int32) * 2.0).dtype == jnp.float64
+
+
+@pytest.mark.claim("sec-tracing-tracer")
+def test_a_dynamic_jaxpr_tracer_prints_as_jit_tracer_under_jit_and_make_jaxpr():
+    seen = []
+
+    def note(v):
+        seen.append((str(v), type(v).__name__))
+        return v
+
+    jax.jit(note)(1.0)
+    jax.make_jaxpr(lambda v: note(v))(jnp.ones(2))
+    assert seen == [
+        ("JitTracer(~float32[])", "DynamicJaxprTracer"),
+        ("JitTracer(float32[2])", "DynamicJaxprTracer"),
+    ]
+
+
+@pytest.mark.claim("sec-tracing-side-effects")
+def test_a_debug_callback_is_kept_and_an_unused_pure_callback_is_dropped():
+    assert tracing.callback_runs(jnp.ones(2)) == {
+        "debug.callback": 1,
+        "pure_callback, result unused": 0,
+    }
+
+
+@pytest.mark.claim("sec-tracing-numpy")
+def test_numpy_and_python_conversions_of_a_tracer_raise():
+    rows = {r["inside jit"]: r for r in tracing.host_conversions(jnp.arange(3.0))}
+    for code in ("np.sin(x)", "np.asarray(x)"):
+        assert rows[code]["raises"] == "TracerArrayConversionError"
+        assert not rows[code]["a ConcretizationTypeError"]
+    for code in ("float(x[0])", "x[0].item()", "x.tolist()"):
+        assert rows[code]["raises"] == "ConcretizationTypeError"
+
+
+@pytest.mark.claim("sec-tracing-numpy")
+def test_numpy_random_and_the_clock_are_read_once_while_tracing():
+    noisy = jax.jit(tracing.shift_by_noise)
+    draws = {float(noisy(0.0)) for _ in range(3)}
+    assert len(draws) == 1
+    assert len({float(tracing.shift_by_noise(0.0)) for _ in range(3)}) == 3
+    jaxpr = jax.make_jaxpr(tracing.shift_by_noise)(0.0)
+    assert [str(e.primitive) for e in jaxpr.eqns] == ["add"]  # the draw is a literal
+    clocked = jax.jit(tracing.shift_by_clock)
+    first = float(clocked(0.0))
+    import time
+
+    time.sleep(0.02)
+    assert float(clocked(0.0)) == first
+
+
+@pytest.mark.claim("sec-tracing-numpy")
+def test_ensure_compile_time_eval_computes_while_tracing():
+    jaxpr = jax.make_jaxpr(tracing.squares_lookup)(2)
+    names = {str(e.primitive) for e in jaxpr.eqns}
+    assert not names & {"argmax", "pow", "integer_pow", "iota"}
+    assert len(jaxpr.consts) == 1
+    assert float(jax.jit(tracing.squares_lookup)(2)) == 4.0 + 4
+    assert isinstance(jitbook.raised(jax.jit(lambda i: int(jnp.argmax(jnp.arange(5.0) * i))), 2),
+                      jax.errors.ConcretizationTypeError)

@@ -11,20 +11,18 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
 import warnings
 from collections.abc import Callable, Sequence
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
 from jax import export
 
 from . import programs, timing
 from .cache import count_compiles, fresh_jit
 from .errors import raised
-from .pln import PLNData, closed_form_sigma, init_params, make_optimizer, neg_elbo
 
 
 def _count(value, what: str, example: str) -> int:
@@ -42,7 +40,7 @@ def _count(value, what: str, example: str) -> int:
 def sgd_update(state: jax.Array, grad: jax.Array, lr: float = 0.1) -> jax.Array:
     """One gradient step on ``state``: the output has the state's shape and dtype, so it can reuse its memory.
 
-    Defined in chapter "Keeping, reusing and shipping compiled programs", section "Buffer donation".
+    Taught in Keeping, reusing and shipping compiled programs, Buffer donation.
     """
     return state - lr * grad
 
@@ -50,7 +48,8 @@ def sgd_update(state: jax.Array, grad: jax.Array, lr: float = 0.1) -> jax.Array:
 def total(x: jax.Array) -> jax.Array:
     """A sum: no output has the argument's shape, so a donated ``x`` has nowhere to go.
 
-    Defined in chapter "Keeping, reusing and shipping compiled programs", section "When donation cannot be used".
+    Taught in Keeping, reusing and shipping compiled programs, When donation cannot be
+    used.
     """
     return jnp.sum(x)
 
@@ -73,7 +72,7 @@ def memory_row(
 ) -> dict:
     """Compile ``jax.jit(fn, donate_argnums=...)`` for ``args`` and read XLA's memory figures (bytes).
 
-    Defined in chapter "Keeping, reusing and shipping compiled programs", section "Buffer donation".
+    Taught in Keeping, reusing and shipping compiled programs, Buffer donation.
     """
     timing.check_callable(fn, "memory_row")
     compiled = (
@@ -125,7 +124,8 @@ def donation_warnings(
     """The warnings JAX gives when a fresh ``jax.jit(fn)`` is called ``calls`` times with ``args`` donated.
 
     Each call gets its own copies of ``args``: a donated array cannot be passed twice.
-    Defined in chapter "Keeping, reusing and shipping compiled programs", section "When donation cannot be used".
+    Taught in Keeping, reusing and shipping compiled programs, When donation cannot be
+    used.
     """
     timing.check_callable(fn, "donation_warnings")
     _count(calls, "calls (how many times to call)", "calls=3")
@@ -139,61 +139,90 @@ def donation_warnings(
     return [str(w.message).splitlines()[0] for w in caught]
 
 
-# --- donating a PLN fit's carry ----------------------------------------------------------------------------
+# --- donating a loop's carry -------------------------------------------------------
 
 
-def pln_step(params, opt_state, Omega: jax.Array, data: PLNData, lr: float = 1.0):
-    """One PLN iteration, the body of the fit's loop: the carry (params, optimizer state, Omega) in and out.
+class Carry(NamedTuple):
+    """What a training loop carries from step to step: weights and their momentum."""
 
-    Defined in chapter "Keeping, reusing and shipping compiled programs", section "Donating a fit's carry".
+    weights: jax.Array
+    velocity: jax.Array
+
+
+def momentum_step(carry: Carry, batch: jax.Array, lr: float = 0.1, beta: float = 0.9):
+    """One step of gradient descent with momentum: a carry in, a carry alike out.
+
+    The loss asks the weights to reproduce the batch (``batch @ w`` close to ``batch``).
+    Taught in Keeping, reusing and shipping compiled programs, Donating a loop's carry.
     """
-    opt = make_optimizer(lr)
-    loss, grads = jax.value_and_grad(neg_elbo)(params, data, Omega)
-    updates, opt_state = opt.update(grads, opt_state, params)
-    params = optax.apply_updates(params, updates)
-    return (
-        params,
-        opt_state,
-        jnp.linalg.inv(closed_form_sigma(params.M, params.S)),
-        loss,
-    )
+
+    def loss(w):
+        return jnp.mean((batch @ w - batch) ** 2)
+
+    value, grad = jax.value_and_grad(loss)(carry.weights)
+    velocity = beta * carry.velocity + grad
+    return Carry(carry.weights - lr * velocity, velocity), value
 
 
-def pln_start(data: PLNData) -> tuple:
-    """The carry a PLN fit starts from: (params, optimizer state, Omega = identity)."""
-    params = init_params(data)
-    return params, make_optimizer().init(params), jnp.eye(data.Y.shape[1])
+def carry_start(side: int) -> tuple[Carry, jax.Array]:
+    """A zero carry for ``side x side`` weights, and a batch of ``2 * side`` rows."""
+    _count(side, "side (the weights are side x side)", "side=500")
+    batch = np.random.default_rng(0).normal(size=(2 * side, side)) / np.sqrt(side)
+    zeros = jnp.zeros((side, side))
+    return Carry(zeros, zeros + 0), jnp.asarray(batch, jnp.float32)
 
 
 @dataclasses.dataclass
 class PythonLoopFit:
-    """A PLN fit driven from Python: the compiled step's memory figures and the losses of its iterations."""
+    """A loop driven from Python: the compiled step's memory figures and its losses."""
 
     memory: dict
     losses: np.ndarray
 
 
-def fit_python_loop(data: PLNData, n_iter: int, donate: bool) -> PythonLoopFit:
-    """Compile ``pln_step`` (the carry donated or not), read its memory figures, and call it ``n_iter`` times.
+def fit_python_loop(side: int, n_iter: int, donate: bool) -> PythonLoopFit:
+    """Compile ``momentum_step`` (carry donated or not), read its memory, run it.
 
-    Defined in chapter "Keeping, reusing and shipping compiled programs", section "Donating a fit's carry".
+    Taught in Keeping, reusing and shipping compiled programs, Donating a loop's carry.
     """
     _count(n_iter, "n_iter (iterations)", "n_iter=20")
-    params, opt_state, Omega = pln_start(data)
-    data = jax.tree.map(jnp.asarray, data)
-    donate_argnums = (0, 1, 2) if donate else ()
+    carry, batch = carry_start(side)
+    donate_argnums = 0 if donate else ()
     step = (
-        fresh_jit(pln_step, donate_argnums=donate_argnums)
-        .trace(params, opt_state, Omega, data)
+        fresh_jit(momentum_step, donate_argnums=donate_argnums)
+        .trace(carry, batch)
         .lower()
         .compile()
     )
     losses = []
     for _ in range(n_iter):
-        params, opt_state, Omega, loss = step(params, opt_state, Omega, data)
+        carry, loss = step(carry, batch)
         losses.append(loss)
     memory = memory_figures(step, "carry donated" if donate else "no donation")
     return PythonLoopFit(memory, np.asarray(jnp.stack(losses)))
+
+
+def warning_stage(fn: Callable, *args, donate_argnums: int | Sequence[int] = 0) -> dict:
+    """Which stage of ``jax.jit(fn)`` warns that a donation is unusable, stage by stage.
+
+    Taught in Keeping, reusing and shipping compiled programs, When donation cannot be
+    used.
+    """
+    timing.check_callable(fn, "warning_stage")
+    jitted = fresh_jit(fn, donate_argnums=donate_argnums)
+    copies = [jnp.array(a, copy=True) for a in args]
+    stages = {}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        traced = jitted.trace(*copies)
+        stages["trace"], caught[:] = len(caught), []
+        lowered = traced.lower()
+        stages["lower"], caught[:] = len(caught), []
+        compiled = lowered.compile()
+        stages["compile"], caught[:] = len(caught), []
+        jax.block_until_ready(compiled(*copies))
+        stages["call"] = len(caught)
+    return stages
 
 
 # --- saving and shipping a program -------------------------------------------------------------------------
@@ -202,7 +231,8 @@ def fit_python_loop(data: PLNData, n_iter: int, donate: bool) -> PythonLoopFit:
 def predict(w: jax.Array, x: jax.Array) -> jax.Array:
     """A small model to ship: a batch of inputs ``x`` (batch x features) through one tanh layer ``w``.
 
-    Defined in chapter "Keeping, reusing and shipping compiled programs", section "Saving and shipping a program".
+    Taught in Keeping, reusing and shipping compiled programs, Saving and shipping a
+    program.
     """
     return jnp.tanh(x @ w)
 
@@ -212,7 +242,8 @@ def batch_spec(
 ) -> jax.ShapeDtypeStruct:
     """The abstract input of ``predict`` for any batch size: shape ``(name, features)``, float32.
 
-    Defined in chapter "Keeping, reusing and shipping compiled programs", section "Saving and shipping a program".
+    Taught in Keeping, reusing and shipping compiled programs, Saving and shipping a
+    program.
     """
     (batch,) = export.symbolic_shape(name, constraints=tuple(constraints))
     return jax.ShapeDtypeStruct((batch, features), jnp.float32)
@@ -241,7 +272,8 @@ def call_in_fresh_process(serialized: bytes, *args, time_limit: float = 120.0) -
 
     The child never sees the function's source: only the bytes and the arguments, through files in a
     temporary directory that is removed afterwards.
-    Defined in chapter "Keeping, reusing and shipping compiled programs", section "Saving and shipping a program".
+    Taught in Keeping, reusing and shipping compiled programs, Saving and shipping a
+    program.
     """
     if not isinstance(serialized, (bytes, bytearray)):
         raise TypeError(
@@ -289,7 +321,8 @@ def export_sizes(exported: export.Exported) -> dict:
 def unrolled_steps(x: jax.Array, n: int) -> jax.Array:
     """``n`` damped sine steps written as a Python loop: tracing unrolls it into ``n`` copies of the body.
 
-    Defined in chapter "Keeping, reusing and shipping compiled programs", section "Keeping compile time down".
+    Taught in Keeping, reusing and shipping compiled programs, Keeping compile time
+    down.
     """
     for _ in range(n):
         x = jnp.sin(x) * 0.99
@@ -299,7 +332,8 @@ def unrolled_steps(x: jax.Array, n: int) -> jax.Array:
 def scanned_steps(x: jax.Array, n: int) -> jax.Array:
     """The same ``n`` steps as one ``lax.scan``: one copy of the body, whatever ``n`` is.
 
-    Defined in chapter "Keeping, reusing and shipping compiled programs", section "Keeping compile time down".
+    Taught in Keeping, reusing and shipping compiled programs, Keeping compile time
+    down.
     """
 
     def body(x, _):
@@ -335,7 +369,8 @@ def loop_cost_rows(lengths: Sequence[int], size: int = 64) -> list[dict]:
 def closed_over(table: np.ndarray) -> Callable:
     """``x -> table @ x`` with ``table`` captured by the closure: it becomes a constant of the program.
 
-    Defined in chapter "Keeping, reusing and shipping compiled programs", section "Keeping compile time down".
+    Taught in Keeping, reusing and shipping compiled programs, Keeping compile time
+    down.
     """
 
     def apply_table(x):
@@ -369,6 +404,68 @@ def constant_rows(size: int) -> list[dict]:
                 "compile (s)": s.compile,
             }
         )
+    return rows
+
+
+_HOISTING_CHILD = r"""
+import json, sys
+import jitbook  # noqa: F401  (the miscompile guard, as in every process of the book)
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jitbook import artifacts
+from jitbook.cache import count_compiles
+
+side = int(sys.argv[1])
+rng = np.random.default_rng(0)
+first, second = (rng.normal(size=(side, side)).astype(np.float32) for _ in range(2))
+x = jnp.ones(side)
+with count_compiles() as log:
+    for table in (first, second):
+        jax.block_until_ready(jax.jit(artifacts.closed_over(table))(x))
+lowered = jax.jit(artifacts.closed_over(first)).lower(x)
+tried, kept = [], []
+for n in (8, 9):
+    vector = np.arange(n, dtype=np.float32)
+    text = jax.jit(lambda v: v + vector).lower(jnp.ones(n)).as_text()
+    tried.append(vector.nbytes)
+    if "dense<[" in text:
+        kept.append(vector.nbytes)
+print(json.dumps({
+    "simplified constants": jax.config.jax_use_simplified_jaxpr_constants,
+    "embedded max bytes": jax.config.jax_embedded_constants_max_bytes,
+    "StableHLO characters": len(lowered.as_text()),
+    "executable argument bytes":
+        lowered.compile().memory_analysis().argument_size_in_bytes,
+    "compiles for 2 tables": log.count,
+    "small constants tried (bytes)": tried,
+    "kept in the program (bytes)": kept,
+}))
+"""
+
+
+def constant_hoisting_rows(side: int, time_limit: float = 120.0) -> list[dict]:
+    """``closed_over`` in two fresh processes: constant hoisting off (default), then on.
+
+    ``jax_use_simplified_jaxpr_constants`` is read when JAX is imported, so each setting
+    gets its own process, with the option set in its environment.
+    Taught in Keeping, reusing and shipping compiled programs, Large constants captured
+    by a closure.
+    """
+    _count(side, "side (the side of the square table)", "side=500")
+    rows = []
+    for value in ("False", "True"):
+        env = dict(os.environ, JAX_USE_SIMPLIFIED_JAXPR_CONSTANTS=value)
+        out = subprocess.run(
+            [sys.executable, "-c", _HOISTING_CHILD, str(side)],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=time_limit,
+        )
+        if out.returncode != 0:
+            raise RuntimeError(f"the fresh process failed:\n{out.stderr[-2000:]}")
+        rows.append(json.loads(out.stdout.strip().splitlines()[-1]))
     return rows
 
 
@@ -406,8 +503,12 @@ def make_piece(k: int) -> Callable:
 
 
 def pieces_rows(n: int, size: int = 64) -> list[dict]:
-    """``n`` small steps, jitted one by one versus inside one jit: compiles, compile seconds, a warm run."""
-    _count(n, "n (pieces)", "n=30")
+    """``n`` jitted steps called from Python, or inside one outer jit: XLA compiles.
+
+    Taught in Keeping, reusing and shipping compiled programs, Many small jitted
+    functions.
+    """
+    _count(n, "n (pieces)", "n=5")
     x = jnp.ones(size)
     jitted_pieces = [jax.jit(make_piece(k)) for k in range(n)]
     raw_pieces = [make_piece(k) for k in range(n)]
@@ -417,29 +518,30 @@ def pieces_rows(n: int, size: int = 64) -> list[dict]:
             x = p(x)
         return x
 
-    @jax.jit
-    def one_program(x):
+    def outer_over_jitted(x):
+        for p in jitted_pieces:
+            x = p(x)
+        return x
+
+    def outer_over_plain(x):
         for p in raw_pieces:
             x = p(x)
         return x
 
     rows = []
     for how, fn in (
-        (f"{n} jitted pieces", one_by_one),
-        ("one jit around them", one_program),
+        (f"{n} jitted pieces, called from Python", one_by_one),
+        ("one jit around the same jitted pieces", jax.jit(outer_over_jitted)),
+        (f"one jit around {n} plain functions", jax.jit(outer_over_plain)),
     ):
         with count_compiles() as log:
-            start = time.perf_counter()
             jax.block_until_ready(fn(x))
-            first = time.perf_counter() - start
-        warm = timing.time_call(fn, x, repeats=5, warmup=0)
+        pieces = sum(name.startswith("piece_") for name in log.compiles)
         rows.append(
             {
                 "how": how,
                 "compiles": log.count,
-                "compile (s)": log.compile_seconds,
-                "first call (s)": first,
-                "warm call (ms)": 1e3 * warm.median,
+                "compiles of a piece": pieces,
             }
         )
     return rows
@@ -451,7 +553,8 @@ def pieces_rows(n: int, size: int = 64) -> list[dict]:
 def ignores_second(x: jax.Array, unused: jax.Array) -> jax.Array:
     """Uses ``x`` only: with ``keep_unused=False`` jit may drop ``unused`` from the executable.
 
-    Defined in chapter "Keeping, reusing and shipping compiled programs", section "The other knobs of jax.jit".
+    Taught in Keeping, reusing and shipping compiled programs, The other knobs of
+    jax.jit.
     """
     return 2 * x
 
@@ -502,7 +605,8 @@ def inline_rows() -> list[dict]:
 def largest(x: jax.Array) -> jax.Array:
     """The largest entry; XLA's default propagates a NaN, as NumPy does.
 
-    Defined in chapter "Keeping, reusing and shipping compiled programs", section "The other knobs of jax.jit".
+    Taught in Keeping, reusing and shipping compiled programs, The other knobs of
+    jax.jit.
     """
     return jnp.max(x)
 

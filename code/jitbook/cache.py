@@ -88,6 +88,57 @@ def count_compiles() -> Iterator[CompileLog]:
         jax.monitoring.unregister_event_listener(log._on_event)
 
 
+@dataclasses.dataclass
+class DispatchLog:
+    """Calls that missed jit's C++ dispatch cache, one function name per call.
+
+    A miss runs jit's Python fallback, which infers the call's parameters and looks up
+    the tracing cache; a hit goes straight from C++ to the compiled program.
+    """
+
+    misses: list[str] = dataclasses.field(default_factory=list)
+
+    def count_for(self, name: str) -> int:
+        """Dispatch-cache misses of calls to functions called ``name``."""
+        if not isinstance(name, str):
+            raise TypeError(
+                f"count_for takes a function name as a string, got "
+                f"{type(name).__name__}; pass f.__name__ for a function f."
+            )
+        return self.misses.count(name)
+
+
+@contextlib.contextmanager
+def count_dispatch_misses() -> Iterator[DispatchLog]:
+    """Count the jitted calls that leave the C++ dispatch cache for the Python path.
+
+    JAX has no public counter for this: we wrap ``jax._src.pjit._infer_params``, the
+    first step of that Python path (``.trace`` and ``.lower`` call it too).
+
+    Taught in Static arguments and compiling again, The dispatch cache.
+    """
+    from jax._src import pjit
+
+    original = getattr(pjit, "_infer_params", None)
+    if original is None:
+        raise RuntimeError(
+            "jax._src.pjit._infer_params is gone in this JAX version; "
+            "count_dispatch_misses needs a new hook."
+        )
+    log = DispatchLog()
+
+    @functools.wraps(original)
+    def counting(fun, *args, **kwargs):
+        log.misses.append(getattr(fun, "__name__", type(fun).__name__))
+        return original(fun, *args, **kwargs)
+
+    pjit._infer_params = counting
+    try:
+        yield log
+    finally:
+        pjit._infer_params = original
+
+
 class _Records(logging.Handler):
     def __init__(self) -> None:
         super().__init__(level=logging.DEBUG)
@@ -122,7 +173,8 @@ def capture_jax_logs(
 
 
 def fresh_jit(fn: Callable, **jit_kwargs) -> Callable:
-    """``jax.jit`` of a new wrapper of ``fn``: same name, empty cache (jit caches per function object)."""
+    """``jax.jit`` of a new wrapper of ``fn``: same name, no cache entries yet (jit's
+    caches are keyed on the function object)."""
     if not callable(fn):
         raise TypeError(f"fresh_jit takes a function, got {type(fn).__name__}.")
 

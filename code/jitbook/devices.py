@@ -17,6 +17,7 @@ import socket
 import subprocess
 import sys
 import time
+import unittest.mock
 from collections import Counter
 from functools import partial
 from pathlib import Path
@@ -50,7 +51,7 @@ COLLECTIVES = (
 def use_cpu_devices(n: int) -> None:
     """Ask JAX for ``n`` simulated CPU devices; it only works before JAX's backend has started.
 
-    Defined in chapter "jit across devices and processes", section "Many devices on one CPU".
+    Taught in jit across devices and processes, Many devices on one CPU.
     """
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise ValueError(
@@ -69,7 +70,7 @@ def use_cpu_devices(n: int) -> None:
 def data_mesh(n_devices: int | None = None, axis: str = "data") -> Mesh:
     """A 1-D mesh over the first ``n_devices`` devices whose shardings the compiler completes (Auto axes).
 
-    Defined in chapter "jit across devices and processes", section "Sharded inputs under jit".
+    Taught in jit across devices and processes, Sharded inputs under jit.
     """
     n = jax.device_count() if n_devices is None else n_devices
     if n > jax.device_count():
@@ -105,21 +106,40 @@ ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
 def picture(array: jax.Array) -> str:
-    """The text of ``jax.debug.visualize_array_sharding`` without colours, or why it cannot be drawn here."""
+    """The text of ``jax.debug.visualize_array_sharding``, without colours, or why not.
+
+    Taught in jit across devices and processes, Sharded inputs under jit.
+    """
     try:
-        with contextlib.redirect_stdout(io.StringIO()) as out:
+        import rich.console
+    except ImportError:
+        rich = None
+    out = io.StringIO()
+    if rich is None:
+        patch = contextlib.nullcontext()
+    else:
+        # In a Jupyter kernel rich draws through IPython's display, not stdout: ask it
+        # for plain text written to our buffer wherever it runs.
+        plain = partial(
+            rich.console.Console,
+            file=out,
+            force_jupyter=False,
+            force_terminal=False,
+            color_system=None,
+        )
+        patch = unittest.mock.patch.object(rich.console, "Console", plain)
+    try:
+        with patch, contextlib.redirect_stdout(out):
             jax.debug.visualize_array_sharding(array, use_color=False)
     except ValueError as err:  # JAX draws with the optional `rich` package
         return f"(no picture: {err})"
-    return ANSI.sub(
-        "", out.getvalue()
-    ).rstrip()  # rich still bolds the device numbers in a Jupyter kernel
+    return ANSI.sub("", out.getvalue()).rstrip()
 
 
 def collectives(compiled) -> Counter:
     """How many of each collective (all-reduce, all-gather, ...) the optimized HLO of ``compiled`` runs.
 
-    Defined in chapter "jit across devices and processes", section "What the compiler added".
+    Taught in jit across devices and processes, What the compiler added.
     """
     if not hasattr(compiled, "as_text"):
         raise TypeError(
@@ -175,7 +195,7 @@ def sum_of_squares(x: jax.Array) -> jax.Array:
 def sharding_key_rows(mesh: Mesh, shape: tuple[int, int] = (8, 4)) -> list[dict]:
     """Call one jitted ``sum_of_squares`` on the same shape placed four ways; did each call compile?
 
-    Defined in chapter "jit across devices and processes", section "Sharding is part of the cache key".
+    Taught in jit across devices and processes, Sharding is part of the cache key.
     """
     from .cache import count_compiles, fresh_jit
 
@@ -213,7 +233,7 @@ def sharding_key_rows(mesh: Mesh, shape: tuple[int, int] = (8, 4)) -> list[dict]
 def explain_new_sharding(mesh: Mesh, shape: tuple[int, int] = (8, 4)) -> str:
     """JAX's own log lines when a warm jitted ``sum_of_squares`` gets rows-sharded, then columns-sharded input.
 
-    Defined in chapter "jit across devices and processes", section "Sharding is part of the cache key".
+    Taught in jit across devices and processes, Sharding is part of the cache key.
     """
     from .cache import explain_miss
 
@@ -243,7 +263,7 @@ def matmul_row(
 ) -> dict:
     """Compile ``matmul`` for one sharding of its inputs: the collectives inserted and per-device shapes.
 
-    Defined in chapter "jit across devices and processes", section "What the compiler added".
+    Taught in jit across devices and processes, What the compiler added.
     """
     m, k, n = shape
     a_sharding, b_sharding = NamedSharding(mesh, a_spec), NamedSharding(mesh, b_spec)
@@ -296,7 +316,7 @@ def predict(x: jax.Array, w: jax.Array) -> jax.Array:
 def psum_matmul(mesh: Mesh):
     """``a @ b`` with the contraction split over the mesh, written per device: local product, then ``psum``.
 
-    Defined in chapter "jit across devices and processes", section "What the compiler added".
+    Taught in jit across devices and processes, What the compiler added.
     """
     axis = mesh.axis_names[0]
 
@@ -310,6 +330,43 @@ def psum_matmul(mesh: Mesh):
     )
 
 
+# --- saying where values go ---------------------------------------------------------
+
+
+def doubled_by_columns(x: jax.Array) -> jax.Array:
+    """``2 * x``, constrained inside the program to columns split over axis ``data``.
+
+    Needs a mesh in context (``jax.set_mesh``), since it names the axis, not the mesh.
+    Taught in jit across devices and processes, Saying where values go.
+    """
+    return jax.lax.with_sharding_constraint(2 * x, P(None, "data"))
+
+
+def gram_replicated(x: jax.Array) -> jax.Array:
+    """``x.T @ x`` with the output sharding the Explicit-mode error asks for.
+
+    Taught in jit across devices and processes, Saying where values go.
+    """
+    return jnp.matmul(x.T, x, out_sharding=P())
+
+
+def gram_resharded(x: jax.Array) -> jax.Array:
+    """``x.T @ x`` after ``jax.sharding.reshard`` made ``x`` whole on every device.
+
+    Taught in jit across devices and processes, Saying where values go.
+    """
+    whole = jax.sharding.reshard(x, P())
+    return whole.T @ whole
+
+
+def per_device_double(block: jax.Array) -> jax.Array:
+    """The body of a ``pmap`` or ``shard_map``: it sees one device's block.
+
+    Taught in jit across devices and processes, Saying where values go.
+    """
+    return 2 * block
+
+
 # --- the PLN fit, data-parallel ---------------------------------------------------------------------------
 
 
@@ -318,7 +375,7 @@ def pln_step(params, opt_state, Omega, data: PLNData, lr: float = 1.0):
     """One PLN iteration: a gradient step on (B, M, S), then Sigma and Omega in closed form.
 
     Nothing in it mentions devices: the shardings of its arguments decide how XLA splits it.
-    Defined in chapter "jit across devices and processes", section "The PLN fit, data-parallel".
+    Taught in jit across devices and processes, The PLN fit, data-parallel.
     """
     loss, grads = jax.value_and_grad(neg_elbo)(params, data, Omega)
     updates, opt_state = make_optimizer(lr).update(grads, opt_state, params)
@@ -335,7 +392,7 @@ def place_rows(data: PLNData, mesh: Mesh | None):
     """Data and starting parameters, with the rows of Y, O, X, M, S split over ``mesh`` (None: one device).
 
     B and Omega are small and replicated.
-    Defined in chapter "jit across devices and processes", section "The PLN fit, data-parallel".
+    Taught in jit across devices and processes, The PLN fit, data-parallel.
     """
     params = init_params(data)
     Omega = jnp.eye(data.Y.shape[1])
@@ -357,12 +414,52 @@ def place_rows(data: PLNData, mesh: Mesh | None):
     return data, params, jax.device_put(Omega, replicated)
 
 
+def process_rows(data: PLNData) -> PLNData:
+    """The rows this process owns: process ``p`` of ``P`` takes block ``p`` of ``P``.
+
+    Here each process slices a file it loaded whole; a real loader reads only its block.
+    Taught in jit across devices and processes, More than one process.
+    """
+    n, count, index = data.Y.shape[0], jax.process_count(), jax.process_index()
+    if n % count:
+        raise ValueError(
+            f"{n} rows do not split evenly over {count} processes; "
+            f"use a number of rows that {count} divides."
+        )
+    block = n // count
+    return PLNData(*(np.asarray(a)[index * block : (index + 1) * block] for a in data))
+
+
+def place_local_rows(local: PLNData, mesh: Mesh):
+    """Like ``place_rows``, but each process passes only its own rows (process_rows).
+
+    ``jax.make_array_from_process_local_data`` joins the processes' rows into global
+    arrays split over every device of ``mesh``; B and Omega are small and replicated.
+    Taught in jit across devices and processes, More than one process.
+    """
+    axis = mesh.axis_names[0]
+    rows, replicated = NamedSharding(mesh, P(axis, None)), NamedSharding(mesh, P())
+
+    def global_rows(a):
+        return jax.make_array_from_process_local_data(rows, np.asarray(a))
+
+    data = PLNData(*(global_rows(a) for a in local))
+    params = init_params(local)
+    params = params._replace(
+        B=jax.device_put(params.B, replicated),
+        M=global_rows(params.M),
+        S=global_rows(params.S),
+    )
+    Omega = jax.device_put(jnp.eye(local.Y.shape[1]), replicated)
+    return data, params, Omega
+
+
 def start_optimizer(params, lr: float = 1.0, mesh: Mesh | None = None):
     """The optimizer's state for ``params``, its scalars replicated over ``mesh`` as ``pln_step`` returns them.
 
     Left where ``init`` makes it, the step counter sits on one device while the step returns it replicated:
     the second iteration would be a new cache key and compile again.
-    Defined in chapter "jit across devices and processes", section "The PLN fit, data-parallel".
+    Taught in jit across devices and processes, The PLN fit, data-parallel.
     """
     state = make_optimizer(lr).init(params)
     if mesh is None:
@@ -383,9 +480,18 @@ def pln_losses(
 ) -> np.ndarray:
     """The PLN fit's losses (minus the ELBO before each step), on one device or data-parallel over ``mesh``.
 
-    Defined in chapter "jit across devices and processes", section "The PLN fit, data-parallel".
+    Taught in jit across devices and processes, The PLN fit, data-parallel.
     """
-    data, params, Omega = place_rows(data, mesh)
+    return fit_placed(*place_rows(data, mesh), n_iter, mesh, lr)
+
+
+def fit_placed(
+    data: PLNData, params, Omega, n_iter: int, mesh: Mesh | None, lr: float = 1.0
+) -> np.ndarray:
+    """The PLN fit's losses from data and parameters already placed (``place_rows``).
+
+    Taught in jit across devices and processes, More than one process.
+    """
     opt_state = start_optimizer(params, lr, mesh)
     losses = []
     for _ in range(n_iter):
@@ -417,7 +523,7 @@ def worker(
 ) -> dict:
     """One process of a multi-process run: join the others, fit PLN data-parallel over every process's devices.
 
-    Defined in chapter "jit across devices and processes", section "More than one process".
+    Taught in jit across devices and processes, More than one process.
     """
     use_cpu_devices(devices_per_process)
     jax.config.update(
@@ -431,14 +537,15 @@ def worker(
     )
     try:
         mesh = data_mesh()  # every device of every process
-        data = load_oaks(repeat)
-        placed, _, _ = place_rows(data, mesh)
-        losses = pln_losses(data, n_iter, mesh)
+        local = process_rows(load_oaks(repeat))  # this process's rows only
+        placed, params, Omega = place_local_rows(local, mesh)
+        losses = fit_placed(placed, params, Omega, n_iter, mesh)
         return {
             "process": jax.process_index(),
             "processes": jax.process_count(),
             "local devices": jax.local_device_count(),
             "global devices": jax.device_count(),
+            "Y local rows": local.Y.shape[0],
             "Y global shape": list(placed.Y.shape),
             "Y local shards": [list(s.data.shape) for s in placed.Y.addressable_shards],
             "losses": losses.tolist(),
@@ -464,7 +571,7 @@ def run_processes(
     """Start ``num_processes`` local processes running ``worker`` on loopback; return their results.
 
     Any process failing or the time limit passing stops them all with a clear error, never a hang.
-    Defined in chapter "jit across devices and processes", section "More than one process".
+    Taught in jit across devices and processes, More than one process.
     """
     port = free_port()
     env = dict(

@@ -3,11 +3,16 @@
 The tools that take jaxprs apart (``stats``, ``anatomy``, ``walk``) are in ``jitbook.programs``.
 """
 
+import contextlib
+import io
 from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+
+from .cache import count_compiles
+from .errors import error_line, raised
 
 SEEN: list = []  # what log2_with_side_effects appended; trace-time side effects land here
 
@@ -141,3 +146,60 @@ def variant_explorer(size: int) -> tuple[list[dict], list[dict]]:
             }
         )
     return rows, panels
+
+
+def _shown(x):
+    jax.debug.print("x = {}", x)
+    return x + 1
+
+
+def _called_back(x):
+    jax.debug.callback(lambda v: None, x)
+    return x + 1
+
+
+def _plain(x):
+    return x + 1
+
+
+def no_tracing_rows() -> list[dict]:
+    """Warm jitted calls that do not trace, called without and then with
+    ``jax.no_tracing``: which does it let through?
+
+    Taught in jaxprs and the road to XLA, Calling an executable with other shapes.
+    """
+    x = jnp.ones(3)
+    committed = jax.device_put(x, jax.devices()[0])
+    cases = [
+        ("the same array, warm", _plain, x),
+        ("a committed array (compiles, no trace)", _plain, committed),
+        ("warm, holds jax.debug.print", _shown, x),
+        ("warm, holds jax.debug.callback", _called_back, x),
+    ]
+    rows = []
+    for label, fn, arg in cases:
+        body_runs = []
+
+        def counted(v, fn=fn, body_runs=body_runs):
+            body_runs.append(1)
+            return fn(v)
+
+        counted.__name__ = fn.__name__.lstrip("_")
+        jitted = jax.jit(counted)
+        with contextlib.redirect_stdout(io.StringIO()):  # the debug prints' lines
+            jitted(x)  # warm: traced and compiled for the uncommitted array
+            with jax.no_tracing(True):  # first, before the call below fills any cache
+                err = raised(jitted, arg)
+            body_runs.clear()
+            with count_compiles() as log:
+                jitted(arg)  # the same call, unguarded
+            jax.effects_barrier()
+        rows.append(
+            {
+                "call": label,
+                "body runs": len(body_runs),
+                "compiles": log.count_for(counted.__name__),
+                "under no_tracing": error_line(err).split(" at ")[0] if err else "ran",
+            }
+        )
+    return rows

@@ -24,7 +24,7 @@ ACTIVATIONS: dict[str, Callable] = {"relu": jax.nn.relu, "tanh": jnp.tanh}
 def activate(name: str, z: jax.Array) -> jax.Array:
     """Apply the activation called ``name``; a Python lookup, so ``name`` must be known when tracing.
 
-    Taught in methods.qmd, at its start.
+    Taught in Jitting methods and classes, at its start.
     """
     if name not in ACTIVATIONS:
         raise ValueError(
@@ -37,7 +37,7 @@ def activate(name: str, z: jax.Array) -> jax.Array:
 class DecoratedLayer:
     """A plain class with ``@jax.jit`` on its method: ``self`` becomes an argument jit cannot read.
 
-    Taught in methods.qmd, "The problem: `@jax.jit` on a method".
+    Taught in Jitting methods and classes, The problem: `@jax.jit` on a method.
     """
 
     def __init__(self, weight, activation: str) -> None:
@@ -53,7 +53,7 @@ class DecoratedLayer:
 class Layer:
     """A plain, mutable Python class, as most Python code writes one.
 
-    Taught in methods.qmd, "Strategy 1: jit the bound method".
+    Taught in Jitting methods and classes, Strategy 1: jit the bound method.
     """
 
     def __init__(self, weight, activation: str) -> None:
@@ -64,11 +64,31 @@ class Layer:
         return activate(self.activation, jnp.asarray(self.weight) * x)
 
 
+# Strategy 1, done right: the method calls a module-level jitted function (JAX's FAQ).
+@functools.partial(jax.jit, static_argnames="activation")
+def predict_weights(weight, x, activation: str):
+    """The layer's computation as a jitted function of arrays and one static name.
+
+    Taught in Jitting methods and classes, A jitted function the method calls.
+    """
+    return activate(activation, weight * x)
+
+
+class HelperLayer(Layer):
+    """A plain, mutable class whose method passes its attributes to ``predict_weights``.
+
+    Taught in Jitting methods and classes, A jitted function the method calls.
+    """
+
+    def predict(self, x):
+        return predict_weights(self.weight, x, activation=self.activation)
+
+
 # Strategy 2: self as a static argument.
 class StaticLayer(Layer):
     """``self`` static, with the default ``__hash__``: the hash is the object's identity.
 
-    Taught in methods.qmd, "Strategy 2: `self` as a static argument".
+    Taught in Jitting methods and classes, Strategy 2: `self` as a static argument.
     """
 
     @functools.partial(jax.jit, static_argnums=0)
@@ -81,7 +101,7 @@ class HashedLayer:
     """``self`` static and frozen: hashed and compared by its fields, so equal layers share a compile.
 
     A static argument must never change (JAX's FAQ); to change a layer, build a new one.
-    Taught in methods.qmd, "Strategy 2: `self` as a static argument".
+    Taught in Jitting methods and classes, Strategy 2: `self` as a static argument.
     """
 
     weight: tuple
@@ -95,9 +115,9 @@ class HashedLayer:
 # Strategy 3: the class is a pytree.
 @register_pytree_node_class
 class PytreeLayer:
-    """Arrays are the pytree's children (traced); the configuration is its static metadata (hashed).
+    """Arrays are the pytree's children (traced); the configuration its static metadata.
 
-    Taught in methods.qmd, "Strategy 3: the class as a pytree".
+    Taught in Jitting methods and classes, Strategy 3: the class as a pytree.
     """
 
     def __init__(self, weight, activation: str) -> None:
@@ -126,11 +146,11 @@ class PytreeLayer:
 class DataclassLayer:
     """The same pytree from a frozen dataclass: fields marked ``static`` become metadata.
 
-    Taught in methods.qmd, "Strategy 3: the class as a pytree".
+    Taught in Jitting methods and classes, Strategy 3: the class as a pytree.
     """
 
     weight: jax.Array
-    activation: str = dataclasses.field(metadata=dict(static=True))
+    activation: str = jax.tree.static()  # older JAX: dataclasses.field(metadata=...)
 
     @jax.jit
     def predict(self, x):
@@ -144,9 +164,9 @@ class DataclassLayer:
 # Strategy 3, done wrong: the three bugs of the 2023 tutorial's pytree class, one class each.
 @register_pytree_node_class
 class ArrayMetadataLayer:
-    """Bug: an array (``offset``) is put in the static metadata, where jit hashes and compares it.
+    """Bug: an array (``offset``) in the metadata, which must be hashable and immutable.
 
-    Taught in methods.qmd, "Pitfall: an array in the static metadata".
+    Taught in Jitting methods and classes, Pitfall: an array in the static metadata.
     """
 
     def __init__(self, weight, offset, activation: str) -> None:
@@ -171,7 +191,7 @@ class ArrayMetadataLayer:
 class DroppingLayer:
     """Bug: ``tree_unflatten`` rebuilds through ``__init__`` and forgets the trained ``bias``.
 
-    Taught in methods.qmd, "Pitfall: an unflatten that drops a field".
+    Taught in Jitting methods and classes, Pitfall: an unflatten that drops a field.
     """
 
     def __init__(self, weight, activation: str) -> None:
@@ -196,7 +216,7 @@ class DroppingLayer:
 class MutatingLayer(PytreeLayer):
     """Bug: a jitted method assigns to ``self``, which inside jit is a copy rebuilt from tracers.
 
-    Taught in methods.qmd, "Pitfall: a method that assigns to `self`".
+    Taught in Jitting methods and classes, Pitfall: a method that assigns to `self`.
     """
 
     @jax.jit
@@ -204,11 +224,94 @@ class MutatingLayer(PytreeLayer):
         self.weight = self.weight - learning_rate * grad
 
 
+@jax.tree_util.register_static
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    """Configuration only, registered with ``register_static``: a pytree with no leaves.
+
+    Taught in Jitting methods and classes, Static classes with register_static.
+    """
+
+    activation: str
+
+
+@jax.jit
+def predict_with(settings: Settings, weight, x):
+    """A jitted function taking ``Settings`` as an ordinary argument: no static_argnums.
+
+    Taught in Jitting methods and classes, Static classes with register_static.
+    """
+    return activate(settings.activation, weight * x)
+
+
+@register_pytree_node_class
+class CheckedLayer(PytreeLayer):
+    """``__init__`` converts ``weight`` with ``jnp.asarray``; tree_unflatten calls it.
+
+    Taught in Jitting methods and classes, What tree_unflatten receives.
+    """
+
+    def __init__(self, weight, activation: str) -> None:
+        super().__init__(jnp.asarray(weight), activation)
+
+
+@register_pytree_node_class
+class UncheckedUnflattenLayer(CheckedLayer):
+    """The same class, rebuilt without ``__init__``: checks run only for its users.
+
+    Taught in Jitting methods and classes, What tree_unflatten receives.
+    """
+
+    @classmethod
+    def tree_unflatten(cls, aux_data, children):
+        layer = object.__new__(cls)
+        (layer.weight,), (layer.activation,) = children, aux_data
+        return layer
+
+
+def unflatten_receives(layer: PytreeLayer) -> list[dict]:
+    """The types of ``weight`` that ``tree_unflatten`` passes on, per transformation.
+
+    Taught in Jitting methods and classes, What tree_unflatten receives.
+    """
+    if type(layer).tree_unflatten.__func__ is not PytreeLayer.tree_unflatten.__func__:
+        raise TypeError("unflatten_receives takes a methods.PytreeLayer.")
+    seen: list[str] = []
+
+    @register_pytree_node_class
+    class Recording(PytreeLayer):
+        @classmethod
+        def tree_unflatten(cls, aux_data, children):
+            seen.append(type(children[0]).__name__)
+            return super().tree_unflatten(aux_data, children)
+
+    recording = Recording(layer.weight, layer.activation)
+    transformations = {
+        "jax.jit(f) for an array result": lambda: jax.jit(lambda t: t.weight)(
+            recording
+        ),
+        "jax.jit(f) returning the layer": lambda: jax.jit(lambda t: t)(recording),
+        "jax.vmap(f) returning the layer": lambda: jax.vmap(lambda t: t)(recording),
+        "jax.jacobian(f) of the layer": lambda: jax.jacobian(lambda t: t)(recording),
+        "jax.tree.map(lambda _: None, layer)": lambda: jax.tree.map(
+            lambda _: None, recording
+        ),
+    }
+    rows = []
+    for name, run in transformations.items():
+        seen.clear()
+        run()
+        rows.append(
+            {"call": name, "weight passed to __init__": ", ".join(sorted(set(seen)))}
+        )
+    return rows
+
+
 # Strategy 4: Equinox modules.
 class EqxLayer(eqx.Module):
     """An Equinox module is a frozen dataclass and a pytree; ``static=True`` marks configuration.
 
-    Taught in methods.qmd, "Strategy 4: Equinox modules".
+    Taught in Jitting methods and classes, Strategy 4: Equinox modules.
     """
 
     weight: jax.Array
@@ -222,7 +325,7 @@ class EqxLayer(eqx.Module):
 class SignedEqx(eqx.Module):
     """The French notebook's module: an array, a static string, and a method jitted in the class body.
 
-    Taught in methods.qmd, "Methods are pytrees too".
+    Taught in Jitting methods and classes, Methods are pytrees too.
     """
 
     values: jax.Array
@@ -237,9 +340,9 @@ class SignedEqx(eqx.Module):
 
 
 class MappedEqx(eqx.Module):
-    """A module whose static field is a function: jit compares it by identity, like any callable.
+    """A module whose static field is a function, compared by identity like any other.
 
-    Taught in methods.qmd, "Static functions are compared by identity".
+    Taught in Jitting methods and classes, Static functions are compared by identity.
     """
 
     values: jax.Array
@@ -253,7 +356,7 @@ class MappedEqx(eqx.Module):
 def signed_loss(model: SignedEqx, scale) -> jax.Array:
     """A loss that takes the model as an argument: differentiable in ``scale``, traced in the model's arrays.
 
-    Taught in methods.qmd, "`jit(grad(loss))` and static fields".
+    Taught in Jitting methods and classes, `jit(grad(loss))` and static fields.
     """
     return jnp.sum(scale * model.apply())
 
@@ -262,7 +365,7 @@ def signed_loss(model: SignedEqx, scale) -> jax.Array:
 def eqx_sgd_step(layer: EqxLayer, learning_rate):
     """One step that shrinks the weight by ``learning_rate``: under ``filter_jit`` a Python float is static.
 
-    Taught in methods.qmd, "Strategy 4: Equinox modules".
+    Taught in Jitting methods and classes, Strategy 4: Equinox modules.
     """
     return eqx.tree_at(lambda m: m.weight, layer, layer.weight * (1.0 - learning_rate))
 
@@ -282,29 +385,63 @@ class Recorded:
         return isinstance(other, Recorded) and self.value == other.value
 
 
-def closure_and_argument_sizes(data: jax.Array) -> dict:
-    """Characters of StableHLO text for one sum over ``data``: closed over (a constant) and as an argument.
+def sum_scaled(data: jax.Array, scale) -> jax.Array:
+    """A one-line computation over a dataset, with the data as an argument."""
+    return jnp.sum(data * scale)
 
-    Taught in methods.qmd, "Closures against arguments".
+
+def closed_sum(data: jax.Array) -> Callable:
+    """The same computation as a closure over ``data``: a new function per dataset."""
+
+    def sum_scaled(scale):
+        return jnp.sum(data * scale)
+
+    return sum_scaled
+
+
+def dataset_costs(datasets: Sequence[jax.Array]) -> list[dict]:
+    """A jitted closure per dataset against one jitted function taking the data.
+
+    Counts compiles over all the datasets, and the bytes of the first serialized
+    executable.
+    Taught in Jitting methods and classes, Closures against arguments.
     """
+    from jax.experimental import serialize_executable
 
-    def closed(scale):
-        return jnp.sum(data * scale)
-
-    def as_argument(data, scale):
-        return jnp.sum(data * scale)
-
-    return {
-        "closure": len(jax.jit(closed).lower(1.0).as_text()),
-        "argument": len(jax.jit(as_argument).lower(data, 1.0).as_text()),
+    if isinstance(datasets, jax.Array) or len(datasets) < 1:
+        raise TypeError(
+            "dataset_costs takes a list of arrays, e.g. [data, other_data]."
+        )
+    as_argument = jax.jit(sum_scaled)
+    ways = {
+        "closure": lambda data: (jax.jit(closed_sum(data)), (1.0,)),
+        "argument": lambda data: (as_argument, (data, 1.0)),
     }
+    rows = []
+    for how, program in ways.items():
+        with count_compiles() as log:
+            for data in datasets:
+                fn, args = program(data)
+                jax.block_until_ready(fn(*args))
+        fn, args = program(datasets[0])
+        executable = fn.lower(*args).compile()
+        rows.append(
+            {
+                "data": how,
+                "datasets": len(datasets),
+                "compiles": log.count_for("sum_scaled"),
+                "executable bytes": len(serialize_executable.serialize(executable)[0]),
+                "dataset bytes": int(datasets[0].nbytes),
+            }
+        )
+    return rows
 
 
 # Strategy 5: a state pytree and pure functions.
 class LayerParams(NamedTuple):
     """The layer's arrays only; a NamedTuple is a pytree with no registration.
 
-    Taught in methods.qmd, "Strategy 5: functions over a state pytree".
+    Taught in Jitting methods and classes, Strategy 5: functions over a state pytree.
     """
 
     weight: jax.Array
@@ -314,14 +451,17 @@ class LayerParams(NamedTuple):
 def layer_predict(params: LayerParams, x, *, activation: str):
     """The method as a function: state in, configuration as a static argument.
 
-    Taught in methods.qmd, "Strategy 5: functions over a state pytree".
+    Taught in Jitting methods and classes, Strategy 5: functions over a state pytree.
     """
     return activate(activation, params.weight * x)
 
 
 @jax.jit
 def layer_sgd_step(params: LayerParams, grad, learning_rate) -> LayerParams:
-    """Taught in methods.qmd, "Strategy 5: functions over a state pytree"."""
+    """A gradient step that returns new parameters.
+
+    Taught in Jitting methods and classes, Strategy 5: functions over a state pytree.
+    """
     return params._replace(weight=params.weight - learning_rate * grad)
 
 
@@ -329,7 +469,7 @@ def layer_sgd_step(params: LayerParams, grad, learning_rate) -> LayerParams:
 def make_loss(layer) -> Callable:
     """A loss factory: the returned function closes over ``layer``, a new function each call.
 
-    Taught in methods.qmd, "Closures against arguments".
+    Taught in Jitting methods and classes, Closures against arguments.
     """
 
     def loss(x):
@@ -341,7 +481,7 @@ def make_loss(layer) -> Callable:
 def layer_loss(layer, x) -> jax.Array:
     """The same loss with the layer as an argument, so one jitted function serves every layer.
 
-    Taught in methods.qmd, "Closures against arguments".
+    Taught in Jitting methods and classes, Closures against arguments.
     """
     return jnp.sum(layer.predict(x))
 
@@ -463,6 +603,13 @@ STRATEGIES: tuple[Strategy, ...] = (
         lambda p, x, a: layer_predict(p, x, activation=a),
         lambda p, w: p._replace(weight=w),
     ),
+    # Last, so the strategies above keep their places; sort by number to read in order.
+    Strategy(
+        "1b. method calls a jitted function",
+        HelperLayer,
+        lambda l, x, a: l.predict(x),
+        _set_weight,
+    ),
 )
 
 
@@ -480,7 +627,7 @@ def evaluate(strategy: Strategy, size: int = 3) -> dict:
 
     Clears JAX's caches first, so the compile counts do not depend on what ran before.
 
-    Taught in methods.qmd, "Which strategy for my class?".
+    Taught in Jitting methods and classes, Which strategy for my class?.
     """
     if not isinstance(strategy, Strategy):
         raise TypeError(
@@ -553,7 +700,7 @@ def event_grid(
     """For each strategy and event (new weights, new layer, new activation): compiles, and whether the result is right.
 
     Each strategy starts from empty caches and a layer already called once.
-    Taught in "Jitting methods and classes", "Explore it" (sec-methods-explore).
+    Taught in Jitting methods and classes, Explore it.
     """
     rng = np.random.default_rng(size)
     w1, w2, w3, x = (

@@ -285,9 +285,9 @@ _INSTRUCTION = re.compile(r"^\s*(ROOT )?%?([\w.-]+) = (\S+) (\w[\w-]*)\(")
 
 
 def compiled_instructions(compiled) -> list[dict]:
-    """The instructions of the optimized HLO's entry computation (``compiled.as_text()``), one row
-    each: name, result type and opcode. A ``fusion`` is one loop over memory that XLA made of
-    several operations.
+    """The instructions of the optimized HLO's entry computation (``compiled.as_text()``),
+    one row each: name, result type, opcode and whether it is the output (the ROOT). A
+    ``fusion`` is one loop over memory that XLA made of several operations.
 
     Taught in "jaxprs", "What XLA did" (sec-jaxprs-xla).
     """
@@ -307,6 +307,8 @@ def compiled_instructions(compiled) -> list[dict]:
                     "instruction": m.group(2),
                     "type": re.sub(r"\{[\d,]*\}", "", m.group(3)),
                     "opcode": m.group(4),
+                    "output": m.group(1)
+                    is not None,  # the ROOT: what the program returns
                 }
             )
     return rows

@@ -6,6 +6,7 @@ from an empty in-memory cache however often the chapter or a test runs it.
 
 import dataclasses
 import functools
+import gc
 import json
 import os
 import subprocess
@@ -18,7 +19,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .cache import capture_jax_logs, count_compiles, fresh_jit, messages_about
+from . import timing
+from .cache import (
+    capture_jax_logs,
+    count_compiles,
+    count_dispatch_misses,
+    fresh_jit,
+    messages_about,
+)
 from .errors import raised
 
 # --- static arguments ------------------------------------------------------------------------------------
@@ -60,6 +68,41 @@ def static_sweep(values: Sequence, x: jax.Array | None = None) -> list[dict]:
             }
         )
     return rows
+
+
+def times_first(x: jax.Array, factors: tuple) -> jax.Array:
+    """``x * factors[0]`` with ``factors`` static: the factor's type sets the result's.
+
+    Taught in Static arguments and compiling again, Static arguments.
+    """
+    return x * factors[0]
+
+
+def static_tuple_rows(x: jax.Array | None = None) -> list[dict]:
+    """One jitted ``times_first`` on an int array, called with ``(2,)`` then ``(2.0,)``,
+    and the same with bare ``2`` then ``2.0``: what compiled and what came back."""
+    x = jnp.arange(3) if x is None else x
+    rows = []
+    for first, second in (((2,), (2.0,)), (2, 2.0)):
+        fn = times_first if isinstance(first, tuple) else _times_bare
+        jitted = fresh_jit(fn, static_argnums=1)
+        for factors in (first, second):
+            with count_compiles() as log:
+                out = jitted(x, factors)
+            rows.append(
+                {
+                    "static argument": repr(factors),
+                    "compiled": log.count_for(fn.__name__),
+                    "result": str(out.tolist()),
+                    "result dtype": str(out.dtype),
+                    "op by op": str(fn(x, factors).dtype),
+                }
+            )
+    return rows
+
+
+def _times_bare(x, factor):
+    return x * factor
 
 
 def static_error(value) -> Exception:
@@ -146,7 +189,12 @@ def identity_rows(x: jax.Array | None = None) -> list[dict]:
         with count_compiles() as log:
             jax.jit(second)(x)
         rows.append(
-            {"callables": label, "equal": first == second, "second compiled": log.count}
+            {
+                "callables": label,
+                "equal": first == second,
+                "second traced": len(log.traces),
+                "second compiled": log.count,
+            }
         )
     return rows
 
@@ -206,7 +254,7 @@ def cache_misses(
 ) -> list[dict]:
     """Which of jit's three caches each call missed (trace, lower, compile), and what each diagnostic saw.
 
-    ``explained``: lines ``jax_explain_cache_misses`` wrote (tracing-cache misses only);
+    ``explained``: lines ``jax_explain_cache_misses`` wrote (no persistent cache here);
     ``logged compiles``: "Finished XLA compilation" lines of ``jax.log_compiles()``.
     """
     from .cache import capture_jax_logs
@@ -235,31 +283,157 @@ def cache_misses(
     return rows
 
 
-def rejit_cost(calls: int = 200) -> dict:
-    """Microseconds per call of ``plus_one``: one jitted wrapper reused, and ``jax.jit(plus_one)`` built at each call.
+def wrapper_race(calls: int = 100, rounds: int = 31) -> "timing.Race":
+    """Race ``calls`` calls of ``plus_one`` per round: through one reused wrapper,
+    through new wrappers built beforehand (the first call of each), through a new
+    ``jax.jit(plus_one)`` built at each call, and building it without calling.
 
-    Both find the same compiled program; the new wrapper loses jit's fast C++ dispatch path.
+    Taught in Static arguments and compiling again, The dispatch cache.
     """
-    if not isinstance(calls, int) or calls < 1:
-        raise ValueError(f"calls must be a positive int, got {calls!r}.")
+    for label, value in (("calls", calls), ("rounds", rounds)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{label} must be a positive int, got {value!r}.")
     reused = jax.jit(plus_one)
-    reused(0)
-    cost = {}
-    with count_compiles() as log:
-        for label, call in (
-            ("reused wrapper", lambda: reused(0)),
-            ("jax.jit(plus_one) per call", lambda: jax.jit(plus_one)(0)),
-        ):
-            call()
-            start = time.perf_counter()
+    # one wrapper per timed call and per warm-up call, all built before the race
+    prebuilt = iter([jax.jit(plus_one) for _ in range(calls * (rounds + 1))])
+
+    def repeat(call: Callable) -> Callable:
+        def many():
             for _ in range(calls):
-                call()
-            cost[label] = 1e6 * (time.perf_counter() - start) / calls
+                out = call()
+            return out
+
+        return many
+
+    variants = {
+        "one reused wrapper": repeat(lambda: reused(0)),
+        "first call of a wrapper built beforehand": repeat(lambda: next(prebuilt)(0)),
+        "a new jax.jit(plus_one) per call": repeat(lambda: jax.jit(plus_one)(0)),
+        "building jax.jit(plus_one), no call": repeat(lambda: jax.jit(plus_one) and 0),
+    }
+    # As timeit does: the garbage of the new wrappers would otherwise be collected
+    # during whichever variant runs next, and land in its round.
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        return timing.race(
+            variants,
+            rounds=rounds,
+            min_time=0.0,
+            max_rounds=rounds,
+            per=calls,
+            per_what="call",
+        )
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def rejit_cost(calls: int = 200) -> dict:
+    """Microseconds per call of ``plus_one``: one wrapper reused, a new one at each call.
+
+    Both reach the same program through jit's global dispatch cache, which is keyed on
+    the function and jit's options, not on the wrapper: ``slow-path calls`` counts the
+    calls that missed it (0). The difference is the cost of building the wrapper.
+    Minimum per call over the rounds of ``wrapper_race``.
+    """
+    if isinstance(calls, bool) or not isinstance(calls, int) or calls < 1:
+        raise ValueError(f"calls must be a positive int, got {calls!r}.")
+    jax.jit(plus_one)(0)  # compile outside the count
+    with count_compiles() as log, count_dispatch_misses() as dispatch:
+        race = wrapper_race(calls)
     return {
         "calls": calls,
         "compiles": log.count_for("plus_one"),
-        **{f"{k} (us)": v for k, v in cost.items()},
+        "slow-path calls": dispatch.count_for("plus_one"),
+        "reused wrapper (us)": 1e6 * race.min("one reused wrapper"),
+        "jax.jit(plus_one) per call (us)": 1e6
+        * race.min("a new jax.jit(plus_one) per call"),
+        "building jax.jit(plus_one) only (us)": 1e6
+        * race.min("building jax.jit(plus_one), no call"),
     }
+
+
+def plus_one_noted(i):
+    """``plus_one`` with a ``jax.debug.callback`` that does nothing: a program with an
+    effect, which jit never puts in its dispatch cache."""
+    jax.debug.callback(lambda v: None, i)
+    return i + 1
+
+
+def _new_wrapper(fn: Callable, **options) -> Callable:
+    """A maker of ``(fn, jax.jit(fn, **options))``: the callable is kept alive with it."""
+    return lambda: (fn, jax.jit(fn, **options))
+
+
+def dispatch_rows(wrappers: int = 100) -> list[dict]:
+    """Calls through many jit wrappers: which leave the C++ dispatch cache, which compile.
+
+    Each row calls ``wrappers`` new wrappers once each (or one wrapper that many times).
+    The callables of a row stay alive until it is counted, as in a loop that keeps them.
+
+    Taught in Static arguments and compiling again, The dispatch cache.
+    """
+    if isinstance(wrappers, bool) or not isinstance(wrappers, int) or wrappers < 1:
+        raise ValueError(f"wrappers must be a positive int, got {wrappers!r}.")
+    # made before counting: eager operations compile programs of their own
+    x = jnp.ones(3)
+    jax.clear_caches()
+    reused, noted = jax.jit(plus_one), jax.jit(plus_one_noted)
+    noted(0)
+    n = wrappers
+    cases = [  # row, calls, name to count, argument, maker of (callable, wrapper)
+        ("first call of jax.jit(plus_one)", 1, "plus_one", 0, _new_wrapper(plus_one)),
+        ("a new jax.jit(plus_one) per call", n, "plus_one", 0, _new_wrapper(plus_one)),
+        ("one reused wrapper", n, "plus_one", 0, lambda: (plus_one, reused)),
+        (
+            "a new jax.jit(plus_one, static_argnums=0)",
+            n,
+            "plus_one",
+            0,
+            _new_wrapper(plus_one, static_argnums=0),
+        ),
+        (
+            "a new jax.jit(ScaleBy(2.0))",
+            n,
+            "ScaleBy",
+            x,
+            lambda: _new_wrapper(ScaleBy(2.0))(),
+        ),
+        (
+            "a new jax.jit(functools.partial(plus_one))",
+            n,
+            "partial",
+            0,
+            lambda: _new_wrapper(functools.partial(plus_one))(),
+        ),
+        (
+            "one reused wrapper of plus_one_noted (a debug callback)",
+            n,
+            "plus_one_noted",
+            0,
+            lambda: (plus_one_noted, noted),
+        ),
+    ]
+    rows = []
+    for label, calls, name, arg, make in cases:
+        kept = []
+        with count_compiles() as log, count_dispatch_misses() as dispatch:
+            for _ in range(calls):
+                fn, wrapper = make()
+                kept.append(fn)
+                wrapper(arg)
+            jax.effects_barrier()
+        rows.append(
+            {
+                "calls": label,
+                "how many": calls,
+                "dispatch-cache misses": dispatch.count_for(name),
+                "traces": len(log.traces),
+                "compiles": log.count,
+            }
+        )
+    return rows
 
 
 # --- the cache key: configuration ------------------------------------------------------------------------
@@ -326,17 +500,54 @@ def jit_in_a_loop(how: str, steps: int = 10) -> dict:
     jax.clear_caches()  # start cold, so the three ways are compared on equal terms
     i = 0
     with count_compiles() as log:
-        start = time.perf_counter()
         for _ in range(steps):
             i = makers[how]()(i)
-        seconds = time.perf_counter() - start
-    return {
-        "loop body": how,
-        "steps": steps,
-        "result": int(i),
-        "compiles": log.count,
-        "loop (ms)": 1e3 * seconds,
+    return {"loop body": how, "steps": steps, "result": int(i), "compiles": log.count}
+
+
+def add_multiply(a, b, scale):
+    """``(a + b) * scale``: the example of JAX's "Debugging slow tracing" page."""
+    return (a + b) * scale
+
+
+def docs_partial_rows(steps: int = 5) -> list[dict]:
+    """The docs' ``jax.jit(functools.partial(add_multiply, scale=s))(x, y)`` run
+    ``steps`` times in a loop, against the forms without bound arguments.
+
+    Taught in Static arguments and compiling again, jit built inside a loop.
+    """
+    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
+        raise ValueError(f"steps must be a positive int, got {steps!r}.")
+    x = y = jnp.ones(3)
+    forms = {
+        "jax.jit(partial(add_multiply, scale=2.0))(x, y), the same scale": (
+            lambda s: jax.jit(functools.partial(add_multiply, scale=2.0))(x, y)
+        ),
+        "jax.jit(partial(add_multiply, scale=s))(x, y), a new s each step": (
+            lambda s: jax.jit(functools.partial(add_multiply, scale=s))(x, y)
+        ),
+        "jax.jit(partial(add_multiply))(x, y, s), nothing bound": (
+            lambda s: jax.jit(functools.partial(add_multiply))(x, y, s)
+        ),
+        "jax.jit(add_multiply)(x, y, s), no partial": (
+            lambda s: jax.jit(add_multiply)(x, y, s)
+        ),
     }
+    rows = []
+    for label, step in forms.items():
+        jax.clear_caches()  # each form starts cold
+        with count_compiles() as log:
+            for i in range(steps):
+                step(float(i + 1))
+        rows.append(
+            {
+                "loop body": label,
+                "steps": steps,
+                "traces": log.traces.count("add_multiply"),
+                "compiles": log.count_for("add_multiply"),
+            }
+        )
+    return rows
 
 
 # --- buckets ---------------------------------------------------------------------------------------------
@@ -590,6 +801,34 @@ jax.jit(lambda x: jnp.tanh(x) @ x)(jnp.ones((4, 4)))
 print(json.dumps({"files in the first directory": len(os.listdir(first)),
                   "files in the second directory": len(os.listdir(second))}))
 """
+
+
+_EXPLAIN_CHILD = """
+import json, sys
+import jitbook, jax, jax.numpy as jnp
+from jitbook import cache, recompilation
+jax.config.update("jax_compilation_cache_dir", sys.argv[1])
+jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+x = jnp.ones(3)
+with jitbook.capture_jax_logs(log_compiles=False) as messages:
+    jax.jit(recompilation.add_one)(x)
+print(json.dumps([cache.without_paths(m) for m in messages]))
+"""
+
+
+def explained_with_disk_cache() -> list[str]:
+    """What ``jax_explain_cache_misses`` writes for a first call in a new process whose
+    persistent cache is on (threshold 0): the messages, paths and addresses masked."""
+    with tempfile.TemporaryDirectory(prefix="jitbook-explain-") as cache_dir:
+        out = subprocess.run(
+            [sys.executable, "-c", _EXPLAIN_CHILD, cache_dir],
+            capture_output=True,
+            text=True,
+            env=dict(os.environ),
+        )
+    if out.returncode != 0:
+        raise RuntimeError(f"the child process failed:\n{out.stderr[-2000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def moved_cache_dir() -> dict:

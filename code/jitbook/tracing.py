@@ -8,6 +8,7 @@ helpers at the end measure what tracing produced (equation counts, compile times
 import contextlib
 import functools
 import io
+import time
 from collections.abc import Callable, Sequence
 
 import jax
@@ -17,6 +18,7 @@ import numpy as np
 from jax import lax
 
 from . import timing
+from .errors import raised
 from .programs import count_equations
 
 # --- What a tracer is --------------------------------------------------------------------------------
@@ -370,13 +372,12 @@ def positives(x: jax.Array) -> jax.Array:
 
 
 def positives_padded(x: jax.Array, size: int) -> jax.Array:
-    """The indices of the entries above 0, padded with -1 to a fixed ``size``: a shape jit knows
-    while tracing.
+    """The entries of ``x`` above 0, as ``positives`` returns them, padded with 0.0 to a
+    fixed ``size``: a shape jit knows while tracing.
 
-    Taught in "Tracing", "Shapes that depend on values".
+    Taught in Tracing: what jit sees, Shapes that depend on values.
     """
-    (where,) = jnp.nonzero(x > 0, size=size, fill_value=-1)
-    return where
+    return jnp.extract(x > 0, x, size=size, fill_value=0.0)
 
 
 # --- Side effects done properly ------------------------------------------------------------------------
@@ -400,6 +401,91 @@ def numpy_sine(x: jax.Array) -> jax.Array:
     return jax.pure_callback(
         lambda v: np.sin(v).astype(v.dtype), jax.ShapeDtypeStruct(x.shape, x.dtype), x
     )
+
+
+def callback_runs(x: jax.Array) -> dict:
+    """How often each kind of callback ran in one jitted call when nothing uses its result.
+
+    A ``jax.debug.callback`` has no result and is kept; a ``pure_callback`` whose
+    result is unused is dead code, and the compiled program drops it.
+
+    Taught in Tracing: what jit sees, Side effects done properly.
+    """
+    runs = {"debug.callback": 0, "pure_callback, result unused": 0}
+    spec = jax.ShapeDtypeStruct(x.shape, x.dtype)
+
+    def note(kind: str) -> Callable:
+        def host(v):
+            runs[kind] += 1
+            return np.asarray(v)
+
+        return host
+
+    def body(v):
+        jax.debug.callback(note("debug.callback"), v)
+        jax.pure_callback(note("pure_callback, result unused"), spec, v)
+        return v + 1
+
+    jax.block_until_ready(jax.jit(body)(x))
+    jax.effects_barrier()
+    return runs
+
+
+# --- NumPy, Python numbers and clocks on tracers -------------------------------------------------------
+
+
+def host_conversions(x: jax.Array) -> list[dict]:
+    """What each way of turning a tracer into a NumPy array or a Python number raises
+    under jit.
+
+    Taught in Tracing: what jit sees, NumPy and Python values inside jit.
+    """
+    attempts = {
+        "np.sin(x)": lambda v: np.sin(v),
+        "np.asarray(x)": lambda v: np.asarray(v),
+        "float(x[0])": lambda v: float(v[0]),
+        "x[0].item()": lambda v: v[0].item(),
+        "x.tolist()": lambda v: v.tolist(),
+    }
+    rows = []
+    for code, attempt in attempts.items():
+        err = raised(jax.jit(attempt), x)
+        rows.append(
+            {
+                "inside jit": code,
+                "raises": type(err).__name__ if err else "nothing",
+                "a ConcretizationTypeError": isinstance(
+                    err, jax.errors.ConcretizationTypeError
+                ),
+            }
+        )
+    return rows
+
+
+def shift_by_noise(x):
+    """``x`` plus a NumPy random number: under jit the number is drawn once, while
+    tracing, and becomes a constant of the program.
+
+    Taught in Tracing: what jit sees, NumPy and Python values inside jit.
+    """
+    return x + np.random.normal()
+
+
+def shift_by_clock(x):
+    """``x`` plus ``time.time()``: under jit the clock is read once, while tracing."""
+    return x + time.time()
+
+
+def squares_lookup(i):
+    """Entry ``i`` of a table of squares built while tracing, with
+    ``jax.ensure_compile_time_eval``, plus the index of its largest entry as a Python int.
+
+    Taught in Tracing: what jit sees, NumPy and Python values inside jit.
+    """
+    with jax.ensure_compile_time_eval():
+        table = jnp.arange(5.0) ** 2  # a concrete array, not a tracer
+        biggest = int(jnp.argmax(table))  # so it can become a Python int
+    return table[i] + biggest
 
 
 # --- explorer

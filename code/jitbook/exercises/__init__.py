@@ -1,9 +1,11 @@
-"""Exercises: a registry of checkers, and ``check()``, which runs one against a student's answer.
+"""Exercises: a registry of checkers, and ``check()``, which runs one against a
+student's answer.
 
-A checker is a function of the answer that calls ``expect`` for each thing it verifies; the first failed
-expectation ends it with a plain-words message. ``check`` never raises into the student's kernel: the
-student's exceptions, wrong types, missing names and time-outs all become feedback.
-Exercise modules (one per chapter) sit beside this file and are found automatically.
+A checker is a function of the answer that calls ``expect`` for each thing it
+verifies; the first failed expectation ends it with a plain-words message. ``check``
+never raises into the student's kernel: the student's exceptions, wrong types,
+missing names and time-outs all become feedback. Exercise modules (one per chapter)
+sit beside this file and are found automatically.
 """
 
 import contextlib
@@ -13,9 +15,11 @@ import importlib
 import inspect
 import pkgutil
 import signal
+import sys
 import threading
 import traceback
 from collections.abc import Callable
+from pathlib import Path
 
 from ..display import fit
 
@@ -25,7 +29,9 @@ REPORT_KEY = "jitbook_check"  # display metadata key: tests and grading read rep
 
 @dataclasses.dataclass(frozen=True)
 class Exercise:
-    """One exercise: its id (``chapter.name``), the name the student defines, and its checker."""
+    """One exercise: its id (``chapter.name``), the name the student defines, and its
+    checker.
+    """
 
     id: str
     answer: str
@@ -44,7 +50,9 @@ _REGISTRY: dict[str, Exercise] = {}
 
 
 def reports(cells) -> list[dict]:
-    """The check reports shown in the outputs of executed notebook cells, in order (tests and grading read them)."""
+    """The check reports shown in the outputs of executed notebook cells, in order
+    (tests and grading read them).
+    """
     return [
         out["metadata"][REPORT_KEY]
         for cell in cells
@@ -63,7 +71,9 @@ def exercise(
     hint: str,
     time_limit: float = DEFAULT_TIME_LIMIT,
 ) -> Callable:
-    """Register the decorated function as the checker of exercise ``id`` (``"<chapter>.<name>"``)."""
+    """Register the decorated function as the checker of exercise ``id``
+    (``"<chapter>.<name>"``).
+    """
     if "." not in id:
         raise ValueError(
             f"exercise id {id!r} must look like '<chapter>.<name>', e.g. 'tracing.no-print'."
@@ -94,9 +104,15 @@ def registry() -> dict[str, Exercise]:
 class Wrong(Exception):
     """Raised by a checker to stop with a plain-words explanation of what is off."""
 
+    def __init__(self, message: str, details: str = "") -> None:
+        super().__init__(message)
+        self.details = details
+
 
 class _TimeLimit(BaseException):
-    """BaseException so that a student's ``except Exception`` cannot swallow the time limit."""
+    """BaseException so that a student's ``except Exception`` cannot swallow the time
+    limit.
+    """
 
 
 @dataclasses.dataclass
@@ -129,8 +145,35 @@ def expect_jitted(answer, name: str) -> None:
     )
 
 
+def _student_line(tb) -> str:
+    """Where the student's code raised: its last frame outside JAX, NumPy and this
+    package.
+    """
+    outside = [
+        f
+        for f in traceback.extract_tb(tb)
+        if not any(part in f.filename for part in _LIBRARY_PARTS)
+    ]
+    if not outside:
+        return ""
+    frame = outside[-1]
+    code = f": `{frame.line.strip()}`" if frame.line else ""
+    return f" (your line {frame.lineno}{code})"
+
+
+_PACKAGE_DIR = str(Path(__file__).resolve().parents[1])
+_LIBRARY_PARTS = ("site-packages", "dist-packages", "/lib/python", _PACKAGE_DIR)
+
+
 def call_answer(fn, *args, **kwargs):
-    """Call the student's function; an exception in it becomes a ``Wrong`` that quotes it."""
+    """Call the student's function; an exception in it becomes a ``Wrong`` that quotes
+    it.
+
+    The message is one line, the error's first sentence and the student's own line;
+    JAX's full text goes in the report's details.
+    """
+    if fn is NotImplemented:
+        raise Wrong(_PLACEHOLDER)
     if not callable(fn):
         raise Wrong(f"expected a function, but the answer is a {type(fn).__name__}.")
     try:
@@ -142,13 +185,26 @@ def call_answer(fn, *args, **kwargs):
     except (Wrong, _TimeLimit):
         raise
     except Exception as err:
-        frames = traceback.extract_tb(err.__traceback__)[
-            1:
-        ]  # drop this frame: it is not the student's
-        where = f" (line {frames[-1].lineno}: `{frames[-1].line}`)" if frames else ""
         raise Wrong(
-            f"calling your function raised {type(err).__name__}: {err}{where}"
+            "calling your function raised "
+            f"{error_line(err)}{_student_line(err.__traceback__)}",
+            details="".join(traceback.format_exception_only(err)).strip(),
         ) from None
+
+
+_PLACEHOLDER = (
+    "the answer is still the placeholder NotImplemented: replace that line with your "
+    "code."
+)
+
+
+def error_line(err: BaseException) -> str:
+    """``TypeError: first line`` of an error, going on past a first line that ends in a
+    colon.
+    """
+    from ..errors import error_line as line
+
+    return line(err)
 
 
 @dataclasses.dataclass
@@ -160,6 +216,7 @@ class Report:
     checks: list[str]
     message: str
     hint: str
+    details: str = ""
 
     def text(self) -> str:
         head = f"{'PASSED' if self.passed else 'NOT YET'} {self.exercise}"
@@ -178,6 +235,12 @@ class Report:
             items += f"<li>&#10008; {html.escape(self.message)}</li>"
             if self.hint:
                 items += f"<li><em>Hint:</em> {html.escape(self.hint)}</li>"
+            if self.details:
+                details = html.escape(self.details)
+                items += (
+                    "<li><details><summary>details</summary>"
+                    f"<pre>{details}</pre></details></li>"
+                )
         verdict = "all checks passed" if self.passed else "not yet"
         body = (
             f'<div class="jitbook-check" style="border-left:4px solid {color};padding-left:.6em">'
@@ -192,8 +255,14 @@ class Report:
 
 
 @contextlib.contextmanager
-def _time_limit(seconds: float):
-    """Interrupt the student's code after ``seconds`` (main thread only, as in a Jupyter kernel)."""
+def _time_limit(seconds: float, exercise_id: str):
+    """Interrupt the student's code after ``seconds`` (main thread only, as in a Jupyter
+    kernel).
+
+    Python code stops at once; compiled code (a ``lax.while_loop`` that never ends)
+    cannot be interrupted, so a watchdog tells the student what is going on and how
+    to get out.
+    """
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -201,32 +270,69 @@ def _time_limit(seconds: float):
     def stop(signum, frame):
         raise _TimeLimit()
 
+    done = threading.Event()
+    watchdog = threading.Thread(
+        target=_warn_if_still_running,
+        args=(done, seconds + GRACE, exercise_id),
+        daemon=True,
+    )
     previous = signal.signal(signal.SIGALRM, stop)
     signal.setitimer(signal.ITIMER_REAL, seconds)
+    watchdog.start()
     try:
         yield
     finally:
+        done.set()
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
 
 
+# seconds past the limit before the watchdog speaks: Python code has stopped by then
+GRACE = 5.0
+
+
+def stuck_message(exercise_id: str, seconds: float) -> str:
+    """What a student reads when a check is still running past its limit."""
+    return (
+        f"The check of {exercise_id} is still running after {seconds:g} s, past its "
+        "time limit. It is stuck in compiled code, most likely a loop that never ends "
+        "(a lax.while_loop or fori_loop whose condition stays true), which Python "
+        "cannot interrupt: Interrupt will not help. Restart the kernel (Kernel > "
+        "Restart Kernel), fix the loop, run the cells above again, then check again."
+    )
+
+
+def _warn_if_still_running(done: threading.Event, seconds: float, id: str) -> None:
+    if not done.wait(seconds):
+        print(fit(stuck_message(id, seconds)), file=sys.stderr, flush=True)
+
+
 def _find_answer(name: str):
-    """Look ``name`` up in the globals of the notebook (or script) that called ``check``."""
+    """Look ``name`` up in the globals of the notebook (or script) that called
+    ``check``.
+    """
     for frame_info in inspect.stack()[2:]:
         module = frame_info.frame.f_globals
         if module.get("__name__") == "__main__" and name in module:
             return module[name]
+    what = f"class {name}" if name[:1].isupper() else f"def {name}"
     raise Wrong(
-        f"I could not find `{name}`. Define it (run the cell with `def {name}...` above) "
-        f"and check again."
+        f"I could not find `{name}`. Define it (run the cell with `{what}` above, or "
+        f"the one that assigns `{name} = ...`) and check again."
     )
 
 
 _MISSING = object()
 
 
-def check(exercise_id: str, answer=_MISSING) -> Report:
-    """Check the answer to ``exercise_id``; by default the answer is looked up by name in the notebook."""
+def check(
+    exercise_id: str, answer=_MISSING, *, time_limit: float | None = None
+) -> Report:
+    """Check the answer to ``exercise_id``; by default the answer is looked up by name
+    in the notebook.
+
+    ``time_limit`` (seconds) overrides the exercise's own limit; grading uses it.
+    """
     exercises = registry()
     if exercise_id not in exercises:
         close = [
@@ -240,23 +346,26 @@ def check(exercise_id: str, answer=_MISSING) -> Report:
             f"exercises of this chapter: {', '.join(close) or 'none'}; copy the id from the check cell.",
         )
     ex = exercises[exercise_id]
+    limit = ex.time_limit if time_limit is None else time_limit
     progress = _Progress()
     _current.append(progress)
     try:
-        with _time_limit(ex.time_limit):
+        with _time_limit(limit, ex.id):
             if answer is _MISSING:
                 answer = _find_answer(ex.answer)
+            if answer is NotImplemented:
+                raise Wrong(_PLACEHOLDER)
             ex.checker(answer)
         return Report(ex.id, True, progress.passed, "", "")
     except Wrong as wrong:
-        return Report(ex.id, False, progress.passed, str(wrong), ex.hint)
+        return Report(ex.id, False, progress.passed, str(wrong), ex.hint, wrong.details)
     except _TimeLimit:
         return Report(
             ex.id,
             False,
             progress.passed,
-            f"the check took longer than {ex.time_limit:g} s, so it was stopped; look for a loop that "
-            f"does not end or a function that compiles on every call.",
+            f"the check took longer than {limit:g} s, so it was stopped; look for a "
+            "loop that does not end or a function that compiles on every call.",
             ex.hint,
         )
     except Exception as err:  # a checker should turn the student's errors into Wrong; this is the safety net
@@ -264,15 +373,19 @@ def check(exercise_id: str, answer=_MISSING) -> Report:
             ex.id,
             False,
             progress.passed,
-            f"your answer made the checker fail with {type(err).__name__}: {err}",
+            "your answer made the checker fail with "
+            f"{error_line(err)}{_student_line(err.__traceback__)}",
             ex.hint,
+            "".join(traceback.format_exception_only(err)).strip(),
         )
     finally:
         _current.pop()
 
 
 def close(got, want, rtol: float = 1e-4) -> bool:
-    """Same shape, and every entry within ``rtol`` of the largest entry of ``want``; never raises on odd input."""
+    """Same shape, and every entry within ``rtol`` of the largest entry of ``want``;
+    never raises on odd input.
+    """
     import numpy as np
 
     try:

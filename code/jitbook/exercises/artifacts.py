@@ -10,16 +10,14 @@ from jax import export
 
 from .. import artifacts, programs
 from ..cache import count_compiles
-from . import Wrong, call_answer, exercise, expect, expect_jitted
+from . import Wrong, call_answer, error_line, exercise, expect, expect_jitted
 
 
 def _compile(answer, *args):
     try:
         return answer.trace(*args).lower().compile()
     except Exception as err:  # the student's function failed to trace or compile: say so in plain words
-        raise Wrong(
-            f"compiling your function raised {type(err).__name__}: {str(err).strip().splitlines()[0]}"
-        ) from None
+        raise Wrong(f"compiling your function raised {error_line(err)}") from None
 
 
 @exercise(
@@ -78,8 +76,8 @@ def _any_batch(answer):
             Exception
         ) as err:  # the export refused this batch size: the dimension was not symbolic
             raise Wrong(
-                f"calling it with a batch of {batch} raised {type(err).__name__}: "
-                f"{str(err).strip().splitlines()[0]}; export with a symbolic batch dimension."
+                f"calling it with a batch of {batch} raised {error_line(err)}; export "
+                "with a symbolic batch dimension."
             ) from None
         expect(
             bool(
@@ -94,7 +92,7 @@ def _any_batch(answer):
         shipped = export.deserialize(answer.serialize())
     except Exception as err:  # noqa: BLE001 - e.g. a missing serialization dependency, reported in words
         raise Wrong(
-            f"it could not be serialized and loaded back: {type(err).__name__}: {err}"
+            f"it could not be serialized and loaded back: {error_line(err)}"
         ) from None
     expect(
         [str(a) for a in shipped.in_avals] == [str(a) for a in answer.in_avals],
@@ -132,8 +130,7 @@ def _scan_loop(answer):
         )
     except Exception as err:  # not traceable with a static n
         raise Wrong(
-            f"tracing damped_steps(x, n) with n static raised {type(err).__name__}: "
-            f"{str(err).strip().splitlines()[0]}"
+            f"tracing damped_steps(x, n) with n static raised {error_line(err)}"
         ) from None
     expect(
         large <= small + 2,
@@ -160,8 +157,7 @@ def _table_argument(answer):
         ).jaxpr  # the jitted body's own jaxpr, with its constants
     except Exception as err:  # wrong signature or untraceable body
         raise Wrong(
-            f"apply_weights(weights, x) could not be traced: {type(err).__name__}: "
-            f"{str(err).strip().splitlines()[0]}"
+            f"apply_weights(weights, x) could not be traced: {error_line(err)}"
         ) from None
     baked = sum(np.asarray(c).nbytes for c in jaxpr.consts)
     expect(

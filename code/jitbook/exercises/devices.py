@@ -8,7 +8,7 @@ from jax.sharding import PartitionSpec as P
 
 from .. import devices
 from ..cache import count_compiles, fresh_jit
-from . import Wrong, call_answer, exercise, expect
+from . import Wrong, call_answer, error_line, exercise, expect
 
 
 def _mesh():
@@ -25,9 +25,7 @@ def _compiled(fn, *args):
     try:
         return fresh_jit(fn).lower(*args).compile()
     except Exception as err:
-        raise Wrong(
-            f"jit could not compile your function: {type(err).__name__}: {str(err).splitlines()[0]}"
-        ) from None
+        raise Wrong(f"jit could not compile your function: {error_line(err)}") from None
 
 
 @exercise(
@@ -51,7 +49,7 @@ def _batch_axis(answer):
         xs = jax.device_put(x, NamedSharding(mesh, answer))
     except Exception as err:
         raise Wrong(
-            f"jax.device_put refused batch_spec {answer}: {str(err).splitlines()[0]}"
+            f"jax.device_put refused batch_spec {answer}: {error_line(err)}"
         ) from None
     compiled = _compiled(devices.predict, xs, w)
     found = devices.collectives(compiled)
@@ -97,6 +95,7 @@ def _one_sharding(answer):
         "replicated": 3 * x,
     }
     step = fresh_jit(devices.sum_of_squares)
+    replicated = []
     with count_compiles() as log:
         for name, spec in loaders.items():
             placed = call_answer(
@@ -111,6 +110,8 @@ def _one_sharding(answer):
                     f"for the {name} input it returned an array on {len(placed.sharding.device_set)} "
                     f"device(s) out of {n}: keep the data spread over the mesh."
                 )
+            if placed.sharding.is_fully_replicated:
+                replicated.append(name)
             got, want = (
                 float(step(placed)),
                 float(np.sum(values[name].astype(np.float64) ** 2)),
@@ -125,6 +126,13 @@ def _one_sharding(answer):
         f"same values, on all {n} devices, and one compile for rows, columns and replicated inputs",
         f"the jitted step compiled {compiles} times for {len(loaders)} inputs: they still reach it with "
         f"different shardings.",
+    )
+    expect(
+        not replicated,
+        "each device holds a part of the data",
+        f"for the {', '.join(replicated)} input(s) it returned a whole copy of the "
+        "array on every device (replicated): split it over the mesh, so each device "
+        "holds a part.",
     )
 
 
@@ -153,9 +161,7 @@ def _psum(answer):
     try:
         program = str(jax.make_jaxpr(answer)(a, b))
     except Exception as err:
-        raise Wrong(
-            f"tracing sharded_dot failed: {type(err).__name__}: {str(err).splitlines()[0]}"
-        ) from None
+        raise Wrong(f"tracing sharded_dot failed: {error_line(err)}") from None
     expect(
         "shard_map" in program,
         "uses shard_map",

@@ -6,7 +6,7 @@ import numpy as np
 
 from .. import jaxprs, programs, tracing
 from ..cache import count_compiles
-from . import Wrong, call_answer, exercise, expect
+from . import Wrong, call_answer, error_line, exercise, expect
 
 
 def _affine(a, b):
@@ -119,7 +119,7 @@ def _fixed_size(answer):
     except Exception as err:
         raise Wrong(
             f"tracing trajectory(x, steps) with steps as a Python int raised "
-            f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"
+            f"{error_line(err)}"
         ) from None
     expect(
         small.all_equations == large.all_equations,
@@ -206,4 +206,20 @@ def _precompile(answer):
         later.count == 0,
         "no compilation when called",
         f"calling the functions compiled {later.count} times; they should be executables compiled in advance.",
+    )
+    other = jnp.full((7,), 0.3, jnp.float32)
+    with count_compiles() as extra:
+        try:
+            table[shapes[0]](other)
+        # noqa: BLE001 - an executable refuses another shape: what we want
+        except Exception:
+            refused = True
+        else:
+            refused = False
+    expect(
+        refused and extra.count == 0,
+        "each entry is an executable for its one shape",
+        f"the entry for {shapes[0]} also ran on a (7,) array, compiling for it: it is "
+        "a jitted function warmed up, not an executable. Return "
+        "jax.jit(fn).trace(...).lower().compile() for each shape.",
     )

@@ -13,7 +13,7 @@ import numpy as np
 
 from .. import methods
 from ..cache import count_compiles
-from . import Wrong, call_answer, exercise, expect, is_jitted
+from . import Wrong, call_answer, error_line, exercise, expect, is_jitted
 
 
 def _compiles(fn, *args):
@@ -23,9 +23,7 @@ def _compiles(fn, *args):
         try:
             jax.block_until_ready(out)
         except Exception as err:  # noqa: BLE001 - a failure while computing is the student's error too
-            raise Wrong(
-                f"computing the result raised {type(err).__name__}: {err}"
-            ) from None
+            raise Wrong(f"computing the result raised {error_line(err)}") from None
     return out, log
 
 
@@ -110,6 +108,22 @@ def _hash_config(answer):
         "== compares coefficients",
         "Poly objects with equal coefficients must compare equal, different ones not.",
     )
+    _, log = _compiles(call_answer(answer, (0.5, 0.0, 4.0)).evaluate, x)
+    expect(
+        log.count_for("evaluate") == 1,
+        "other coefficients of the same length compile again (self is static)",
+        "a Poly with other coefficients of the same length did not compile evaluate "
+        "again, so its coefficients are traced values, not part of a static self. "
+        "Keep Poly a plain frozen class (not a pytree) and jit evaluate with "
+        "static_argnums=0.",
+    )
+
+
+def _is_equinox(cls) -> bool:
+    """Whether a class is an Equinox module (a pytree by inheritance)."""
+    import equinox as eqx
+
+    return isinstance(cls, type) and issubclass(cls, eqx.Module)
 
 
 @exercise(
@@ -156,19 +170,29 @@ def _pytree_trainer(answer):
         "the Trainer returned by step lost its learning_rate or activation: does tree_unflatten restore "
         "every field?",
     )
+    equinox = _is_equinox(answer)
     _, log = _compiles(call_answer(answer, w, lrs[1], "tanh").step, x)
     expect(
         log.count_for("step") == 0,
         "a new learning rate does not compile again",
-        f"a new learning_rate compiled step {log.count_for('step')} time(s); make it a child (traced value), "
-        "not metadata.",
+        f"a new learning_rate compiled step {log.count_for('step')} time(s); "
+        + (
+            "eqx.filter_jit treats a Python float field as static: store "
+            "learning_rate as an array (jnp.asarray) so it is traced."
+            if equinox
+            else "make it a child (traced value), not metadata."
+        ),
     )
     _, log = _compiles(call_answer(answer, w, lrs[0], "relu").step, x)
     expect(
         log.count_for("step") == 1,
         "a new activation compiles again",
-        "a new activation did not compile step again; the activation selects code, so it belongs in the "
-        "static metadata (aux_data).",
+        "a new activation did not compile step again; the activation selects code, so "
+        + (
+            "mark the field static: activation: str = eqx.field(static=True)."
+            if equinox
+            else "it belongs in the static metadata (aux_data)."
+        ),
     )
 
 

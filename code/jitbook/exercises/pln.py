@@ -7,7 +7,7 @@ import numpy as np
 from ..cache import count_compiles
 from ..pln import Params, neg_elbo
 from ..pln.seed import seed_neg_elbo
-from . import Wrong, call_answer, close, exercise, expect
+from . import Wrong, call_answer, close, error_line, exercise, expect
 
 N, P = (
     40,
@@ -34,6 +34,38 @@ def _problem(seed: int = 0):
     X = np.ones((M.shape[0], 1), np.float32)
     params = Params(jnp.full((1, M.shape[1]), -0.5), jnp.asarray(M), jnp.asarray(S))
     return params, (jnp.asarray(Y), jnp.asarray(O), jnp.asarray(X)), jnp.asarray(Omega)
+
+
+_AD_NAMES = {"grad", "value_and_grad", "vjp", "jvp", "jacrev", "jacfwd", "linearize"}
+
+
+def _names_used(fn, seen=None) -> set[str]:
+    """The names ``fn`` uses, with those of the notebook functions it calls."""
+    seen = set() if seen is None else seen
+    code = getattr(fn, "__code__", None)
+    if code is None or code in seen:
+        return set()
+    seen.add(code)
+    names, stack = set(), [code]
+    while stack:
+        c = stack.pop()
+        names |= set(c.co_names)
+        stack += [k for k in c.co_consts if hasattr(k, "co_names")]
+    for name in list(names):
+        called = getattr(fn, "__globals__", {}).get(name)
+        if getattr(called, "__module__", None) == "__main__":
+            names |= _names_used(called, seen)
+    return names
+
+
+def _without_autodiff(answer, name: str) -> None:
+    used = sorted(_names_used(answer) & _AD_NAMES)
+    expect(
+        not used,
+        "works the gradient out by hand (no automatic differentiation)",
+        f"{name} uses {', '.join(used)}: the exercise asks for the gradient worked out "
+        "by hand, without jax.grad; write the formula.",
+    )
 
 
 @exercise(
@@ -63,6 +95,12 @@ def _seed_grad_M(answer):
         "matches jax.grad of the 2023 loss with respect to M",
         f"largest difference is {np.abs(out - want).max() / np.abs(want).max():.2%} of the largest entry.",
     )
+    _without_autodiff(answer, "seed_grad_M")
+
+
+def _symmetric(grad: np.ndarray) -> np.ndarray:
+    """The gradient over symmetric matrices, 2A - diag(A): another convention."""
+    return 2 * grad - np.diag(np.diag(grad))
 
 
 @exercise(
@@ -82,16 +120,25 @@ def _grad_omega(answer):
         "has the shape of Omega",
         f"returned shape {out.shape}, expected {want.shape}.",
     )
-    if close(-out, want):
+    if close(-out, want) or close(-out, _symmetric(want)):
         raise Wrong(
             "you returned the gradient of the ELBO; neg_elbo is minus the ELBO, so flip the sign."
         )
+    n = M.shape[0]
+    if close(out - want, (n - 1) / 2 * np.linalg.inv(np.asarray(Omega, np.float64))):
+        raise Wrong(
+            "the log det term is off by a factor n: check the factor n/2 in front of "
+            "log det Ω (d/dΩ of (n/2) log det Ω is (n/2) Ω⁻¹)."
+        )
     expect(
-        close(out, want),
-        "matches jax.grad of neg_elbo with respect to Omega",
-        f"largest difference is {np.abs(out - want).max() / np.abs(want).max():.2%} of the largest entry; "
-        "check the factor n/2 in front of log det Ω.",
+        close(out, want) or close(out, _symmetric(want)),
+        "matches jax.grad of neg_elbo with respect to Omega (or its symmetric-matrix "
+        "form)",
+        f"largest difference is {np.abs(out - want).max() / np.abs(want).max():.2%} of "
+        "the largest entry; differentiate term by term: ½ tr(GΩ) gives G/2, (n/2) log "
+        "det Ω gives (n/2) Ω⁻¹.",
     )
+    _without_autodiff(answer, "grad_Omega")
     G = np.asarray(M, np.float64).T @ np.asarray(M, np.float64) + np.diag(
         (np.asarray(S, np.float64) ** 2).sum(0)
     )
@@ -124,7 +171,7 @@ def _pytree(answer):
         back = jax.tree_util.tree_unflatten(treedef, leaves)
     except Exception as err:  # the student's class
         raise Wrong(
-            f"building, flattening or unflattening a Carry raised {type(err).__name__}: {err}"
+            f"building, flattening or unflattening a Carry raised {error_line(err)}"
         ) from None
     if len(leaves) == 3:
         raise Wrong(
@@ -165,7 +212,7 @@ def _pytree(answer):
             f(answer(jnp.asarray(M), jnp.asarray(Omega), 4))
         except Exception as err:
             raise Wrong(
-                f"jit of a function looping range(c.n_steps) raised {type(err).__name__}: {err}"
+                f"jit of a function looping range(c.n_steps) raised {error_line(err)}"
             ) from None
     expect(
         same == 1,

@@ -5,7 +5,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..programs import equations
-from . import Wrong, call_answer, exercise, expect
+from . import Wrong, call_answer, error_line, exercise, expect
 from .pln import N, P, random_point
 
 
@@ -38,7 +38,7 @@ def _trace_term(answer):
         jaxpr = jax.make_jaxpr(answer)(*args).jaxpr
     except Exception as err:
         raise Wrong(
-            f"tracing your function with jax.make_jaxpr raised {type(err).__name__}: {err}"
+            f"tracing your function with jax.make_jaxpr raised {error_line(err)}"
         ) from None
     built = [
         e.primitive.name
@@ -51,4 +51,18 @@ def _trace_term(answer):
         "never forms the p x p matrix MᵀM",
         f"`{built[0] if built else ''}` builds a {P} x {P} array from the {N}-row M: that is MᵀM. "
         "Use the product M Ω instead.",
+    )
+    wide = [
+        e.primitive.name
+        for e in equations(jaxpr)
+        if any(
+            sum(d >= N for d in getattr(v.aval, "shape", ())) >= 2 for v in e.outvars
+        )
+    ]
+    expect(
+        not wide,
+        "never forms an n x n array",
+        f"`{wide[0] if wide else ''}` builds an {N} x {N} array, n x n (M Ω Mᵀ is "
+        "one): at the chapter's size that is hundreds of MB. tr(M Ω Mᵀ) is the sum of "
+        "M * (M Ω), entry by entry.",
     )

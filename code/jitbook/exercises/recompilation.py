@@ -6,7 +6,7 @@ import numpy as np
 
 from .. import recompilation
 from ..cache import count_compiles, fresh_jit
-from . import Wrong, call_answer, exercise, expect, expect_jitted
+from . import Wrong, call_answer, error_line, exercise, expect, expect_jitted
 
 
 def _sgd_step(w, x, y, lr):
@@ -111,7 +111,14 @@ def _buckets(answer):
     with count_compiles() as log:
         for n in lengths:
             x = rng.normal(size=n).astype(np.float32)
-            got = float(call_answer(answer, x))
+            out = call_answer(answer, x)
+            if not isinstance(out, jax.Array):
+                raise Wrong(
+                    f"padded_mean returned a {type(out).__name__}, not a jax.Array: "
+                    "the mean must come from a jitted JAX function (NumPy only pads), "
+                    "since the exercise is about how often that function compiles."
+                )
+            got = float(out)
             want = float(np.mean(x.astype(np.float64)))
             if abs(got - want) > 1e-5:
                 raise Wrong(
@@ -151,7 +158,7 @@ def _static_coeffs(answer):
             except (TypeError, ValueError) as err:
                 raise Wrong(
                     f"jit refused as_static({coeffs!r}) as a static argument: "
-                    f"{type(err).__name__}: {str(err).splitlines()[0]}"
+                    f"{error_line(err)}"
                 ) from None
             expect(
                 np.allclose(

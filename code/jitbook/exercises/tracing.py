@@ -6,7 +6,7 @@ import numpy as np
 
 from .. import tracing
 from ..cache import count_compiles
-from . import Wrong, call_answer, exercise, expect
+from . import Wrong, call_answer, error_line, exercise, expect
 
 
 def _explained(err: Wrong) -> Wrong:
@@ -186,9 +186,7 @@ def _loop_once(answer):
                 "while_loop, which reverse-mode differentiation refuses. Use lax.scan with the static "
                 f"length {MAX_STEPS} and mask the steps after n with jnp.where."
             ) from None
-        raise Wrong(
-            f"jax.grad of your function raised {type(err).__name__}: {err}"
-        ) from None
+        raise Wrong(f"jax.grad of your function raised {error_line(err)}") from None
     want = _gradient_reference(x, 3)
     expect(
         np.allclose(np.asarray(got), want, atol=1e-5),

@@ -47,15 +47,18 @@ def _ready(answer):
         "keeps the result's structure",
         "for a function returning (array, {'b': array}) the result came back changed; return it as it is.",
     )
-    slow = _SlowResult()
-    result = call_answer(answer, lambda: (slow,))
+    slow = [_SlowResult() for _ in range(3)]
+    result = call_answer(answer, lambda: (slow[0], {"b": slow[1], "c": [slow[2]]}))
+    waited = sum(s.waited for s in slow)
     expect(
-        slow.waited,
+        waited == len(slow),
         "waits for every leaf of the result",
-        "your function returned without waiting for the results; call block_until_ready on them.",
+        f"for a result with {len(slow)} arrays (a tuple holding a dict and a list) "
+        f"your function waited for {waited} of them; wait for every leaf, e.g. "
+        "jax.block_until_ready on the whole result.",
     )
     expect(
-        result[0] is slow,
+        isinstance(result, tuple) and result[0] is slow[0],
         "returns the result itself",
         "return what fn returned, after waiting for it.",
     )

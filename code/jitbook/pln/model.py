@@ -1,8 +1,8 @@
-"""The PLN model: its ELBO, the closed-form covariance update, the optimizer, written as pure functions.
+"""The PLN model as pure functions: its ELBO, the closed-form covariance, the optimizer.
 
-Counts Y (n x p) are Poisson with log-rate O + X B + Z, and Z ~ N(0, Sigma). The variational
-posterior of row i of Z is N(M_i, diag(S_i^2)); we maximise the ELBO over B, M, S and update
-Sigma (and its inverse Omega) in closed form.
+Counts Y (n x p) are Poisson with log-rate O + X B + Z, and Z ~ N(0, Sigma). The
+variational posterior of row i of Z is N(M_i, diag(S_i^2)); we maximise the ELBO over
+B, M, S and update Sigma (and its inverse Omega) in closed form.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import optax
 
 
 class Params(NamedTuple):
-    """What the gradient optimizer moves: regression coefficients B and variational means/std devs M, S."""
+    """What the optimizer moves: coefficients B, variational means M and std devs S."""
 
     B: jax.Array
     M: jax.Array
@@ -31,15 +31,16 @@ def init_params(data) -> Params:
 
 
 def log_stirling(k: jax.Array) -> jax.Array:
-    """Stirling's approximation of log(k!), with 0! = 1! (as pyPLNmodels and the seed): off by a constant per count."""
+    """Stirling's log(k!), 0! = 1! as in pyPLNmodels and the seed: off by a constant."""
     k1 = k + (k == 0)
     return 0.5 * jnp.log(2 * jnp.pi * k1) + k1 * (jnp.log(k1) - 1.0)
 
 
 def neg_elbo(params: Params, data, Omega: jax.Array) -> jax.Array:
-    """Minus the ELBO at (B, M, S) for a fixed precision matrix Omega (the loss we minimise).
+    """Minus the ELBO at (B, M, S) for a fixed precision matrix Omega: the loss.
 
-    Taught in chapter "The PLN model, level by level", section "The model".
+    Taught in A worked example: the PLN model, level by level,
+    The model.
     """
     B, M, S = params
     Y, O, X = data
@@ -57,17 +58,19 @@ def neg_elbo(params: Params, data, Omega: jax.Array) -> jax.Array:
 
 
 def closed_form_sigma(M: jax.Array, S: jax.Array) -> jax.Array:
-    """The Sigma that maximises the ELBO for given M and S: (M^T M + diag(sum_i S_i^2)) / n.
+    """The Sigma that maximises the ELBO at M, S: (M^T M + diag(sum_i S_i^2)) / n.
 
-    Taught in chapter "The PLN model, level by level", section "The model".
+    Taught in A worked example: the PLN model, level by level,
+    The model.
     """
     return (M.T @ M + jnp.diag(jnp.sum(S * S, axis=0))) / M.shape[0]
 
 
 def neg_elbo_grads(params: Params, data, Omega: jax.Array) -> Params:
-    """The gradient of `neg_elbo` written out by hand (the tests compare it to jax.grad).
+    """The gradient of `neg_elbo` by hand (the tests compare it with jax.grad).
 
-    Taught in chapter "The PLN model, level by level", section "The model".
+    Taught in A worked example: the PLN model, level by level,
+    The model.
     """
     B, M, S = params
     Y, O, X = data
@@ -80,15 +83,16 @@ def neg_elbo_grads(params: Params, data, Omega: jax.Array) -> Params:
 
 
 def make_optimizer(lr: float = 1.0) -> optax.GradientTransformation:
-    """RAdam, then a step of size `lr`, each coordinate's step clipped to 0.1 (the seed's recipe, with lr used).
+    """RAdam, a step of size `lr`, each step clipped to 0.1: the seed's recipe, lr used.
 
-    Taught in chapter "The PLN model, level by level", section "The model".
+    Taught in A worked example: the PLN model, level by level,
+    The model.
     """
     return optax.chain(optax.scale_by_radam(), optax.scale(-lr), optax.clip(0.1))
 
 
 def neg_elbo_numpy(params: Params, data, Omega) -> float:
-    """`neg_elbo` in float64 NumPy: the yardstick for comparing fits whose float32 losses differ by rounding."""
+    """`neg_elbo` in float64 NumPy: the yardstick for fits whose float32 losses tie."""
     B, M, S = (np.asarray(x, np.float64) for x in params)
     Y, O, X = (np.asarray(x, np.float64) for x in data)
     n, p = Y.shape

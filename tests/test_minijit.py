@@ -1,0 +1,157 @@
+"""The book's small jit held to JAX: same equations, same results, same number of compiles."""
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from jitbook import jaxprs, minijit, recompilation, tracing
+from jitbook.cache import count_compiles, fresh_jit
+
+V = jnp.linspace(-1.0, 1.0, 5)
+X = jnp.ones((3, 4))
+FUNCTIONS = minijit.book_functions()
+
+
+def test_at_least_fifteen_functions_of_the_book():
+    assert len(FUNCTIONS) >= 15
+
+
+def _bound(fn, static):
+    return functools.partial(fn, **static) if static else fn
+
+
+@pytest.mark.claim("sec-minijit-tracer")
+@pytest.mark.parametrize(
+    "name,fn,args,static", FUNCTIONS, ids=[f[0] for f in FUNCTIONS]
+)
+def test_the_program_has_jaxs_equations(name, fn, args, static):
+    ours = minijit.trace(_bound(fn, static), *args)
+    theirs = jax.make_jaxpr(_bound(fn, static))(*args)
+    assert ours.primitives() == [e.primitive.name for e in theirs.eqns]
+    assert [str(v.abstract) for v in ours.inputs] == [
+        str(minijit.abstract_of(a)) for a in jax.tree.leaves(args)
+    ]
+
+
+@pytest.mark.claim("sec-minijit-compile")
+@pytest.mark.parametrize(
+    "name,fn,args,static", FUNCTIONS, ids=[f[0] for f in FUNCTIONS]
+)
+def test_the_compiled_program_gives_jaxs_results(name, fn, args, static):
+    ours = minijit.jit(fn, static_argnames=tuple(static))(*args, **static)
+    theirs = jax.jit(fn, static_argnames=tuple(static))(*args, **static)
+    for a, b in zip(jax.tree.leaves(ours), jax.tree.leaves(theirs), strict=True):
+        assert a.dtype == b.dtype and a.shape == b.shape
+        np.testing.assert_allclose(a, b, rtol=1e-6)
+
+
+def _compiles_both(fn, calls, static_argnames=()) -> tuple[int, int]:
+    """Compiles of minijit and of jax.jit over the same calls, each starting empty."""
+    ours = minijit.jit(
+        minijit.new_function(fn),
+        static_argnames=static_argnames,
+    )
+    theirs = fresh_jit(fn, static_argnames=static_argnames)
+    with count_compiles() as log:
+        for args, kwargs in calls:
+            ours(*args, **kwargs)
+            theirs(*args, **kwargs)
+    return ours.compiles, log.count_for(fn.__name__)
+
+
+SEQUENCES = {
+    "same shape again": [((V,), {}), ((V + 1,), {})],
+    "new shape": [((V,), {}), ((X,), {})],
+    "new dtype": [((V,), {}), ((V.astype(jnp.float16),), {})],
+    "weak type": [((1.0,), {}), ((jnp.float32(1.0),), {}), ((2.0,), {})],
+    "new structure": [(((V, V),), {}), (([V, V],), {})],
+}
+
+
+@pytest.mark.claim("sec-minijit-cache")
+@pytest.mark.parametrize("sequence", SEQUENCES)
+def test_compiles_as_often_as_jax(sequence):
+    ours, theirs = _compiles_both(recompilation.total, SEQUENCES[sequence])
+    assert ours == theirs > 0
+
+
+@pytest.mark.claim("sec-minijit-cache")
+def test_static_values_compile_as_often_as_jax():
+    calls = [((V,), {"n": 2}), ((V,), {"n": 3}), ((V,), {"n": 2}), ((V,), {"n": 2.0})]
+    ours, theirs = _compiles_both(recompilation.power, calls, ("n",))
+    assert ours == theirs == 3
+    # (2,) and (2.0,) are equal tuples: only the top level's type is in the key
+    tuples = [((V,), {"n": (2,)}), ((V,), {"n": (2.0,)})]
+    assert _compiles_both(_first, tuples, ("n",)) == (1, 1)
+
+
+def _first(x, n):
+    return x ** n[0]
+
+
+@pytest.mark.claim("sec-minijit-cache")
+def test_the_same_function_wrapped_again_is_a_hit_and_a_new_closure_is_not():
+    fn = tracing.make_scaler(4.0)
+    minijit.jit(fn)(V)
+    again = minijit.jit(fn)
+    again(V)
+    assert (again.compiles, again.hits) == (0, 1)
+    fresh = minijit.jit(tracing.make_scaler(4.0))
+    fresh(V)
+    assert fresh.compiles == 1
+
+
+@pytest.mark.claim("sec-minijit-control-flow")
+def test_a_branch_on_a_tracer_is_refused_with_a_way_out():
+    with pytest.raises(
+        minijit.TracerControlFlowError, match="jax.lax.cond or jnp.where"
+    ):
+        minijit.jit(tracing.sin_or_cos)(V, 1.0)
+    with pytest.raises(jax.errors.TracerBoolConversionError):
+        jax.jit(tracing.sin_or_cos)(V, 1.0)
+
+
+@pytest.mark.claim("sec-minijit-constants")
+def test_captured_arrays_become_constants_and_scalars_literals():
+    table = jnp.arange(5.0)
+    program = minijit.trace(jaxprs.with_closure(table), V)
+    assert len(program.consts) == 1 and program.consts[0] is table
+    literal = minijit.trace(jaxprs.scaled_by(3.0), V)
+    assert literal.consts == [] and isinstance(
+        literal.equations[0].inputs[1], minijit.Literal
+    )
+
+
+@pytest.mark.claim("sec-minijit-cache")
+def test_without_weak_types_the_cache_hits_where_jax_compiles_again():
+    fn = minijit.new_function(recompilation.total)
+    naive = minijit.MiniJit(fn, abstractify=minijit.shape_and_dtype)
+    naive(1.0)
+    naive(jnp.float32(1.0))
+    assert naive.compiles == 1
+    assert _compiles_both(recompilation.total, SEQUENCES["weak type"])[1] == 2
+
+
+def test_bad_input_is_named():
+    with pytest.raises(TypeError, match=r"minijit.jit\(f\), not"):
+        minijit.jit(3)
+    with pytest.raises(ValueError, match="not hashable"):
+        minijit.jit(recompilation.power, static_argnames="n")(V, n=[2])
+    with pytest.raises(TypeError, match="static_argnames"):
+        minijit.jit(recompilation.power)(V, n=2)
+
+
+def test_against_jax_reports_a_difference():
+    rows = minijit.against_jax([("sin vs cos", jnp.sin, (V,), {})])
+    assert rows[0]["same primitives"] and rows[0]["same result"]
+    original = minijit.EMITTERS.copy()
+    minijit.EMITTERS["sin"] = lambda x, **_: jnp.cos(x)
+    try:
+        wrong = minijit.against_jax([("sin", lambda x: jnp.sin(x) + 0, (V,), {})])
+    finally:
+        minijit.EMITTERS.clear()
+        minijit.EMITTERS.update(original)
+    assert not wrong[0]["same result"]
