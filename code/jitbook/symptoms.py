@@ -14,6 +14,7 @@ Taught in the appendix "Symptom index".
 """
 
 import dataclasses
+import os
 import re
 import warnings
 from collections.abc import Callable, Iterable, Iterator
@@ -378,6 +379,56 @@ def _sharded_contraction() -> str:
     return _err(jax.jit(lambda x: x.T @ x), x)
 
 
+MISMATCH_SCRIPT = """
+import jax, numpy as np
+from jax.sharding import NamedSharding, PartitionSpec as P
+from jitbook import devices, error_line, raised
+devices.use_cpu_devices(4)
+mesh = devices.data_mesh(4)
+rows = NamedSharding(mesh, P("data", None))
+double = jax.jit(lambda v: 2 * v, in_shardings=rows)
+x = np.arange(32, dtype=np.float32).reshape(8, 4)
+columns = jax.device_put(x, NamedSharding(mesh, P(None, "data")))
+print(error_line(raised(double, columns)))
+"""
+
+
+def _sharding_mismatch() -> str:
+    """Run in a fresh process: the mismatch needs four devices, set before JAX starts."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])}
+    out = subprocess.run(
+        [sys.executable, "-c", MISMATCH_SCRIPT],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
+    if out.returncode:
+        raise RuntimeError(f"the four-device script failed:\n{out.stderr[-2000:]}")
+    return out.stdout.strip().splitlines()[-1]
+
+
+def _no_mesh() -> str:
+    from . import devices
+
+    return _err(jax.jit(devices.doubled_by_columns), jnp.ones((8, 4)))
+
+
+def _none_leaves() -> str:
+    layer = _methods("CheckedLayer")(_w(), "relu")
+    return _err(lambda: jax.tree.map(lambda _: None, layer))
+
+
+def _minijit_branch() -> str:
+    from . import minijit
+
+    return _err(minijit.jit(_tracing("sin_or_cos")), jnp.linspace(-1.0, 1.0, 5), 1.0)
+
+
 def _pln_data():
     from . import pln
 
@@ -393,12 +444,10 @@ def _pln_counts() -> str:
     return _err(pln.fit, (bad, data.O, data.X), 10, "scan")
 
 
-def _pln_seed(which: str) -> str:
+def _pln_seed_copy() -> str:
     from .pln import seed
 
     data = _pln_data()
-    if which == "name":
-        return _err(seed.SeedPLN(*data).update_Sigma)
     total = jax.jit(lambda m: m.M.sum())
     total(seed.SeedPLN(*data))
     return _err(total, seed.SeedPLN(jnp.asarray(data.Y) + 0, data.O, data.X))
@@ -464,7 +513,7 @@ INDEX: list[Symptom] = [
         r"ConcretizationTypeError: Abstract tracer value encountered where concrete",
         "Python or NumPy needed a concrete value (a size, an index, a shape) from a "
         "tracer; use a static argument or a fixed-size form (`size=`).",
-        "sec-tracing",
+        "sec-tracing-shapes",
         "Shapes that depend on values",
         lambda: _err(jax.jit(jnp.nonzero), _v()),
     ),
@@ -482,7 +531,7 @@ INDEX: list[Symptom] = [
         r"NonConcreteBooleanIndexError: Array boolean indices must be concrete",
         "`x[x > 0]` has a shape that depends on values; use `jnp.where` or "
         "`size=` to keep a fixed shape.",
-        "sec-tracing",
+        "sec-tracing-shapes",
         "Shapes that depend on values",
         lambda: _err(jax.jit(_tracing("positives")), _v()),
     ),
@@ -500,7 +549,7 @@ INDEX: list[Symptom] = [
         r"Exception: Leaked trace",
         "`jax.checking_leaks()` caught a tracer kept alive after its trace ended.",
         "sec-tracing-side-effects",
-        "Side effects done properly",
+        "Appending to a global list",
         _checking_leaks,
     ),
     Symptom(
@@ -517,7 +566,7 @@ INDEX: list[Symptom] = [
         r"Non-hashable static arguments are not supported",
         "A static argument must be hashable (an array is not); pass arrays traced, "
         "or a tuple of Python numbers.",
-        "sec-recompilation",
+        "sec-recompilation-static",
         "Static arguments",
         _unhashable_static,
     ),
@@ -649,7 +698,7 @@ INDEX: list[Symptom] = [
         "RuntimeError",
         r"RuntimeError: re-tracing function ",
         "`jax.no_tracing(True)` stopped a call that would have traced again.",
-        "sec-jaxprs",
+        "sec-jaxprs-shapes",
         "Calling an executable with other shapes",
         _no_tracing,
     ),
@@ -658,7 +707,7 @@ INDEX: list[Symptom] = [
         r"Argument types differ from the types for which",
         "A compiled executable runs only on the shapes and dtypes it was compiled "
         "for; call the jitted function, which compiles again.",
-        "sec-jaxprs",
+        "sec-jaxprs-shapes",
         "Calling an executable with other shapes",
         _compiled_other_shape,
     ),
@@ -727,7 +776,7 @@ INDEX: list[Symptom] = [
         r"Some donated buffers were not usable",
         "A donated input matched no output's shape and dtype, so nothing was "
         "reused; donate only what an output can take over.",
-        "sec-artifacts",
+        "sec-artifacts-unusable",
         "When donation cannot be used",
         _donation_unusable,
     ),
@@ -751,7 +800,7 @@ INDEX: list[Symptom] = [
         "JaxRuntimeError",
         r"No such compile option",
         "`compiler_options` named an option this XLA does not know.",
-        "sec-artifacts",
+        "sec-artifacts-knobs",
         "The other knobs of `jax.jit`",
         _compile_option,
     ),
@@ -777,7 +826,7 @@ INDEX: list[Symptom] = [
         r"ShardingTypeError: Contracting dimensions are sharded",
         "In explicit sharding mode, a matmul over a sharded dimension needs "
         "`out_sharding=`.",
-        "sec-devices",
+        "sec-devices-sharded",
         "Sharded inputs under jit",
         _sharded_contraction,
     ),
@@ -791,20 +840,12 @@ INDEX: list[Symptom] = [
         _pln_counts,
     ),
     Symptom(
-        "NameError",
-        r"NameError: name 'pln' is not defined",
-        "The 2023 tutorial's method wrote to a global that does not exist.",
-        "sec-pln-seed-bugs",
-        "Bugs in the 2023 code",
-        lambda: _pln_seed("name"),
-    ),
-    Symptom(
         "ValueError",
         r"Exception raised while checking equality of metadata",
         "Arrays in a pytree's static metadata were compared as part of jit's key.",
         "sec-pln-seed-bugs",
         "Bugs in the 2023 code",
-        lambda: _pln_seed("copy"),
+        _pln_seed_copy,
     ),
     Symptom(
         "TypeError",
@@ -820,8 +861,8 @@ INDEX: list[Symptom] = [
         r"RuntimeWarning: invalid value encountered in log",
         "NumPy's log of a negative number: a NaN, with a warning (JAX gives the NaN "
         "silently).",
-        "sec-pln-cost",
-        "Same algorithm, same numbers",
+        "sec-pln-seed-bugs",
+        "Bugs in the 2023 code",
         _numpy_log_warning,
     ),
     # pitfalls
@@ -877,6 +918,51 @@ INDEX: list[Symptom] = [
         "sec-teachers",
         "How students check their work",
         _unfinished_answer,
+    ),
+    Symptom(
+        "TracerArrayConversionError",
+        r"TracerArrayConversionError: The numpy\.ndarray conversion method",
+        "NumPy (`np.sin`, `np.asarray`) was given a tracer; use `jnp` inside jit, "
+        "or compute with NumPy outside it.",
+        "sec-tracing-numpy",
+        "NumPy and Python values inside jit",
+        lambda: _err(jax.jit(lambda v: np.sin(v)), jnp.arange(3.0)),
+    ),
+    Symptom(
+        "ValueError",
+        r"None is not a valid value for jnp\.array",
+        "A pytree class whose constructor checks its fields was rebuilt with "
+        "`None` leaves (as `jax.tree.map` does); keep checks out of unflatten.",
+        "sec-methods-unflatten-values",
+        "What `tree_unflatten` receives",
+        _none_leaves,
+    ),
+    Symptom(
+        "ValueError",
+        r"Sharding passed to jit does not match the sharding on the respective arg",
+        "An argument is committed to another sharding than `in_shardings` says; "
+        "move it with `jax.device_put` or drop `in_shardings`.",
+        "sec-devices-placement",
+        "Saying where values go",
+        _sharding_mismatch,
+    ),
+    Symptom(
+        "RuntimeError",
+        r"with_sharding_constraint requires a non-empty mesh in context",
+        "A bare `PartitionSpec` names mesh axes, so it needs `jax.set_mesh(mesh)` "
+        "around the call (or a full `NamedSharding`).",
+        "sec-devices-placement",
+        "Saying where values go",
+        _no_mesh,
+    ),
+    Symptom(
+        "TracerControlFlowError",
+        r"TracerControlFlowError: Python's if/while \(bool\) needs the value",
+        "The book's own small jit refusing a Python branch on a traced value, as "
+        "`jax.jit` does with `TracerBoolConversionError`.",
+        "sec-minijit-control-flow",
+        "Python control flow meets a tracer",
+        _minijit_branch,
     ),
 ]
 
