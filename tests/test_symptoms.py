@@ -28,7 +28,7 @@ def test_lookup_finds_a_pasted_message_and_refuses_bad_input():
     found = symptoms.lookup(
         "ValueError: Non-hashable static arguments are not supported. An error"
     )
-    assert [s.section for s in found] == ["sec-recompilation"]
+    assert [s.section for s in found] == ["sec-recompilation-static"]
     assert symptoms.lookup("nothing like a JAX message") == []
     with pytest.raises(TypeError, match="paste it"):
         symptoms.lookup("")
