@@ -6,10 +6,17 @@ PYTHON ?= $(shell for p in python3.12 python3.13 python3 $$(ls -d $$HOME/.pyenv/
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+KERNEL_CONFIG := $(VENV)/etc/ipython/ipython_kernel_config.py
+# The venv's Quarto (quarto-cli) first, then one on PATH; empty when there is none.
+QUARTO = $(firstword $(wildcard $(VENV)/bin/quarto) $(shell command -v quarto 2>/dev/null))
 
-.PHONY: setup book notebooks test preview serve lab bench classroom grade clean
+.PHONY: setup quarto book notebooks test preview serve lab bench classroom grade clean
 
-setup: $(STAMP)
+setup: $(STAMP) $(KERNEL_CONFIG)
+
+# The kernels of the venv read it: no ipykernel warning on every page Quarto executes (see the file).
+$(KERNEL_CONFIG): filters/ipython_kernel_config.py $(STAMP)
+	@mkdir -p $(dir $@) && cp $< $@
 
 $(STAMP): requirements.lock pyproject.toml
 	@test -n "$(PYTHON)" || { echo "Python 3.12 or newer is needed (jax 0.12 requires it); pass PYTHON=/path/to/python3.12"; exit 1; }
@@ -17,7 +24,21 @@ $(STAMP): requirements.lock pyproject.toml
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -r requirements.lock
 	$(PY) -m pip install --quiet --no-deps -e .
+	@$(MAKE) --no-print-directory quarto
 	@touch $(STAMP)
+
+# Quarto for the site, pinned in requirements-site.txt. quarto-cli's installer fetches Quarto's release,
+# so it needs the internet; without it, setup goes on and says how else to get the site.
+quarto:
+	@if [ -n "$(QUARTO)" ]; then echo "Quarto: using $(QUARTO) ($$($(QUARTO) --version))"; \
+	elif $(PY) -m pip install --quiet -r requirements-site.txt >/dev/null 2>&1; then \
+		echo "Quarto: installed $$(grep -m1 '^quarto-cli' requirements-site.txt) into $(VENV)"; \
+	else \
+		echo "Quarto: skipped (quarto-cli's installer needs the internet to fetch Quarto's release)."; \
+		echo "  The chapters still run: 'make notebooks', 'make lab', 'make test'. For the site, get Quarto"; \
+		echo "  with 'conda env create -f environment.yml' (conda-forge's quarto) or from quarto.org,"; \
+		echo "  then run 'make book' again."; \
+	fi
 
 notebooks: setup
 	$(PY) -m jitbook.book run --all
@@ -25,14 +46,14 @@ notebooks: setup
 # One execution per build: with Quarto, `quarto render` executes each chapter once and its post-render step
 # (filters/post-render.py) writes the downloads; without Quarto, the harness executes them.
 book: setup
-	@if command -v quarto >/dev/null 2>&1; then \
-		QUARTO_PYTHON=$(PY) quarto render && \
+	@if [ -n "$(QUARTO)" ]; then \
+		QUARTO_PYTHON=$(PY) $(QUARTO) render && \
 		echo "The book is in _book/. Read it with 'make serve' (http://127.0.0.1:8000/); opening the files directly breaks search and scripts."; \
 	else \
 		$(PY) -m jitbook.book run --all && \
 		echo "" && \
 		echo "Quarto is not installed, so the site was not rendered." && \
-		echo "Get it with 'conda env create -f environment.yml' (conda-forge's quarto) or 'pip install quarto-cli' (needs internet), then run 'make book' again and read it with 'make serve'." && \
+		echo "Get it with 'conda env create -f environment.yml' (conda-forge's quarto) or 'make quarto' (quarto-cli from PyPI; needs the internet), then run 'make book' again and read it with 'make serve'." && \
 		echo "The executed chapters are in _build/notebooks/: open them with 'make lab'."; \
 	fi
 
@@ -55,7 +76,8 @@ test: setup
 	$(PY) -m pytest
 
 preview: setup
-	QUARTO_PYTHON=$(PY) quarto preview
+	@test -n "$(QUARTO)" || { echo "Quarto is not installed: 'make quarto' or conda-forge's quarto (environment.yml)."; exit 1; }
+	QUARTO_PYTHON=$(PY) $(QUARTO) preview
 
 classroom: setup
 	$(PY) -m jitbook.classroom notebooks _build/classroom
@@ -67,4 +89,14 @@ grade: setup
 	$(PY) -m jitbook.classroom grade $(SUBMISSIONS)
 
 clean:
-	rm -rf _build _book .quarto *.quarto_ipynb* chapters/*.quarto_ipynb*
+	rm -rf _build _book .quarto *.quarto_ipynb* chapters/*.quarto_ipynb* site_libs
+
+# The claim ledger (the "Ledger of claims" appendix): every claim test on every JAX release since 0.4.18,
+# one venv per release under ~/.cache/jitbook-ledger; resumable. Options: LEDGER_ARGS="--only-missing".
+.PHONY: ledger canary
+ledger: setup
+	$(PY) -m jitbook.ledger $(LEDGER_ARGS)
+
+# The newest JAX and jaxlib the index offers, in a scratch venv: which claims change against the lock.
+canary: setup
+	$(PY) -m jitbook.ledger --canary

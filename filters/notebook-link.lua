@@ -6,8 +6,9 @@ local function small()
   return value == "1" or value == "true"
 end
 
--- Solutions are folded on the page; keep them and their nbgrader markers out of the site's search index
--- (Quarto 1.6+ skips elements with this class) and drop the marker lines from the code shown.
+-- Solutions are folded on the page: drop their nbgrader marker lines from the code shown and mark
+-- the cell. Quarto 1.7 still indexes its text, so the post-render step (jitbook.book.unsearchable)
+-- takes the solutions out of search.json.
 local BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
 
 local function without_markers(text)
@@ -19,6 +20,25 @@ local function without_markers(text)
     end
   end
   return table.concat(kept, "\n")
+end
+
+-- Inline math followed by punctuation ("$x$:") stays on the line with it: a phone's narrow column
+-- would otherwise start a line with a lone ":".
+function Inlines(inlines)
+  local out = pandoc.Inlines({})
+  local i = 1
+  while i <= #inlines do
+    local el, after = inlines[i], inlines[i + 1]
+    if el.t == "Math" and el.mathtype == "InlineMath" and after and after.t == "Str"
+        and after.text:match("^[%.,;:%)!%?]") then
+      out:insert(pandoc.Span({el, after}, pandoc.Attr("", {"nowrap"})))
+      i = i + 2
+    else
+      out:insert(el)
+      i = i + 1
+    end
+  end
+  return out
 end
 
 function Div(div)
@@ -48,9 +68,11 @@ function Pandoc(doc)
   local blocks = {}
   if is_chapter then
     local stem = pandoc.path.split_extension(pandoc.path.filename(input))
+    -- `data-noresolveinput`: Quarto resolves every page link against the project's inputs and would warn
+    -- that this notebook, which the post-render step writes afterwards, does not exist yet.
     local link = pandoc.Link({pandoc.Str("Download this chapter as a Jupyter notebook")},
                              "../notebooks/" .. stem .. ".ipynb", "",
-                             pandoc.Attr("", {}, {download = stem .. ".ipynb"}))
+                             pandoc.Attr("", {}, {download = stem .. ".ipynb", ["data-noresolveinput"] = "1"}))
     table.insert(blocks, pandoc.Div({pandoc.Para({link})}, pandoc.Attr("", {"notebook-link"})))
   end
   if small() then

@@ -25,3 +25,12 @@ def executed(tmp_path_factory):
         return nbformat.read(path, as_version=4)
 
     return get
+
+
+# The claim ledger's plugin: records each claim test's outcome and, at the end of the session,
+# checks them against data/ledger.json's column for the installed JAX (see jitbook.ledger).
+def pytest_configure(config):
+    from jitbook import ledger
+
+    if not config.pluginmanager.is_registered(ledger):
+        config.pluginmanager.register(ledger, "jitbook-ledger")

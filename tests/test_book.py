@@ -154,3 +154,42 @@ def test_every_page_imports_jitbook_before_jax():
         assert "import jitbook" in [line.split("  #")[0].strip() for line in imports], f"{page.name}: no import jitbook"
         jitbook_at = next(i for i, line in enumerate(imports) if line.startswith("import jitbook"))
         assert all(jitbook_at < i for i in jax_like), f"{page.name} imports JAX before jitbook"
+
+
+def _plain(text: str) -> str:
+    return " ".join(text.replace("`", "").split()).rstrip("?.!").lower()
+
+
+def test_docstring_back_links_read_taught_in_chapter_section():
+    """One form for readers, `Taught in <Chapter>, <Section>.`, naming a real chapter and heading
+    (a heading may be shortened to its start); `python -m jitbook.book backlinks` rewrites old forms."""
+    import ast
+
+    assert book.backlink_files() == [], "old back-link forms: run `python -m jitbook.book backlinks`"
+    titles = book.chapter_titles()
+    headings = {stem: [_plain(re.sub(r"\s*\{[^}]*\}\s*$", "", h))
+                       for h in re.findall(r"^#{1,4} (.+)$", (book.ROOT / "chapters" / f"{stem}.qmd").read_text(), re.M)]
+                for stem in titles}
+    stale = []
+    for path in sorted((book.ROOT / "code" / "jitbook").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.Module | ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                continue
+            text = " ".join((ast.get_docstring(node) or "").split())
+            for link in re.findall(r"Taught in (.+?)(?:\.(?=\s|$)|(?<=[?!])(?=\s|$))", text):
+                splits = [(link[:k], link[k + 2:]) for k in range(len(link)) if link.startswith(", ", k)]
+                if not any(chapter.lower() in title.lower() and any(h.startswith(_plain(section)) for h in headings[stem])
+                           for chapter, section in splits for stem, title in titles.items()):
+                    stale.append(f"{path.relative_to(book.ROOT)}: {getattr(node, 'name', 'module')}: {link}")
+    assert not stale, "back-links to no chapter section (rename them to a heading of the page):\n" + "\n".join(stale)
+
+
+def test_old_back_links_are_rewritten_for_readers():
+    titles = {"recompilation": "Static arguments and compiling again"}
+    old = ('    Taught in "Tracing", "Explore it" (sec-tracing-explore).\n'
+           '    Taught in recompilation.qmd, "Static arguments".\n'
+           '    Defined in chapter "jit across devices", section "Which mesh?".\n')
+    assert book.reader_backlinks(old, titles) == (
+        "    Taught in Tracing, Explore it.\n"
+        "    Taught in Static arguments and compiling again, Static arguments.\n"
+        "    Taught in jit across devices, Which mesh?\n")

@@ -3,6 +3,10 @@
 Each chapter is executed (small sizes), exported to HTML by nbconvert with no CDN script, opened from
 ``file://``; every request that is not ``file:`` or ``data:`` is aborted and recorded, and must not exist.
 The notebooks are those tests/test_chapters.py executed this session (the ``executed`` fixture).
+
+Where ``quarto`` is on PATH, the last tests render the book once and read the built site as a reader
+does, served over HTTP, at 1280 px and at 390 px: no sideways scrolling, light pages, nothing from
+outside, a clean build.
 """
 
 import json
@@ -235,3 +239,134 @@ def test_jupyterlab_draws_an_untrusted_explorer_with_plotlys_own_menu(browser, t
     finally:
         server.terminate()
         server.wait(timeout=30)
+
+
+# ---- the rendered site, as a reader sees it (needs Quarto) ------------------------------------------------
+
+PAGE_LIMIT = 300_000  # bytes of HTML per page
+SITE_LIMIT = 15_000_000  # bytes of the whole site, notebooks included
+WIDTHS = (1280, 390)
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory):
+    """The book rendered once by ``quarto render`` as a reader would type it (no QUARTO_PYTHON: the
+    project's ``_environment`` names the venv), with what it printed and ``git status`` around it."""
+    import subprocess
+
+    quarto = shutil.which("quarto")
+    if quarto is None:
+        pytest.skip("quarto is not on PATH (`make quarto`, or conda-forge's quarto); the executed notebooks "
+                    "the site is built from are checked in tests/test_site.py without it")
+    env = {k: v for k, v in __import__("os").environ.items() if k != "QUARTO_PYTHON"}
+    status = ["git", "status", "--porcelain", "--untracked-files=all"]
+    before = subprocess.run(status, cwd=book.ROOT, capture_output=True, text=True).stdout
+    out = tmp_path_factory.mktemp("site") / "_book"
+    run = subprocess.run([quarto, "render", "--to", "html", "--output-dir", str(out)], cwd=book.ROOT,
+                         capture_output=True, text=True, env=env)
+    after = subprocess.run(status, cwd=book.ROOT, capture_output=True, text=True).stdout
+    assert run.returncode == 0, f"quarto render failed:\n{run.stderr[-4000:]}"
+    return {"dir": out, "log": run.stdout + run.stderr, "before": before, "after": after}
+
+
+def test_quarto_builds_an_offline_site_with_every_download(site):
+    out = site["dir"]
+    for page in book.chapter_pages():
+        html = (out / "chapters" / f"{page.stem}.html").read_text()
+        assert f'href="../notebooks/{page.stem}.ipynb"' in html
+        assert (out / "notebooks" / f"{page.stem}.ipynb").exists(), f"{page.name}: its download is missing"
+    for html in out.rglob("*.html"):
+        assert book.remote_loads(html.read_text()) == [], f"{html.relative_to(out)} loads remote resources"
+    search = (out / "search.json").read_text()
+    solutions = [line.strip() for page in book.chapter_pages() for cell in book.to_notebook(page).cells
+                 if "### BEGIN SOLUTION" in cell.source
+                 for line in cell.source.split("### BEGIN SOLUTION")[1].splitlines()[1:2]]
+    assert solutions, "the chapters' exercises have solution cells"
+    leaked = [line for line in solutions if json.dumps(line)[1:-1] in search]
+    assert not leaked, f"solution code in the site's search index: {leaked}"
+
+
+def test_the_build_prints_no_warning_and_leaves_the_checkout_as_it_was(site):
+    warnings = [line for line in site["log"].splitlines() if "WARN" in line or "warning" in line.lower()]
+    assert not warnings, f"quarto render printed warnings: {warnings[:10]}"
+    assert site["after"] == site["before"], "the build changed the checkout (git status differs)"
+
+
+def test_pages_are_light_and_share_one_plotly(site):
+    out = site["dir"]
+    heavy = {str(p.relative_to(out)): p.stat().st_size for p in out.rglob("*.html")
+             if p.stat().st_size > PAGE_LIMIT}
+    assert not heavy, f"pages over {PAGE_LIMIT:,} bytes of HTML: {heavy}"
+    total = sum(p.stat().st_size for p in out.rglob("*") if p.is_file())
+    assert total <= SITE_LIMIT, f"the site weighs {total:,} bytes, over {SITE_LIMIT:,}"
+    assert (out / book.PLOTLY_LIB).exists(), "the explorers' pages need the site's one plotly.js"
+
+
+@pytest.fixture(scope="module")
+def served(site):
+    """The site on an HTTP server on this machine, as `make serve` serves it."""
+    import functools
+    import http.server
+    import threading
+
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *args):  # the test reports what matters
+            pass
+
+    handler = functools.partial(Quiet, directory=str(site["dir"]))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+READ_PAGE = """() => {
+  const doc = document.documentElement;
+  const code = [...document.querySelectorAll("main pre")].filter(p => p.offsetParent !== null)
+    .map(p => {
+      const lines = p.textContent.split("\\n").map(l => l.length);
+      return {over: p.scrollWidth - p.clientWidth, widest: Math.max(0, ...lines)};
+    });
+  return {pageWidth: doc.scrollWidth, viewport: window.innerWidth,
+          scrolling: code.filter(c => c.over > 1).length,
+          widest: Math.max(0, ...code.map(c => c.widest))};
+}"""
+
+
+def read_served(browser, base: str, path: str, width: int) -> dict:
+    """One page of the served site at ``width`` px: its width, its code blocks, what it asked
+    for outside ``base`` (aborted) and its JavaScript errors."""
+    page = browser.new_page(viewport={"width": width, "height": 900})
+    remote, errors = [], []
+
+    def route(r):
+        if r.request.url.startswith((base, "data:", "blob:")):
+            r.continue_()
+        else:
+            remote.append(r.request.url)
+            r.abort()
+
+    page.route("**/*", route)
+    page.on("pageerror", lambda err: errors.append(str(err)))
+    page.goto(f"{base}/{path}", wait_until="load")
+    seen = page.evaluate(READ_PAGE)
+    page.close()
+    return {**seen, "remote": remote, "errors": errors}
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_every_page_fits_the_screen_and_no_line_scrolls(site, served, browser, width):
+    """At 1280 px no code or output scrolls sideways; at 390 px no page is wider than the phone."""
+    problems = []
+    for html in sorted(site["dir"].rglob("*.html")):
+        path = html.relative_to(site["dir"]).as_posix()
+        seen = read_served(browser, served, path, width)
+        if seen["pageWidth"] > seen["viewport"]:
+            problems.append(f"{path}: {seen['pageWidth']} px wide at {width} px")
+        if width == 1280 and seen["scrolling"]:
+            problems.append(f"{path}: {seen['scrolling']} code blocks scroll sideways, the widest line "
+                            f"{seen['widest']} characters (the column holds 88)")
+        if seen["remote"] or seen["errors"]:
+            problems.append(f"{path}: asked the network for {seen['remote']}, JavaScript errors {seen['errors']}")
+    assert not problems, problems

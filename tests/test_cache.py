@@ -13,6 +13,7 @@ def shift(x):
     return x - 1.0
 
 
+@pytest.mark.claim("sec-recompilation")
 def test_first_call_compiles_once_second_call_not_at_all():
     f = jax.jit(lambda x: scale(x) + 0.5)
     x = jnp.ones(5)
@@ -24,6 +25,7 @@ def test_first_call_compiles_once_second_call_not_at_all():
     assert second.count == 0
 
 
+@pytest.mark.claim("sec-recompilation")
 def test_new_shape_compiles_again_and_counts_are_per_name():
     f, g = jax.jit(scale), jax.jit(shift)
     a, b = jnp.ones(7), jnp.ones(8)
@@ -54,6 +56,7 @@ def test_count_for_needs_a_name():
         log.count_for(scale)
 
 
+@pytest.mark.claim("sec-recompilation-diagnose")
 def test_captured_logs_explain_a_cache_miss_and_config_is_restored():
     f = jax.jit(shift)
     f(jnp.ones(3))

@@ -140,10 +140,12 @@ def facts() -> dict:
 
 # --- many devices on one CPU ------------------------------------------------------------------------------
 
+@pytest.mark.claim("sec-devices")
 def test_jax_num_cpu_devices_set_first_gives_that_many_devices(facts):
     assert facts["device count"] == 4
 
 
+@pytest.mark.claim("sec-devices")
 def test_the_xla_flag_gives_simulated_devices_too():
     import os
 
@@ -153,6 +155,7 @@ def test_the_xla_flag_gives_simulated_devices_too():
     assert out.stdout.strip() == "3", out.stderr[-2000:]
 
 
+@pytest.mark.claim("sec-devices")
 def test_a_new_device_count_is_refused_once_the_backend_runs(facts):
     assert facts["late jax error"].startswith("RuntimeError: jax_num_cpu_devices config should be updated before")
     assert "Restart the kernel and call use_cpu_devices(8)" in facts["late our error"]
@@ -173,12 +176,14 @@ def test_data_mesh_refuses_more_devices_than_jax_has():
 
 # --- sharded inputs ---------------------------------------------------------------------------------------
 
+@pytest.mark.claim("sec-devices")
 def test_make_mesh_is_explicit_by_default_and_typeof_shows_the_sharding(facts):
     assert facts["default axis type"] == "Explicit"
     assert facts["explicit type"] == "float32[8@data,4]"
     assert facts["auto type"] == "float32[8,4]"
 
 
+@pytest.mark.claim("sec-devices")
 def test_explicit_mode_refuses_a_product_over_split_rows(facts):
     assert facts["explicit gram"].startswith("ShardingTypeError: Contracting dimensions are sharded")
 
@@ -230,16 +235,19 @@ def test_rows_split_over_four_devices_and_out_shardings_is_obeyed(facts):
 
 # --- sharding is part of the cache key ----------------------------------------------------------------------
 
+@pytest.mark.claim("sec-devices")
 def test_a_new_sharding_compiles_new_values_do_not_and_auto_mode_does_not_retrace(facts):
     rows = facts["key rows"]
     assert [r["compiled"] for r in rows] == [1, 1, 0, 1, 0]
     assert [r["traced"] for r in rows] == [1, 1, 0, 0, 0]
 
 
+@pytest.mark.claim("sec-devices")
 def test_on_an_auto_mesh_the_traced_type_records_the_mesh_not_the_split(facts):
     assert facts["abstract"] == [[{}, "P(None, None)"], [{"data": 4}, "P(None, None)"], [{"data": 4}, "P(None, None)"]]
 
 
+@pytest.mark.claim("sec-devices")
 def test_cache_miss_explanations_name_the_sharding_only_in_explicit_mode(facts):
     auto, explicit = (" ".join(facts[k].split()) for k in ("explain auto", "explain explicit"))  # unwrap lines
     assert "TRACING CACHE MISS" not in auto
@@ -251,6 +259,7 @@ def test_cache_miss_explanations_name_the_sharding_only_in_explicit_mode(facts):
 
 # --- what the compiler added ------------------------------------------------------------------------------
 
+@pytest.mark.claim("sec-devices")
 def test_the_matmul_collectives_for_each_sharding(facts):
     got = [(r["a"], r["b"], r["out asked"], r["collectives"], r["out per device"]) for r in facts["matmul"]]
     assert got == [
@@ -263,6 +272,7 @@ def test_the_matmul_collectives_for_each_sharding(facts):
     ]
 
 
+@pytest.mark.claim("sec-devices")
 def test_shard_map_psum_gives_the_product_with_one_all_reduce(facts):
     assert facts["psum gap"] < 1e-4
     assert facts["psum collectives"] == {"all-reduce": 1}
@@ -277,15 +287,18 @@ def test_collectives_needs_a_compiled_program_and_finds_none_on_one_device():
 
 # --- the PLN fit, data-parallel ---------------------------------------------------------------------------
 
+@pytest.mark.claim("sec-devices")
 def test_the_sharded_pln_fit_reproduces_the_one_device_losses(facts):
     assert facts["pln gap"] < 1e-4  # float32 partial sums added in another order
 
 
+@pytest.mark.claim("sec-devices")
 def test_the_sharded_pln_step_compiles_once_per_placement(facts):
     assert facts["pln step compiles"] == 2
     assert facts["eager optimizer state compiles"] == 2  # the counter moves from one device to the mesh
 
 
+@pytest.mark.claim("sec-devices")
 def test_the_pln_step_synchronises_with_one_combined_all_reduce(facts):
     assert facts["pln collectives"] == {"all-reduce": 1}
     assert facts["pln one-device collectives"] == {}

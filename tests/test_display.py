@@ -20,7 +20,7 @@ def test_show_source_refuses_a_value_with_a_hint():
 
 def test_table_renders_markdown_and_rejects_bad_rows():
     md = jitbook.table([{"a": 1, "b": 0.123456}, {"a": 2, "b": "x|y"}], caption="cap").text
-    assert md.splitlines()[:3] == ["| a | b |", "|---|------|", "| 1 | 0.1235 |"], "dashes as wide as the column"
+    assert md.splitlines()[:3] == ["| a | b |", "|--:|:-----|", "| 1 | 0.1235 |"], "as wide as the column, numbers right"
     assert r"x\|y" in md and md.endswith(": cap")
     with pytest.raises(ValueError, match="list of dicts"):
         jitbook.table([])
@@ -70,3 +70,13 @@ def test_the_xla_flags_row_is_a_code_span_so_its_dashes_stay_two(monkeypatch):
     monkeypatch.setenv("XLA_FLAGS", guard.XLA_FLAG)
     rows = {r["component"]: r["version"] for r in display.version_rows()}
     assert rows["XLA_FLAGS"] == f"`{guard.XLA_FLAG}`"
+
+
+def test_numbers_carry_thousands_separators_except_four_digit_ones():
+    assert display.number(16008000) == "16,008,000" and display.number(-50_000) == "-50,000"
+    assert display.number(2023) == "2023", "years and other four-digit numbers stay whole"
+    assert display.number(0.000123) == "0.000123" and display.number(3.14159) == "3.142"
+    assert display.number(123456.7) == "123,457"
+    assert "| 16,008,000 |" in jitbook.table([{"bytes": 16008000}]).text
+    with pytest.raises(TypeError, match="int or a float"):
+        display.number("12")

@@ -200,3 +200,21 @@ def test_level_curves_reach_and_bad_input():
         level_curves({"fast": fast}, {})
     with pytest.raises(ValueError, match="between 0 and 1"):
         level_curves({"fast": fast}, {"fast": 1.0}, share=1.5)
+
+
+def test_axes_read_as_counts_powers_of_ten_and_no_si_suffixes():
+    from jitbook import explore
+
+    counts = explore.slider([{"n": n, "compiles": c} for n, c in [(1, 0), (10, 1), (100, 3)]],
+                            x="n", ys=["compiles"], title="t", log_x=True)
+    layout = counts.figure["layout"]
+    assert layout["yaxis"]["tickformat"] == ",d" and layout["yaxis"]["dtick"] >= 1, "whole counts"
+    assert layout["yaxis"]["zeroline"] is True, "zero is drawn"
+    assert layout["xaxis"]["tickvals"] == [1, 10, 100], "a few choices: a tick at each"
+    many = explore.curves({"c": (list(range(1, 1001)), [1.0] * 1000)}, [{"k": "c"}], key="k",
+                          title="t", x_title="i", y_title="y", log_x=True).figure["layout"]
+    assert many["xaxis"]["dtick"] == 1, "a log axis over decades ticks at powers of ten"
+    assert {layout["xaxis"]["exponentformat"], layout["yaxis"]["exponentformat"]} == {"power"}
+    ratios = explore.slider([{"n": n, "ratio": r} for n, r in [(1, 0.0001), (2, 0.5)]],
+                            x="n", ys=["ratio"], title="t")
+    assert "tickformat" not in ratios.figure["layout"]["yaxis"], "fractions keep their decimals"

@@ -1,31 +1,89 @@
-"""The CPU miscompile the preface describes, and the guard that import jitbook sets."""
+"""The CPU miscompile the preface describes, the guard that import jitbook sets, and the
+same guard given to one program."""
 
 import os
 import subprocess
 import sys
 
+import pytest
+
 from jitbook import guard
+
+SMALL = ["--rows", "64", "--cols", "32", "--repeat", "1", "--iters", "3"]
 
 
 def test_import_jitbook_sets_the_flag():
     assert guard.XLA_FLAG in os.environ["XLA_FLAGS"].split()
 
 
+@pytest.mark.claim("sec-miscompile")
 def test_the_guard_gives_the_right_sum():
     result = guard.probe_in_fresh_process(guarded=True)
-    assert result["relative error"] < 1e-5
+    assert result["flag set"] and result["relative error"] < 1e-5
 
 
+@pytest.mark.claim("sec-miscompile")
 def test_without_the_guard_jax_still_miscompiles():
-    """If this fails, the installed JAX computes the sum right without the flag: the guard may go."""
+    """If this fails, the installed JAX sums correctly without the flag: the guard may go."""
     result = guard.probe_in_fresh_process(guarded=False)
+    assert not result["flag set"]
     assert result["relative error"] > 0.01, (
-        f"jax now sums correctly without {guard.XLA_FLAG} (relative error {result['relative error']:.1e}); "
-        "drop the guard and the preface section about it.")
+        f"jax now sums correctly without {guard.XLA_FLAG} (relative error "
+        f"{result['relative error']:.1e}); drop the guard and the preface section about it."
+    )
+
+
+@pytest.mark.claim("sec-why-compile-guard")
+def test_the_guard_given_to_one_program_gives_the_right_sum():
+    result = guard.probe_in_fresh_process(guarded=False, options="guarded")
+    assert not result["flag set"] and result["relative error"] < 1e-5
+
+
+@pytest.mark.claim("sec-why-compile-guard")
+def test_the_per_program_options_build_the_flags_programs():
+    """compiler_options={YNN_OPTION: ...} per program compiles exactly what the flag
+    compiles (GUARDED_OPTIONS), and DEFAULT_OPTIONS exactly what XLA's default does."""
+    flagged = guard.in_fresh_process("guard", "fingerprints", *SMALL, guarded=True)
+    plain = guard.in_fresh_process("guard", "fingerprints", *SMALL, guarded=False)
+    assert plain["guarded"] == flagged["none"] == flagged["guarded"]
+    assert flagged["default"] == plain["none"] == plain["default"]
+    assert plain["none"] != flagged["none"]  # the flag does change these programs
+
+
+def test_the_flags_plus_minus_syntax_is_refused_per_program():
+    import jax
+    import jax.numpy as jnp
+
+    bad = jax.jit(jnp.sum, compiler_options={guard.YNN_OPTION: "-reduce"})
+    with pytest.raises(Exception, match="not a valid enum value"):
+        bad(jnp.ones(3))
+
+
+def test_price_races_each_main_program_with_and_without():
+    rounds = guard.price(64, 32, 1, 3, min_time=0.0)
+    assert len(rounds) == 4  # why-compile's function at two sizes, two PLN levels
+    for times in rounds.values():
+        assert set(times) == {"without the guard", "with the guard"}
+        assert len(times["with the guard"]) == len(times["without the guard"]) >= 5
+
+
+def test_jitbook_guard_off_leaves_the_flags_alone():
+    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    env[guard.OFF] = "off"
+    code = "import os, jitbook; print(os.environ.get('XLA_FLAGS', ''))"
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                         text=True, check=True)
+    assert guard.XLA_FLAG not in out.stdout
+
+
+def test_a_failing_fresh_process_says_what_failed():
+    with pytest.raises(RuntimeError, match="python -m jitbook.guard warp failed"):
+        guard.in_fresh_process("guard", "warp", guarded=True)
 
 
 def test_importing_jitbook_after_jax_has_started_warns():
-    code = "import jax.numpy as jnp; jnp.ones(2) + 1\nimport warnings\nwarnings.simplefilter('error')\nimport jitbook"
+    code = ("import jax.numpy as jnp; jnp.ones(2) + 1\nimport warnings\n"
+            "warnings.simplefilter('error')\nimport jitbook")
     env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     assert out.returncode != 0 and "Restart the kernel and import jitbook" in out.stderr

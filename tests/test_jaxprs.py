@@ -22,6 +22,7 @@ def prims(fn, *args, **kwargs):
 # ---------------------------------------------------------------- reading a jaxpr
 
 
+@pytest.mark.claim("sec-jaxprs")
 def test_make_jaxpr_returns_a_jaxpr_that_carries_its_constants():
     j = jax.make_jaxpr(jaxprs.update)(jnp.ones(4))
     assert type(j).__name__ == "Jaxpr"
@@ -42,6 +43,7 @@ def test_step_jaxpr_parts():
     assert "literal 0.5" in text and text.count("| equation |") == 3
 
 
+@pytest.mark.claim("sec-jaxprs")
 def test_dot_general_spans_several_lines():
     j = jax.make_jaxpr(jaxprs.with_argument)(jnp.ones((3, 4)), jnp.ones((4, 8)))
     assert [e.primitive.name for e in j.eqns] == ["dot_general", "tanh"]
@@ -51,6 +53,7 @@ def test_dot_general_spans_several_lines():
 # ---------------------------------------------------------------- what a jaxpr leaves out
 
 
+@pytest.mark.claim("sec-jaxprs")
 def test_side_effects_run_at_trace_time_and_are_not_in_the_jaxpr(capsys):
     def fresh(x):  # a new function: nothing about it is cached yet
         return jaxprs.log2_with_side_effects(x)
@@ -64,6 +67,7 @@ def test_side_effects_run_at_trace_time_and_are_not_in_the_jaxpr(capsys):
     assert sorted(e.primitive.name for e in j.eqns) == ["div", "log", "log"]
 
 
+@pytest.mark.claim("sec-jaxprs")
 def test_make_jaxpr_shares_the_trace_cache_with_jit(capsys):
     def fresh(x):
         return jaxprs.log2_with_side_effects(x)
@@ -82,6 +86,7 @@ def test_make_jaxpr_shares_the_trace_cache_with_jit(capsys):
     assert len(jaxprs.SEEN) == before + 2
 
 
+@pytest.mark.claim("sec-jaxprs")
 def test_only_the_taken_branch_is_recorded():
     assert dict(prims(jaxprs.by_rank, jnp.ones((2, 3)))) == {"reduce_sum": 1}
     assert dict(prims(jaxprs.by_rank, jnp.ones(3))) == {"cos": 1}
@@ -90,6 +95,7 @@ def test_only_the_taken_branch_is_recorded():
 # ---------------------------------------------------------------- constants and literals
 
 
+@pytest.mark.claim("sec-jaxprs")
 def test_closure_array_is_a_constant_and_argument_is_an_input():
     table = jnp.arange(32.0).reshape(4, 8)
     j = jax.make_jaxpr(jaxprs.with_closure(table))(jnp.ones((3, 4)))
@@ -100,18 +106,21 @@ def test_closure_array_is_a_constant_and_argument_is_an_input():
     assert jax.make_jaxpr(jaxprs.with_argument)(jnp.ones((3, 4)), table).consts == []
 
 
+@pytest.mark.claim("sec-jaxprs")
 def test_closure_number_is_a_literal():
     j = jax.make_jaxpr(jaxprs.scaled_by(3.0))(jnp.ones((3, 4)))
     assert j.consts == []
     assert isinstance(j.eqns[0].invars[1], jax.extend.core.Literal) and "3.0:f32[]" in str(j)
 
 
+@pytest.mark.claim("sec-jaxprs")
 def test_python_float_argument_is_weakly_typed():
     stats = programs.stats(jaxprs.log2_with_side_effects, 3.0, lower=False)
     assert stats.inputs == ["~float32[]"]
     assert "~" not in str(stats.jaxpr)  # the printed jaxpr does not mark weak types
 
 
+@pytest.mark.claim("sec-jaxprs")
 def test_weak_literal_takes_the_dtype_and_strong_constant_promotes():
     half = jnp.linspace(-1.0, 1.0, 4, dtype=jnp.float16)
     weak = jax.make_jaxpr(jaxprs.update)(half)
@@ -125,6 +134,7 @@ def test_weak_literal_takes_the_dtype_and_strong_constant_promotes():
 # ---------------------------------------------------------------- the stages
 
 
+@pytest.mark.claim("sec-jaxprs-stages")
 def test_aot_stages_and_cost_analysis():
     m, k, n = 32, 64, 16
     a = jax.random.normal(jax.random.key(1), (m, k))
@@ -170,6 +180,7 @@ def test_cost_summary_accepts_dicts_lists_and_missing_keys():
         programs.cost_summary("flops")
 
 
+@pytest.mark.claim("sec-jaxprs")
 def test_compiled_executable_refuses_other_shapes_and_dtypes():
     a, b = jnp.ones((6, 4)), jnp.ones((4, 2))
     compiled = jax.jit(jaxprs.with_argument).trace(a, b).lower().compile()
@@ -186,6 +197,7 @@ def test_compiled_executable_refuses_other_shapes_and_dtypes():
     assert dtype["outcome"] == "TypeError" and "int32[6,4]" in dtype["last line"]
 
 
+@pytest.mark.claim("sec-jaxprs")
 def test_jitted_function_compiles_again_for_a_new_shape():
     def local_project(x, t):
         return jnp.tanh(x @ t)
@@ -209,6 +221,7 @@ def test_tracing_loops_seen_by_the_explorer():
     assert rolled.primitives["sin"] == 1
 
 
+@pytest.mark.claim("sec-jaxprs")
 def test_closure_constant_is_written_into_the_stablehlo():
     table = jax.random.normal(jax.random.key(3), (64, 64))
     inputs = jnp.ones((2, 64))
@@ -309,6 +322,7 @@ def test_reference_answers_pass():
 # ---------------------------------------------------------------- what XLA did, nested jit, eval_shape, no_tracing
 
 
+@pytest.mark.claim("sec-jaxprs-xla")
 def test_optimized_hlo_fuses_the_equations_into_fewer_loops():
     x = jnp.ones((400, 100))
     compiled = jax.jit(why_compile.standardize_softplus).lower(x).compile()
@@ -321,6 +335,7 @@ def test_optimized_hlo_fuses_the_equations_into_fewer_loops():
     assert all("{" not in r["type"] for r in rows)
 
 
+@pytest.mark.claim("sec-jaxprs-xla")
 def test_reduce_window_in_the_sum_comes_from_the_guard_flag():
     script = ("import jax, jax.numpy as jnp\n"
               "x = jnp.ones((400, 100))\n"
@@ -333,6 +348,7 @@ def test_reduce_window_in_the_sum_comes_from_the_guard_flag():
     assert "reduce-window" in guarded
 
 
+@pytest.mark.claim("sec-jaxprs")
 def test_a_nested_jit_is_one_equation():
     j = jax.make_jaxpr(jaxprs.outer)(jnp.ones(3))
     assert [e.primitive.name for e in j.eqns] == ["jit", "add"]
@@ -340,6 +356,7 @@ def test_a_nested_jit_is_one_equation():
     assert programs.stats(jaxprs.outer, jnp.ones(3), lower=False).all_equations == 4
 
 
+@pytest.mark.claim("sec-jaxprs")
 def test_eval_shape_compiles_nothing():
     huge = jax.ShapeDtypeStruct((100_000, 10_000), jnp.float32)
     with count_compiles() as log:
@@ -347,6 +364,7 @@ def test_eval_shape_compiles_nothing():
     assert (out.shape, out.dtype, log.count) == ((100_000, 10_000), jnp.float32, 0)
 
 
+@pytest.mark.claim("sec-jaxprs")
 def test_no_tracing_lets_cached_calls_run_and_refuses_a_new_trace():
     def guarded(x):
         return x * 2.0
@@ -361,6 +379,7 @@ def test_no_tracing_lets_cached_calls_run_and_refuses_a_new_trace():
     assert "/" not in errors.error_line(err)
 
 
+@pytest.mark.claim("sec-jaxprs-stages")
 def test_one_primitive_can_lower_to_several_stablehlo_operations():
     cube = lambda v: v**3  # noqa: E731
     x = jnp.ones(3)

@@ -82,6 +82,7 @@ def test_count_each_counts_compiles_per_call_and_by_name():
 
 
 # The problem.
+@pytest.mark.claim("sec-methods")
 def test_jit_on_a_method_of_a_plain_class_raises_type_error_naming_self():
     err = raised(methods.DecoratedLayer(WEIGHT, "relu").predict, X)
     assert isinstance(err, TypeError)
@@ -89,6 +90,7 @@ def test_jit_on_a_method_of_a_plain_class_raises_type_error_naming_self():
 
 
 # Strategy 1.
+@pytest.mark.claim("sec-methods-bound")
 def test_jitted_bound_method_goes_stale_after_mutation():
     layer = methods.Layer(WEIGHT, "relu")
     fast = jax.jit(layer.predict)
@@ -100,6 +102,7 @@ def test_jitted_bound_method_goes_stale_after_mutation():
     np.testing.assert_allclose(layer.predict(X), ref(NEW_WEIGHT))  # without jit: right
 
 
+@pytest.mark.claim("sec-methods-bound")
 def test_rejitting_the_bound_method_is_stale_while_the_first_wrapper_lives():
     layer = methods.Layer(WEIGHT, "relu")
     fast = jax.jit(layer.predict)
@@ -114,6 +117,7 @@ def test_rejitting_the_bound_method_is_stale_while_the_first_wrapper_lives():
 
 
 # Strategy 2.
+@pytest.mark.claim("sec-methods-static-self")
 def test_static_self_with_identity_hash_goes_stale():
     layer = methods.StaticLayer(WEIGHT, "relu")
     before = layer.predict(X)
@@ -122,6 +126,7 @@ def test_static_self_with_identity_hash_goes_stale():
     assert not np.allclose(before, ref(WEIGHT, "tanh"))
 
 
+@pytest.mark.claim("sec-methods-static-self")
 def test_hashed_static_self_is_right_but_compiles_per_configuration():
     hashed = methods.HashedLayer((1.0, -2.0, 0.5), "relu")
     counts = count_each(
@@ -137,6 +142,7 @@ def test_hashed_static_self_is_right_but_compiles_per_configuration():
     np.testing.assert_allclose(as_tanh.predict(X), ref(WEIGHT, "tanh"), atol=1e-6)
 
 
+@pytest.mark.claim("sec-methods-static-self")
 def test_hashing_an_array_attribute_raises_value_error_from_type_error():
     err = raised(methods.HashedLayer(WEIGHT, "relu").predict, X)
     assert isinstance(err, ValueError)
@@ -145,6 +151,7 @@ def test_hashing_an_array_attribute_raises_value_error_from_type_error():
 
 
 # Strategy 3.
+@pytest.mark.claim("sec-methods")
 @pytest.mark.parametrize("cls", [methods.PytreeLayer, methods.DataclassLayer, methods.EqxLayer])
 def test_pytree_layers_compile_per_activation_not_per_instance(cls):
     counts = count_each(lambda: cls(WEIGHT, "relu").predict(X), lambda: cls(NEW_WEIGHT, "relu").predict(X),
@@ -159,6 +166,7 @@ def _roundtrip(obj):
     return jax.tree_util.tree_unflatten(treedef, leaves)
 
 
+@pytest.mark.claim("sec-methods")
 @pytest.mark.parametrize("obj", [
     methods.PytreeLayer(WEIGHT, "relu"), methods.DataclassLayer(WEIGHT, "relu"), methods.EqxLayer(WEIGHT, "relu"),
     methods.MutatingLayer(WEIGHT, "tanh"), methods.ArrayMetadataLayer(WEIGHT, jnp.zeros(3), "relu"),
@@ -172,12 +180,14 @@ def test_flatten_unflatten_round_trip_keeps_every_field(obj):
         np.testing.assert_array_equal(np.asarray(getattr(back, name)), np.asarray(value))
 
 
+@pytest.mark.claim("sec-methods")
 def test_grad_with_respect_to_a_pytree_layer_is_a_layer():
     g = jax.grad(lambda lay: jnp.sum(lay.predict(X)))(methods.PytreeLayer(WEIGHT, "relu"))
     assert type(g) is methods.PytreeLayer
     np.testing.assert_allclose(g.weight, methods.reference_grad(WEIGHT, X, "relu"))
 
 
+@pytest.mark.claim("sec-methods")
 def test_register_dataclass_puts_static_fields_in_the_treedef():
     layer = methods.DataclassLayer(WEIGHT, "relu")
     assert "relu" in str(jax.tree_util.tree_structure(layer))
@@ -187,6 +197,7 @@ def test_register_dataclass_puts_static_fields_in_the_treedef():
     np.testing.assert_allclose(layer.weight, WEIGHT)
 
 
+@pytest.mark.claim("sec-methods-metadata")
 def test_array_in_metadata_works_once_then_raises_for_an_equal_new_array():
     offset = jnp.array([0.5, 0.5, 0.5])
     assert raised(lambda: methods.ArrayMetadataLayer(WEIGHT, offset, "relu").predict(X)) is None
@@ -198,6 +209,7 @@ def test_array_in_metadata_works_once_then_raises_for_an_equal_new_array():
     assert isinstance(scalar, ValueError) and "metadata fields" in str(scalar)
 
 
+@pytest.mark.claim("sec-methods-metadata")
 def test_scalar_array_in_metadata_compiles_once_per_value():
     counts = count_each(
         *[lambda v=v: methods.ArrayMetadataLayer(WEIGHT, jnp.asarray(v), "relu").predict(X) for v in (0.5, 0.5, 0.25)],
@@ -207,6 +219,7 @@ def test_scalar_array_in_metadata_compiles_once_per_value():
     assert "dense<2.500000e-01>" in methods.ArrayMetadataLayer.predict.lower(layer, X).as_text()
 
 
+@pytest.mark.claim("sec-methods-unflatten")
 def test_unflatten_that_drops_a_field_gives_a_silently_wrong_result():
     layer = methods.DroppingLayer(WEIGHT, "relu")
     layer.bias = jnp.ones(3)
@@ -217,6 +230,7 @@ def test_unflatten_that_drops_a_field_gives_a_silently_wrong_result():
     np.testing.assert_allclose(_roundtrip(layer).bias, np.zeros(3))
 
 
+@pytest.mark.claim("sec-methods")
 def test_a_jitted_method_that_assigns_to_self_changes_nothing():
     layer = methods.MutatingLayer(WEIGHT, "relu")
     assert layer.sgd_step(jnp.ones(3), 0.1) is None
@@ -226,6 +240,7 @@ def test_a_jitted_method_that_assigns_to_self_changes_nothing():
 
 
 # Strategy 4: Equinox.
+@pytest.mark.claim("sec-methods")
 def test_equinox_modules_are_frozen():
     err = raised(setattr, methods.EqxLayer(WEIGHT, "relu"), "weight", NEW_WEIGHT)
     assert isinstance(err, dataclasses.FrozenInstanceError)
@@ -233,6 +248,7 @@ def test_equinox_modules_are_frozen():
     np.testing.assert_allclose(new.predict(X), ref(NEW_WEIGHT))
 
 
+@pytest.mark.claim("sec-methods")
 def test_equinox_bound_method_is_a_pytree_that_jax_jit_cannot_hash():
     plus = methods.SignedEqx(jnp.ones(2), "plus")
     assert type(plus.apply).__name__ == "BoundMethod" and isinstance(plus.apply, eqx.Module)
@@ -245,6 +261,7 @@ def test_equinox_bound_method_is_a_pytree_that_jax_jit_cannot_hash():
     np.testing.assert_allclose(eqx.filter_jit(plus2.apply)(), [2.0, 2.0])
 
 
+@pytest.mark.claim("sec-methods-eqx-cache")
 def test_cache_size_is_not_on_the_equinox_bound_method_but_on_the_class():
     plus = methods.SignedEqx(jnp.ones(2), "plus")
     assert type(plus.jit_apply).__name__ == "BoundMethod"
@@ -253,6 +270,7 @@ def test_cache_size_is_not_on_the_equinox_bound_method_but_on_the_class():
     assert methods.SignedEqx.jit_apply._cache_size() == 0
 
 
+@pytest.mark.claim("sec-methods-eqx-cache")
 def test_one_cache_shared_by_instances_and_emptied_by_clear_caches():
     ones = jnp.ones(2)
     plus, plus2, minus = (methods.SignedEqx(ones, "plus"), methods.SignedEqx(2 * ones, "plus"),
@@ -270,6 +288,7 @@ def test_one_cache_shared_by_instances_and_emptied_by_clear_caches():
     np.testing.assert_allclose(late.jit_apply(), [3.0, 3.0])
 
 
+@pytest.mark.claim("sec-methods-static-functions")
 def test_static_callables_compare_by_identity():
     ones, twos = jnp.ones(2), 2 * jnp.ones(2)
     assert count_each(lambda: methods.MappedEqx(ones, lambda v: v).run(),
@@ -283,6 +302,7 @@ def test_static_callables_compare_by_identity():
                       lambda: methods.MappedEqx(twos, alias).run()) == [1, 0, 1, 0]
 
 
+@pytest.mark.claim("sec-methods-grad-static")
 def test_jit_grad_compiles_once_per_static_value():
     ones = jnp.ones(2)
     models = [methods.SignedEqx(ones, "plus"), methods.SignedEqx(2 * ones, "plus"),
@@ -292,6 +312,7 @@ def test_jit_grad_compiles_once_per_static_value():
     assert [float(g(m, 1.0)) for m in models] == [2.0, 4.0, -2.0, -2.0]
 
 
+@pytest.mark.claim("sec-methods-grad-static")
 def test_jax_jit_of_filter_value_and_grad_fails_and_filter_jit_works():
     plus = methods.SignedEqx(jnp.ones(2), "plus")
     wrapper = eqx.filter_value_and_grad(methods.signed_loss)
@@ -307,6 +328,7 @@ def test_jax_jit_of_filter_value_and_grad_fails_and_filter_jit_works():
 
 
 # Strategy 5.
+@pytest.mark.claim("sec-methods")
 def test_namedtuple_state_and_functions():
     p = methods.LayerParams(WEIGHT)
     assert count_each(lambda: methods.layer_predict(p, X, activation="relu"),
@@ -320,6 +342,7 @@ def test_namedtuple_state_and_functions():
 
 
 # Closures against arguments.
+@pytest.mark.claim("sec-methods-closures")
 def test_each_closure_compiles_and_freezes_the_arrays_arguments_do_not():
     layer, new, tanh = (methods.EqxLayer(WEIGHT, "relu"), methods.EqxLayer(NEW_WEIGHT, "relu"),
                         methods.EqxLayer(WEIGHT, "tanh"))
@@ -334,6 +357,7 @@ def test_each_closure_compiles_and_freezes_the_arrays_arguments_do_not():
     assert methods.array_constants(g, layer, X) == []
 
 
+@pytest.mark.claim("sec-methods-closures")
 def test_a_jitted_closure_over_a_mutable_object_goes_stale():
     mutable = methods.Layer(WEIGHT, "relu")
     closure_grad = jax.jit(jax.grad(methods.make_loss(mutable)))
@@ -498,6 +522,7 @@ def test_closure_to_argument_wrong_answer_with_a_closure_per_call():
     assert "returned EqxLayer" in check("methods.closure-to-argument", whole_module).message
 
 
+@pytest.mark.claim("sec-methods")
 def test_filter_jit_traces_arrays_and_holds_python_numbers_static():
     def scale(v, factor):
         return v * factor
@@ -507,12 +532,14 @@ def test_filter_jit_traces_arrays_and_holds_python_numbers_static():
     assert count_each(lambda: f(X, 1.0), lambda: f(X, 2.0), lambda: f(X, one), lambda: f(X, two)) == [1, 1, 1, 0]
 
 
+@pytest.mark.claim("sec-methods")
 def test_optax_states_are_namedtuples():
     optax = pytest.importorskip("optax")
     state = optax.adam(1e-3).init({"w": WEIGHT})
     assert isinstance(state, tuple) and isinstance(state[0], tuple) and hasattr(state[0], "_fields")
 
 
+@pytest.mark.claim("sec-methods")
 def test_filter_jit_compiles_per_python_float_learning_rate_and_once_for_arrays():
     layer = methods.EqxLayer(WEIGHT, "relu")
     rates = (0.1, 0.05, 0.01)
@@ -522,6 +549,7 @@ def test_filter_jit_compiles_per_python_float_learning_rate_and_once_for_arrays(
     assert (floats, arrays) == ([1, 1, 1], [1, 0, 0])
 
 
+@pytest.mark.claim("sec-methods-metadata")
 def test_pytree_aux_data_is_compared_with_eq_and_never_hashed():
     calls = []
     f = jax.jit(lambda layer: 2 * layer.weight)
@@ -537,6 +565,7 @@ def test_pytree_aux_data_is_compared_with_eq_and_never_hashed():
                       name="<lambda>") == [1, 0]  # unhashable aux data works: only == is used
 
 
+@pytest.mark.claim("sec-methods")
 def test_jit_in_an_equinox_class_body_is_a_function_of_a_pytree_instance():
     plus = methods.SignedEqx(jnp.ones(2), "plus")
     assert hasattr(methods.SignedEqx.jit_apply, "lower")
@@ -652,6 +681,7 @@ def test_a_checking_init_breaks_on_none_and_unflattening_without_init_does_not()
     np.testing.assert_allclose(methods.UncheckedUnflattenLayer(NEW_WEIGHT, "relu").predict(X), ref(NEW_WEIGHT))
 
 
+@pytest.mark.claim("sec-methods")
 def test_a_redefined_equinox_class_starts_with_an_empty_cache_and_the_old_keeps_its_own():
     from jitbook import cache
 
@@ -663,6 +693,7 @@ def test_a_redefined_equinox_class_starts_with_an_empty_cache_and_the_old_keeps_
                       name="run") == [1, 1, 0]
 
 
+@pytest.mark.claim("sec-methods")
 def test_identical_handwritten_jitted_functions_compile_once_each():
     @jax.jit
     def first(v):
@@ -676,6 +707,7 @@ def test_identical_handwritten_jitted_functions_compile_once_each():
     assert count_each(lambda: first(ones), lambda: second(ones), lambda: first(twos)) == [1, 1, 0]
 
 
+@pytest.mark.claim("sec-methods-eqx-cache")
 def test_an_instance_built_after_the_compile_reuses_the_program():
     ones = jnp.ones(2)
     methods.SignedEqx(ones, "plus").jit_apply()
@@ -683,6 +715,7 @@ def test_an_instance_built_after_the_compile_reuses_the_program():
     assert count_each(later.jit_apply) == [0]
 
 
+@pytest.mark.claim("sec-methods-eqx-cache")
 def test_cache_size_counts_dispatch_entries_not_compiles():
     def add_half(v):
         return v + 0.5

@@ -204,6 +204,7 @@ def test_all_compiled_levels_give_the_same_trajectory(runs):
             np.testing.assert_allclose(res.params.M, runs["scan"].params.M, rtol=1e-2, atol=1e-2, err_msg=level)
 
 
+@pytest.mark.claim("sec-pln-cost")
 def test_eager_level_agrees_to_float32_rounding_amplified_by_radam(runs):
     """Eager and compiled agree exactly until RAdam's rectifier switches on, then to 0.3%."""
     eager, ref = runs["eager"].losses, runs["scan"].losses
@@ -211,6 +212,7 @@ def test_eager_level_agrees_to_float32_rounding_amplified_by_radam(runs):
     np.testing.assert_allclose(eager, ref, rtol=3e-3)
 
 
+@pytest.mark.claim("sec-pln-cost")
 def test_radam_rectifier_differs_between_eager_and_jit():
     """optax's RAdam computes its rectifier r with cancellation (1999 - 1993); float32 rounding differs."""
     from jitbook.pln.radam import rectifier_float64, unit_steps
@@ -227,11 +229,13 @@ def test_radam_rectifier_differs_between_eager_and_jit():
         assert value == pytest.approx(exact, rel=0.03) and value != pytest.approx(exact, rel=1e-3)
 
 
+@pytest.mark.claim("sec-pln-fast-level")
 def test_fast_radam_scalars_match_optax():
     c1, c2, r, rect = radam_scalars(jnp.asarray(10, jnp.int32))
     assert float(c1) == pytest.approx(1 - 0.9**10, rel=1e-5) and bool(rect)
 
 
+@pytest.mark.claim("sec-pln-levels")
 def test_each_compiled_level_compiles_its_loop_once(data):
     """A second fit of the same shapes compiles nothing; scan-based levels compile one program for the loop."""
     for level in ("scan", "namedtuple", "pytree", "equinox", "fast"):
@@ -244,6 +248,7 @@ def test_each_compiled_level_compiles_its_loop_once(data):
         assert log.count >= 1, level
 
 
+@pytest.mark.claim("sec-pln-levels")
 def test_learning_rate_is_traced_one_compile_for_two_rates(data):
     """Only n_iter is static: a second learning rate reuses every compiled level's program."""
     for level in ("jit_iteration", "scan", "namedtuple", "pytree", "equinox", "fast"):
@@ -258,6 +263,7 @@ def test_learning_rate_is_traced_one_compile_for_two_rates(data):
     assert log.count == 0 and np.isfinite(newton.losses).all()
 
 
+@pytest.mark.claim("sec-pln-levels")
 def test_jit_iteration_compiles_one_iteration_once_and_matches_scan(data):
     from jitbook.pln.levels import one_iteration
 
@@ -271,6 +277,7 @@ def test_jit_iteration_compiles_one_iteration_once_and_matches_scan(data):
     assert callable(one_iteration.lower)
 
 
+@pytest.mark.claim("sec-pln-seed-bugs")
 def test_a_python_int_in_the_scan_carry_becomes_a_tracer():
     """Why sizes stay out of the carry: scan traces every leaf of its carry, so p is no longer a Python int."""
     def body(carry, _):
@@ -321,6 +328,7 @@ def test_newton_converges_past_the_radam_fit(jdata, runs):
 # ---- the seed's bugs, each shown by its effect ---------------------------------------------------
 
 
+@pytest.mark.claim("sec-pln-seed-bugs")
 def test_seed_log_det_overflows_and_slogdet_does_not(jdata):
     losses = np.asarray(seed.fit_with(jdata, 8, seed.seed_neg_elbo)[0])
     assert np.all(np.isfinite(losses[:4])) and np.isinf(losses[5])
@@ -379,12 +387,14 @@ def _compiled_sum_text(xla_flags: str) -> str:
     return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
 
 
+@pytest.mark.claim("sec-pln-profile")
 def test_reduce_window_is_an_effect_of_the_guard_flag():
     """With default XLA flags the big sum is one fusion; under the guard it becomes a reduce-window."""
     assert "reduce-window" not in _compiled_sum_text("")
     assert "reduce-window" in _compiled_sum_text(jitbook.guard.XLA_FLAG)
 
 
+@pytest.mark.claim("sec-pln-profile")
 def test_big_sum_compiles_to_reduce_window_and_ones_product_to_dot():
     x = jnp.ones((11_600, 114))
     summed = jax.jit(jnp.sum).lower(x).compile().as_text()
@@ -393,11 +403,13 @@ def test_big_sum_compiles_to_reduce_window_and_ones_product_to_dot():
     assert "reduce-window" not in by_dot and " dot(" in by_dot
 
 
+@pytest.mark.claim("sec-pln-profile")
 def test_cpu_linear_algebra_calls_lapack_custom_calls(jdata):
     text = compiled_fit(jdata, 3, "fast").as_text()
     assert "lapack_spotrf" in text and "lapack_strsm" in text
 
 
+@pytest.mark.claim("sec-pln-fast-level")
 def test_optimization_barrier_is_in_the_fast_level_program(jdata):
     assert "optimization_barrier" in jax.jit(fast_program.__wrapped__, static_argnames="n_iter") \
         .lower(jdata, 3, 1.0).as_text()
@@ -421,6 +433,7 @@ def test_blas_limited_is_scoped_and_fit_runs_inside_it(data, monkeypatch):
         blas_limited(0)
 
 
+@pytest.mark.claim("sec-pln-threads")
 def test_threadpoolctl_sees_the_openblas_that_jax_lapack_uses():
     """JAX's CPU LAPACK calls go through SciPy's bundled OpenBLAS; threadpoolctl must find it to limit it."""
     from threadpoolctl import threadpool_info
@@ -430,13 +443,25 @@ def test_threadpoolctl_sees_the_openblas_that_jax_lapack_uses():
     assert any("scipy_openblas" in info["filepath"] and info["user_api"] == "blas" for info in threadpool_info())
 
 
-def test_jit_step_recompiles_its_fresh_optimizer_update_every_fit(data):
-    """jax.jit(opt.update) on a freshly built optimizer is a new function: one compile per fit."""
+@pytest.mark.claim("sec-pln-cost")
+def test_jit_step_compiles_nothing_in_a_second_fit_but_a_rebuilt_update_would(data):
+    """jit_step's pieces are built once, lr an argument: a warm fit compiles nothing. A
+    jax.jit(opt.update) built per fit is a new function, lr a constant in it: it would
+    compile at every fit."""
+    from jitbook.pln import init_params, make_optimizer
+
     fit(data, 2, "jit_step")
+    with count_compiles() as log:
+        fit(data, 2, "jit_step", lr=0.5)
+    assert log.count == 0
+    params = init_params(data)
+    grads = jax.tree_util.tree_map(jnp.ones_like, params)
     for _ in range(2):
+        opt = make_optimizer(1.0)
+        state = opt.init(params)
         with count_compiles() as log:
-            fit(data, 2, "jit_step")
-        assert log.count == 1
+            jax.jit(opt.update)(grads, state, params)
+        assert log.count_for("update_fn") == 1
 
 
 # ---- claims added in review: on-page evidence, public helpers, exercises --------------------------
@@ -456,6 +481,7 @@ def test_corrected_losses_are_finite_and_positive_so_their_log_is_too(runs):
         assert np.all(np.isfinite(res.losses)) and np.all(res.losses > 0), level
 
 
+@pytest.mark.claim("sec-pln-levels")
 def test_eager_level_compiles_primitives_once_then_reuses_them(data):
     """'each primitive is compiled once, then cached': a second eager fit compiles nothing."""
     fit(data, 2, "eager")
@@ -498,6 +524,7 @@ def test_op_profile_top_none_returns_every_operation(jdata):
     assert len(every) > 8 and op_profile(lambda: fit(jdata, 3, "scan").losses, 3)[:1][0]["operation"]
 
 
+@pytest.mark.claim("sec-pln-fast-level")
 def test_without_the_barrier_xla_fuses_the_gradient_into_more_updates(jdata, monkeypatch):
     """Point 4 of the fast level: without optimization_barrier, more fused loops read the exponential A
     (each recomputes the gradient from it); the exponential itself is computed once either way."""
@@ -602,6 +629,7 @@ def test_exercise_pytree_rejects_int_as_child_and_arrays_as_aux():
     assert "flattening gave 0 leaves" in check("pln.pytree", ArraysAsAux).message
 
 
+@pytest.mark.claim("sec-pln-profile")
 def test_the_reduce_window_is_the_guard_flags_doing():
     from jitbook.guard import XLA_FLAG
     from jitbook.pln.profile import big_sum_in_fresh_process

@@ -9,18 +9,19 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-import jitbook
 from jitbook import cache, capture_jax_logs, count_compiles, recompilation
 from jitbook.exercises import check
 
 # --- static arguments ------------------------------------------------------------------------------------
 
+@pytest.mark.claim("sec-recompilation")
 def test_each_new_static_value_compiles_and_2_point_0_is_not_2():
     rows = recompilation.static_sweep([2, 3, 2, 2.0])
     assert [r["compiled"] for r in rows] == [1, 1, 0, 1]
     assert [r["result dtype"] for r in rows] == ["float32"] * 4  # the same result type, yet a second program
 
 
+@pytest.mark.claim("sec-recompilation")
 def test_static_values_are_compared_with_their_type():
     """2 and 2.0 are equal in Python; jit still keeps two entries (a same-typed equal value shares one)."""
     jitted = cache.fresh_jit(recompilation.power, static_argnums=1)
@@ -30,6 +31,7 @@ def test_static_values_are_compared_with_their_type():
     assert log.count_for("power") == 2
 
 
+@pytest.mark.claim("sec-recompilation")
 def test_call_form_and_decorator_form_compile_once_per_static_value():
     @functools.partial(jax.jit, static_argnames="n")
     def power_by_name(x, n):
@@ -43,6 +45,7 @@ def test_call_form_and_decorator_form_compile_once_per_static_value():
     np.testing.assert_allclose(by_position(x, 3), np.arange(3.0) ** 3)
 
 
+@pytest.mark.claim("sec-recompilation")
 def test_int_and_float_exponents_trace_to_different_programs():
     x = jnp.ones(3)
     assert "integer_pow" in str(jax.make_jaxpr(recompilation.power, static_argnums=1)(x, 2))
@@ -50,6 +53,7 @@ def test_int_and_float_exponents_trace_to_different_programs():
     assert "integer_pow" not in float_jaxpr and "pow" in float_jaxpr
 
 
+@pytest.mark.claim("sec-recompilation")
 def test_an_array_is_not_a_valid_static_argument():
     err = recompilation.static_error(jnp.array(2))
     assert isinstance(err, ValueError)
@@ -69,6 +73,7 @@ def test_static_sweep_needs_a_list():
 
 # --- the cache key ---------------------------------------------------------------------------------------
 
+@pytest.mark.claim("sec-recompilation-key")
 def test_shape_dtype_and_weak_type_are_in_the_key_values_are_not():
     rows = {r["argument"]: r for r in cache.probe(recompilation.add_one, recompilation.argument_cases())}
     compiled = {k: r["compiled"] for k, r in rows.items()}
@@ -80,6 +85,7 @@ def test_shape_dtype_and_weak_type_are_in_the_key_values_are_not():
     assert rows["jnp.array(1.0)"]["weak type"] and not rows["jnp.float32(1.0)"]["weak type"]
 
 
+@pytest.mark.claim("sec-recompilation-key")
 def test_equal_callables_share_a_program_identity_ones_and_partials_do_not():
     rows = {r["callables"]: r for r in recompilation.identity_rows()}
     assert rows["the same function twice"]["second compiled"] == 0
@@ -90,6 +96,7 @@ def test_equal_callables_share_a_program_identity_ones_and_partials_do_not():
     assert rows["functools.partial(add_one), twice"]["second compiled"] == 1
 
 
+@pytest.mark.claim("sec-recompilation-key")
 @pytest.mark.parametrize("name, value, recompiles", [
     ("jax_enable_x64", True, True),
     ("jax_default_matmul_precision", "highest", True),
@@ -105,6 +112,7 @@ def test_which_config_options_recompile_and_they_are_restored(name, value, recom
     assert jax.config.values[name] == before
 
 
+@pytest.mark.claim("sec-recompilation-key")
 def test_matmul_precision_context_manager_also_recompiles():
     f = cache.fresh_jit(recompilation.matmul)
     a = jnp.ones((4, 4))
@@ -122,6 +130,7 @@ def test_config_compiles_rejects_unknown_options():
 
 # --- traps -----------------------------------------------------------------------------------------------
 
+@pytest.mark.claim("sec-recompilation-loop")
 def test_partial_and_lambda_jitted_in_a_loop_compile_every_step():
     counts = {how: recompilation.jit_in_a_loop(how, 4) for how in
               ("jax.jit(partial(plus_one))", "jax.jit(lambda i: plus_one(i))", "jax.jit(plus_one)")}
@@ -131,6 +140,7 @@ def test_partial_and_lambda_jitted_in_a_loop_compile_every_step():
         recompilation.jit_in_a_loop("jax.jit(f)")
 
 
+@pytest.mark.claim("sec-recompilation")
 def test_rerunning_a_cell_compiles_again_and_an_old_wrapper_keeps_the_old_code():
     cell = "def scale(x):\n    return 2.0 * x\n"
     x = jnp.ones(3)
@@ -147,6 +157,7 @@ def test_rerunning_a_cell_compiles_again_and_an_old_wrapper_keeps_the_old_code()
 
 # --- what the logs say -----------------------------------------------------------------------------------
 
+@pytest.mark.claim("sec-recompilation-diagnose")
 def test_explanations_name_shapes_weak_types_config_and_redefinitions():
     shape = cache.explain_miss(recompilation.add_one, (jnp.ones(3),), (jnp.ones(4),))
     assert "now f32[4] and before f32[3]" in shape and "Finished XLA compilation of jit(add_one)" in shape
@@ -162,6 +173,7 @@ def test_explanations_name_shapes_weak_types_config_and_redefinitions():
     assert "never seen function" in text and "defined on the same line" in text
 
 
+@pytest.mark.claim("sec-recompilation-diagnose")
 def test_a_new_static_value_is_not_explained():
     story = cache.explain_miss(recompilation.power, (jnp.ones(2), 2), (jnp.ones(2), 3), static_argnums=1)
     assert "TRACING CACHE MISS" in story and "cache miss explanation unavailable" in story
@@ -175,6 +187,7 @@ def test_about_keeps_only_the_named_function():
 
 # --- buckets ---------------------------------------------------------------------------------------------
 
+@pytest.mark.claim("sec-recompilation")
 def test_buckets_compile_once_per_bucket_with_the_same_results():
     lengths = recompilation.stream_lengths(12, 100)
     plain = recompilation.run_stream(lengths, bucketed=False)
@@ -198,6 +211,7 @@ def test_next_bucket():
 
 # --- caches ----------------------------------------------------------------------------------------------
 
+@pytest.mark.claim("sec-recompilation")
 def test_clear_caches_makes_the_next_call_compile():
     f = jax.jit(recompilation.add_one)
     x = jnp.ones(5)
@@ -209,6 +223,7 @@ def test_clear_caches_makes_the_next_call_compile():
     assert log.count_for("add_one") == 1
 
 
+@pytest.mark.claim("sec-recompilation-persistent")
 def test_a_second_process_loads_the_program_from_the_disk_cache_when_the_threshold_allows():
     zero = recompilation.persistent_cache_runs(2, min_compile_seconds=0.0)
     assert (zero[0]["disk cache hits"], zero[1]["disk cache hits"]) == (0, 1)
@@ -218,6 +233,7 @@ def test_a_second_process_loads_the_program_from_the_disk_cache_when_the_thresho
     assert never[1]["disk cache hits"] == 0 and never[0]["files in cache dir"] == 0
 
 
+@pytest.mark.claim("sec-recompilation-persistent")
 def test_default_write_threshold_is_one_second():
     assert jax.config.values["jax_persistent_cache_min_compile_time_secs"] == 1.0
 
@@ -229,6 +245,7 @@ def test_cold_start_needs_an_existing_directory():
 
 # --- control flow ----------------------------------------------------------------------------------------
 
+@pytest.mark.claim("sec-recompilation")
 def test_structured_control_flow_compiles_once_static_choices_once_per_value():
     rows = {r["tool"]: r["compiles"] for r in recompilation.control_flow_rows()}
     assert rows == {"lax.switch on a traced mode": 1, "Python if on a static mode": 3,
@@ -241,16 +258,10 @@ def test_structured_control_flow_compiles_once_static_choices_once_per_value():
     np.testing.assert_allclose(recompilation.soft_threshold(x, 1.0), np.sign(x) * np.maximum(np.abs(x) - 1.0, 0.0))
 
 
+@pytest.mark.claim("sec-recompilation")
 def test_a_traced_slice_size_raises_index_error():
     with pytest.raises(IndexError, match="static start/stop/step"):
         jax.jit(recompilation.first_k)(jnp.ones(4), 2)
-
-
-def test_ratio_words():
-    assert jitbook.ratio_words(3.0, 1.0) == "3.0 times faster"
-    assert jitbook.ratio_words(1.0, 2.0) == "2.0 times slower"
-    with pytest.raises(ValueError, match="must be positive"):
-        jitbook.ratio_words(0.0, 1.0)
 
 
 def test_fresh_jit_needs_a_function():
@@ -348,16 +359,19 @@ def test_static_coeffs_wrong_answers():
 
 # --- the cache key: structure, calling convention, placement; which diagnostic sees which cache -------------
 
+@pytest.mark.claim("sec-recompilation-key")
 def test_pytree_structure_is_part_of_the_key_but_dict_insertion_order_is_not():
     rows = cache.probe(recompilation.total, recompilation.structure_cases())
     assert [r["compiled"] for r in rows] == [1, 0, 1, 1, 1]
     assert rows[1]["jit sees"] == rows[0]["jit sees"] == "{a: f32[3], b: f32[3]}"
 
 
+@pytest.mark.claim("sec-recompilation-key")
 def test_positional_and_keyword_passing_are_two_keys():
     assert [r["compiled"] for r in recompilation.calling_rows()] == [1, 1, 1, 0]
 
 
+@pytest.mark.claim("sec-recompilation-key")
 def test_a_committed_array_compiles_again_without_tracing_and_is_not_explained():
     rows = {r["call"]: r for r in recompilation.cache_misses()}
     committed = rows["device_put(ones(3))"]
@@ -368,16 +382,19 @@ def test_a_committed_array_compiles_again_without_tracing_and_is_not_explained()
     assert rows["ones(3) again"]["compiled"] == 0
 
 
+@pytest.mark.claim("sec-recompilation-key")
 def test_weak_types_yield_within_a_kind_and_promote_across_kinds():
     assert (jnp.ones(3, jnp.float16) + 1.0).dtype == jnp.float16
     assert (jnp.ones(3, jnp.int32) * 2.0).dtype == jnp.float32
 
 
+@pytest.mark.claim("sec-recompilation-persistent")
 def test_the_persistent_cache_directory_is_fixed_at_its_first_use():
     moved = recompilation.moved_cache_dir()
     assert moved["files in the first directory"] > 0 and moved["files in the second directory"] == 0
 
 
+@pytest.mark.claim("sec-recompilation-persistent")
 def test_the_persistent_cache_key_hashes_versions_flags_options_and_devices():
     import inspect
 

@@ -30,12 +30,14 @@ def test_the_appendix_is_listed_after_the_teachers_page():
     assert re.search(r"- chapters/teachers\.qmd\n\s+- chapters/sources\.qmd", config)
 
 
+@pytest.mark.claim("sec-sources")
 def test_a_method_cache_size_is_not_reachable_from_an_equinox_instance():
     plus = methods.SignedEqx(jnp.ones(2), "plus")
     assert isinstance(raised(lambda: plus.jit_apply._cache_size()), AttributeError)
     assert isinstance(methods.SignedEqx.jit_apply._cache_size(), int)
 
 
+@pytest.mark.claim("sec-sources")
 def test_jax_jit_of_filter_value_and_grad_fails_and_filter_jit_works():
     plus = methods.SignedEqx(jnp.ones(2), "plus")
     assert raised(lambda: jax.jit(eqx.filter_value_and_grad(methods.signed_loss))(plus, 1.0)) is not None

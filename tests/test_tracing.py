@@ -16,6 +16,7 @@ from jitbook.exercises.tracing import reference_trace_count
 # --- tracers and abstract values ---------------------------------------------------------------------
 
 
+@pytest.mark.claim("sec-tracing")
 def test_print_inside_jit_shows_a_tracer_with_its_abstract_value():
     lines = tracing.printed_lines(jax.jit(functools.partial(tracing.double_and_show)), [(3.0,)])
     assert lines[0].startswith("print sees: ") and "Tracer" in lines[0] and "~float32[]" in lines[0]
@@ -23,6 +24,7 @@ def test_print_inside_jit_shows_a_tracer_with_its_abstract_value():
     assert lines[1] == "jax.debug.print sees: 3.0"
 
 
+@pytest.mark.claim("sec-tracing")
 def test_abstract_values_seen_inside_jit():
     rows = tracing.seen_by_jit(3.0, 3, jnp.float32(3.0), jnp.ones((2, 3)), jnp.arange(4))
     assert [r["abstract value"] for r in rows] == ["~float32[]", "~int32[]", "float32[]", "float32[2,3]", "int32[4]"]
@@ -32,12 +34,14 @@ def test_abstract_values_seen_inside_jit():
     assert tracing.aval_row(jnp.ones(2))["type"] == "ArrayImpl"  # outside jit: a real array
 
 
+@pytest.mark.claim("sec-tracing")
 def test_weak_typed_scalars_yield_to_the_array_dtype():
     half = jnp.ones(3, dtype=jnp.bfloat16)
     assert (half * 2.0).dtype == jnp.bfloat16
     assert (half * jnp.float32(2.0)).dtype == jnp.float32
 
 
+@pytest.mark.claim("sec-tracing")
 def test_body_runs_once_per_new_abstract_value():
     counted = tracing.BodyCounter(lambda v: jnp.sin(v) + 1.0)
     jitted = jax.jit(counted)
@@ -51,6 +55,7 @@ def test_body_runs_once_per_new_abstract_value():
     assert compiles == [1, 0, 1, 1, 0, 1]
 
 
+@pytest.mark.claim("sec-tracing")
 def test_print_runs_per_trace_and_debug_print_per_call():
     calls = [(jnp.ones(2),), (jnp.zeros(2),), (jnp.arange(2.0),), (jnp.ones(4),)]
     lines = tracing.printed_lines(jax.jit(functools.partial(tracing.double_and_show)), calls)
@@ -59,6 +64,7 @@ def test_print_runs_per_trace_and_debug_print_per_call():
     assert "jax.debug.print sees: [0. 1.]" in lines
 
 
+@pytest.mark.claim("sec-tracing")
 def test_debug_print_is_an_operation_of_the_program_and_print_is_not():
     primitives = [str(e.primitive) for e in jax.make_jaxpr(tracing.double_and_show)(1.0).jaxpr.eqns]
     assert len(primitives) == 2 and "mul" in primitives  # 2 * x, and one equation for the two prints:
@@ -68,6 +74,7 @@ def test_debug_print_is_an_operation_of_the_program_and_print_is_not():
 # --- side effects ------------------------------------------------------------------------------------
 
 
+@pytest.mark.claim("sec-tracing-side-effects")
 def test_appending_to_a_global_happens_once_and_leaks_a_tracer():
     tracing.history.clear()
     jitted = jax.jit(tracing.remember)
@@ -79,6 +86,7 @@ def test_appending_to_a_global_happens_once_and_leaks_a_tracer():
     tracing.history.clear()
 
 
+@pytest.mark.claim("sec-tracing-side-effects")
 def test_a_global_is_read_at_trace_time_only(monkeypatch):
     monkeypatch.setattr(tracing, "SCALE", 2.0)
     jitted = jax.jit(functools.partial(tracing.scaled))
@@ -94,12 +102,14 @@ def test_a_global_is_read_at_trace_time_only(monkeypatch):
 # --- control flow ------------------------------------------------------------------------------------
 
 
+@pytest.mark.claim("sec-tracing")
 def test_branching_on_a_shape_works_under_jit():
     jitted = jax.jit(tracing.pad_to_even)
     np.testing.assert_array_equal(jitted(jnp.ones(3)), [1, 1, 1, 0])
     np.testing.assert_array_equal(jitted(jnp.ones(4)), [1, 1, 1, 1])
 
 
+@pytest.mark.claim("sec-tracing")
 def test_branching_on_a_value_raises_tracer_bool_conversion_error():
     err = jitbook.error_of(jax.jit(tracing.sin_or_cos), jnp.ones(3), 1.0)
     assert type(err) is jax.errors.TracerBoolConversionError
@@ -108,6 +118,7 @@ def test_branching_on_a_value_raises_tracer_bool_conversion_error():
     assert str(err).splitlines()[0].startswith("Attempted boolean conversion of traced array")
 
 
+@pytest.mark.claim("sec-tracing")
 def test_three_ways_out_give_the_right_values():
     x = jnp.linspace(-1.0, 1.0, 5)
     x64 = np.asarray(x, np.float64)
@@ -116,6 +127,7 @@ def test_three_ways_out_give_the_right_values():
             np.testing.assert_allclose(fn(x, t), want, atol=1e-6)
 
 
+@pytest.mark.claim("sec-tracing")
 def test_static_compiles_per_value_where_and_cond_once():
     x = jnp.ones(4)
     ways = {"static": jax.jit(functools.partial(tracing.sin_or_cos), static_argnums=1),
@@ -130,11 +142,13 @@ def test_static_compiles_per_value_where_and_cond_once():
     assert counts == {"static": 4, "where": 1, "cond": 1}
 
 
+@pytest.mark.claim("sec-tracing")
 def test_static_arguments_must_be_hashable():
     err = jitbook.error_of(jax.jit(tracing.sin_or_cos, static_argnums=1), jnp.ones(2), jnp.array(1.0))
     assert type(err) is ValueError and str(err).startswith("Non-hashable static arguments are not supported")
 
 
+@pytest.mark.claim("sec-tracing")
 def test_static_program_holds_one_branch_where_computes_both_cond_runs_one():
     x = jnp.ones(3)
     static = jax.make_jaxpr(tracing.sin_or_cos, static_argnums=1)(x, 1.0)
@@ -151,6 +165,7 @@ def test_static_program_holds_one_branch_where_computes_both_cond_runs_one():
 # --- loops -------------------------------------------------------------------------------------------
 
 
+@pytest.mark.claim("sec-tracing-loops")
 def test_python_loop_unrolls_and_structured_loops_stay_constant():
     rows = tracing.loop_growth([tracing.python_loop, tracing.fori_version, tracing.scan_version],
                                [1, 10, 50], jnp.ones(3))
@@ -161,6 +176,7 @@ def test_python_loop_unrolls_and_structured_loops_stay_constant():
     assert all(r["compile (ms)"] > 0 for r in rows)
 
 
+@pytest.mark.claim("sec-tracing-loops")
 def test_loops_agree_with_numpy():
     x = jnp.array([0.5, -1.0, 2.0])
     want = np.asarray(x, np.float64)
@@ -170,6 +186,7 @@ def test_loops_agree_with_numpy():
         np.testing.assert_allclose(jax.jit(fn, static_argnums=1)(x, 7), want, atol=1e-5)
 
 
+@pytest.mark.claim("sec-tracing-loops")
 def test_fori_loop_with_traced_n_compiles_once_static_loop_per_n():
     static_loop = jax.jit(functools.partial(tracing.python_loop), static_argnums=1)
     traced_loop = jax.jit(functools.partial(tracing.fori_version))
@@ -182,6 +199,7 @@ def test_fori_loop_with_traced_n_compiles_once_static_loop_per_n():
     assert (static_log.count, traced_log.count) == (3, 1)
 
 
+@pytest.mark.claim("sec-tracing-loops")
 def test_traced_loop_lengths_fail_for_range_and_scan():
     assert isinstance(jitbook.error_of(jax.jit(tracing.python_loop), jnp.ones(2), 3),
                       jax.errors.TracerIntegerConversionError)
@@ -202,6 +220,7 @@ def test_count_equations_counts_nested_bodies():
 # --- closures ----------------------------------------------------------------------------------------
 
 
+@pytest.mark.claim("sec-tracing-closures")
 def test_captured_array_is_a_constant_not_an_input():
     w = jnp.array([1.0, 2.0, 3.0])
     closure = jax.make_jaxpr(tracing.make_scaler(w))(jnp.ones(3))
@@ -211,6 +230,7 @@ def test_captured_array_is_a_constant_not_an_input():
     np.testing.assert_array_equal(np.asarray(closure.consts[0]), [1.0, 2.0, 3.0])
 
 
+@pytest.mark.claim("sec-tracing-closures")
 def test_closure_goes_stale_argument_stays_fresh():
     config = {"scale": 2.0}
     jitted = jax.jit(tracing.make_config_scaler(config))
@@ -225,6 +245,7 @@ def test_closure_goes_stale_argument_stays_fresh():
     assert log.count == 1
 
 
+@pytest.mark.claim("sec-tracing-closures")
 def test_a_new_closure_is_a_new_function_to_jit():
     with count_compiles() as log:
         for _ in range(3):
@@ -246,6 +267,7 @@ def test_helpers_reject_bad_input():
         jitbook.error_of(tracing.step, 1.0)
 
 
+@pytest.mark.claim("sec-tracing")
 def test_a_python_float_meeting_an_int_array_brings_its_default_float_dtype():
     counts, floats = jnp.arange(3, dtype=jnp.int32), jnp.ones(3, dtype=jnp.float32)
     assert (counts * 2.0).dtype == jnp.float32 and jnp.array(2.0).dtype == jnp.float32
@@ -273,6 +295,7 @@ def test_cond_under_vmap_with_a_batched_predicate_becomes_select_and_runs_both()
     assert unbatched["cond"] == 1
 
 
+@pytest.mark.claim("sec-tracing")
 def test_where_gives_a_nan_gradient_and_the_double_where_fixes_it():
     assert np.isnan(float(jax.grad(tracing.sqrt_or_zero)(0.0)))
     assert float(jax.grad(tracing.sqrt_or_zero_safe)(0.0)) == 0.0
@@ -280,6 +303,7 @@ def test_where_gives_a_nan_gradient_and_the_double_where_fixes_it():
     assert float(tracing.sqrt_or_zero(0.0)) == float(tracing.sqrt_or_zero_safe(0.0)) == 0.0
 
 
+@pytest.mark.claim("sec-tracing-loops")
 def test_fori_loop_with_traced_n_is_a_while_loop_that_grad_refuses():
     x = jnp.ones(3)
     assert tracing.loop_primitive(tracing.fori_version, x, 3, static_argnums=1) == "scan"
@@ -288,6 +312,7 @@ def test_fori_loop_with_traced_n_is_a_while_loop_that_grad_refuses():
     assert isinstance(err, ValueError) and "Reverse-mode differentiation does not work" in str(err)
 
 
+@pytest.mark.claim("sec-tracing-loops")
 def test_masked_scan_compiles_once_and_differentiates_like_the_unrolled_loop():
     x = jnp.linspace(-1.0, 1.0, 3)
     grad = jax.jit(jax.grad(lambda v, n: tracing.masked_scan(v, n, 10).sum()))
@@ -301,6 +326,7 @@ def test_masked_scan_compiles_once_and_differentiates_like_the_unrolled_loop():
         tracing.masked_scan(x, 3, 2.5)
 
 
+@pytest.mark.claim("sec-tracing")
 def test_value_dependent_shapes_fail_under_jit_unless_sized():
     values = jnp.array([-1.0, 2.0, -3.0, 4.0])
     assert isinstance(jitbook.raised(jax.jit(tracing.positives), values), jax.errors.NonConcreteBooleanIndexError)
@@ -319,6 +345,7 @@ def test_a_minus_one_fill_index_is_valid_and_repeats_the_last_entry():
     assert values[idx].tolist() == [2.0, 4.0, 4.0, 4.0]
 
 
+@pytest.mark.claim("sec-tracing-side-effects")
 def test_callbacks_run_at_every_call():
     from jax.experimental import io_callback
 
@@ -339,6 +366,7 @@ def test_callbacks_run_at_every_call():
                                rtol=1e-6)
 
 
+@pytest.mark.claim("sec-tracing-side-effects")
 def test_checking_leaks_catches_the_leak_when_the_trace_ends():
     with jax.checking_leaks():
         err = jitbook.raised(jax.jit(lambda v: tracing.remember(v) * 2), 1.0)
@@ -450,6 +478,7 @@ def test_reference_trace_count():
     assert reference_trace_count(lambda v: v, []) == 0
 
 
+@pytest.mark.claim("sec-tracing-side-effects")
 def test_ordered_debug_print_prints_at_every_call_in_order():
     def print_in_order(v):
         jax.debug.print("call with {}", v, ordered=True)
@@ -457,6 +486,21 @@ def test_ordered_debug_print_prints_at_every_call_in_order():
 
     lines = tracing.printed_lines(jax.jit(print_in_order), [(1.0,), (2.0,), (3.0,)])
     assert lines == ["call with 1.0", "call with 2.0", "call with 3.0"]
+
+
+@pytest.mark.claim("sec-tracing-side-effects")
+def test_debug_callback_takes_its_options_in_a_first_call():
+    assert "Two-call form (Recommended)" in jax.debug.callback.__doc__
+    seen = []
+
+    def noted(v):
+        jax.debug.callback(ordered=True)(lambda a: seen.append(float(a)), v)
+        return v
+
+    for v in (1.0, 2.0, 3.0):
+        jax.jit(noted)(v)
+    jax.effects_barrier()
+    assert seen == [1.0, 2.0, 3.0]
 
 
 # --- issue 21: weak types, tracer names, callbacks, NumPy on tracers ----------------------------------

@@ -1,8 +1,8 @@
-"""Compiled programs as things you keep, reuse and ship: buffer donation, ``jax.export``, and what compile time
-grows with, measured.
+"""Compiled programs as things you keep, reuse and ship: buffer donation,
+``jax.export``, and what compile time grows with, measured.
 
-Every helper jits a fresh wrapper of its function (``cache.fresh_jit``), so a figure is that of a first
-compile however often the chapter or a test runs it.
+Every helper jits a fresh wrapper of its function (``cache.fresh_jit``), so a figure is
+that of a first compile however often the chapter or a test runs it.
 """
 
 import dataclasses
@@ -26,7 +26,8 @@ from .errors import raised
 
 
 def _count(value, what: str, example: str) -> int:
-    """``value`` if it is a positive whole number, else a ValueError that says what was expected."""
+    """``value`` if it is a positive whole number, else a ValueError that says what was
+    expected."""
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ValueError(
             f"{what} must be a positive whole number, e.g. {example}, got {value!r}."
@@ -34,11 +35,12 @@ def _count(value, what: str, example: str) -> int:
     return value
 
 
-# --- buffer donation ---------------------------------------------------------------------------------------
+# --- buffer donation ------------------------------------------------------------------
 
 
 def sgd_update(state: jax.Array, grad: jax.Array, lr: float = 0.1) -> jax.Array:
-    """One gradient step on ``state``: the output has the state's shape and dtype, so it can reuse its memory.
+    """One gradient step on ``state``: the output has the state's shape and dtype, so it
+    can reuse its memory.
 
     Taught in Keeping, reusing and shipping compiled programs, Buffer donation.
     """
@@ -70,7 +72,8 @@ def memory_figures(compiled, label: str) -> dict:
 def memory_row(
     fn: Callable, *args, donate_argnums: int | Sequence[int] = (), label: str = ""
 ) -> dict:
-    """Compile ``jax.jit(fn, donate_argnums=...)`` for ``args`` and read XLA's memory figures (bytes).
+    """Compile ``jax.jit(fn, donate_argnums=...)`` for ``args`` and read XLA's memory
+    figures (bytes).
 
     Taught in Keeping, reusing and shipping compiled programs, Buffer donation.
     """
@@ -82,7 +85,8 @@ def memory_row(
 
 
 def donation_rows(size: int) -> list[dict]:
-    """``sgd_update`` on a ``size x size`` state, compiled without and with the state donated."""
+    """``sgd_update`` on a ``size x size`` state, compiled without and with the state
+    donated."""
     _count(size, "size (the side of the square array)", "size=1000")
     state, grad = jnp.ones((size, size)), jnp.ones((size, size))
     return [
@@ -98,7 +102,8 @@ def donation_rows(size: int) -> list[dict]:
 
 
 def live_buffers(donate: bool, size: int = 1000) -> dict:
-    """Call ``sgd_update`` once and look at the arrays: is the input deleted, does the output sit in its memory?"""
+    """Call ``sgd_update`` once and look at the arrays: is the input deleted, does the
+    output sit in its memory?"""
     state, grad = jnp.ones(size), jnp.ones(size)
     before = (
         state.unsafe_buffer_pointer()
@@ -121,7 +126,8 @@ def reuse_error() -> BaseException:
 def donation_warnings(
     fn: Callable, *args, donate_argnums: int | Sequence[int] = 0, calls: int = 1
 ) -> list[str]:
-    """The warnings JAX gives when a fresh ``jax.jit(fn)`` is called ``calls`` times with ``args`` donated.
+    """The warnings JAX gives when a fresh ``jax.jit(fn)`` is called ``calls`` times
+    with ``args`` donated.
 
     Each call gets its own copies of ``args``: a donated array cannot be passed twice.
     Taught in Keeping, reusing and shipping compiled programs, When donation cannot be
@@ -225,11 +231,12 @@ def warning_stage(fn: Callable, *args, donate_argnums: int | Sequence[int] = 0) 
     return stages
 
 
-# --- saving and shipping a program -------------------------------------------------------------------------
+# --- saving and shipping a program ----------------------------------------------------
 
 
 def predict(w: jax.Array, x: jax.Array) -> jax.Array:
-    """A small model to ship: a batch of inputs ``x`` (batch x features) through one tanh layer ``w``.
+    """A small model to ship: a batch of inputs ``x`` (batch x features) through one
+    tanh layer ``w``.
 
     Taught in Keeping, reusing and shipping compiled programs, Saving and shipping a
     program.
@@ -240,7 +247,8 @@ def predict(w: jax.Array, x: jax.Array) -> jax.Array:
 def batch_spec(
     features: int, name: str = "b", constraints: Sequence[str] = ()
 ) -> jax.ShapeDtypeStruct:
-    """The abstract input of ``predict`` for any batch size: shape ``(name, features)``, float32.
+    """The abstract input of ``predict`` for any batch size: shape ``(name, features)``,
+    float32.
 
     Taught in Keeping, reusing and shipping compiled programs, Saving and shipping a
     program.
@@ -261,23 +269,26 @@ with open(sys.argv[1], "rb") as f:
 args = np.load(sys.argv[2])
 with jitbook.count_compiles() as log:
     outputs = exported.call(*[args[f"arg{i}"] for i in range(len(args.files))])
-print(json.dumps({"function": exported.fun_name, "inputs": [str(a) for a in exported.in_avals],
-                  "outputs": np.asarray(outputs).tolist(), "jax": jax.__version__, "compiles": log.count,
-                  "seconds": time.perf_counter() - start}))
+print(json.dumps({
+    "function": exported.fun_name, "inputs": [str(a) for a in exported.in_avals],
+    "outputs": np.asarray(outputs).tolist(), "jax": jax.__version__,
+    "compiles": log.count, "seconds": time.perf_counter() - start,
+}))
 """
 
 
 def call_in_fresh_process(serialized: bytes, *args, time_limit: float = 120.0) -> dict:
-    """Load a serialized export in a new Python process, call it on ``args``, and report what it returned.
+    """Load a serialized export in a new Python process, call it on ``args``, and report
+    what it returned.
 
-    The child never sees the function's source: only the bytes and the arguments, through files in a
-    temporary directory that is removed afterwards.
-    Taught in Keeping, reusing and shipping compiled programs, Saving and shipping a
-    program.
+    The child never sees the function's source: only the bytes and the arguments,
+    through files in a temporary directory that is removed afterwards. Taught in
+    Keeping, reusing and shipping compiled programs, Saving and shipping a program.
     """
     if not isinstance(serialized, (bytes, bytearray)):
         raise TypeError(
-            f"call_in_fresh_process takes the bytes of exported.serialize(), got {type(serialized).__name__}."
+            "call_in_fresh_process takes the bytes of exported.serialize(), got "
+            f"{type(serialized).__name__}."
         )
     with tempfile.TemporaryDirectory(prefix="jitbook-export-") as folder:
         program, inputs = (
@@ -305,7 +316,8 @@ def call_in_fresh_process(serialized: bytes, *args, time_limit: float = 120.0) -
 
 
 def export_sizes(exported: export.Exported) -> dict:
-    """How big a shipped program is: its serialized bytes, and the StableHLO bytecode inside them."""
+    """How big a shipped program is: its serialized bytes, and the StableHLO bytecode
+    inside them."""
     return {
         "function": exported.fun_name,
         "inputs": ", ".join(str(a) for a in exported.in_avals),
@@ -315,11 +327,12 @@ def export_sizes(exported: export.Exported) -> dict:
     }
 
 
-# --- what compile time grows with --------------------------------------------------------------------------
+# --- what compile time grows with -----------------------------------------------------
 
 
 def unrolled_steps(x: jax.Array, n: int) -> jax.Array:
-    """``n`` damped sine steps written as a Python loop: tracing unrolls it into ``n`` copies of the body.
+    """``n`` damped sine steps written as a Python loop: tracing unrolls it into ``n``
+    copies of the body.
 
     Taught in Keeping, reusing and shipping compiled programs, Keeping compile time
     down.
@@ -330,7 +343,8 @@ def unrolled_steps(x: jax.Array, n: int) -> jax.Array:
 
 
 def scanned_steps(x: jax.Array, n: int) -> jax.Array:
-    """The same ``n`` steps as one ``lax.scan``: one copy of the body, whatever ``n`` is.
+    """The same ``n`` steps as one ``lax.scan``: one copy of the body, whatever ``n``
+    is.
 
     Taught in Keeping, reusing and shipping compiled programs, Keeping compile time
     down.
@@ -343,13 +357,15 @@ def scanned_steps(x: jax.Array, n: int) -> jax.Array:
 
 
 def loop_cost_rows(lengths: Sequence[int], size: int = 64) -> list[dict]:
-    """One row per loop length: the unrolled and the scanned loop's equations, StableHLO lines and compile seconds.
+    """One row per loop length: the unrolled and the scanned loop's equations, StableHLO
+    lines and compile seconds.
 
     One row per length, so the rows serve a table and an explorer's slider alike.
     """
     if isinstance(lengths, (int, str)) or not lengths:
         raise ValueError(
-            f"lengths must be a non-empty list of loop lengths, e.g. [10, 100], got {lengths!r}."
+            "lengths must be a non-empty list of loop lengths, e.g. [10, 100], got "
+            f"{lengths!r}."
         )
     for n in lengths:
         _count(n, "each loop length", "[10, 100]")
@@ -367,7 +383,8 @@ def loop_cost_rows(lengths: Sequence[int], size: int = 64) -> list[dict]:
 
 
 def closed_over(table: np.ndarray) -> Callable:
-    """``x -> table @ x`` with ``table`` captured by the closure: it becomes a constant of the program.
+    """``x -> table @ x`` with ``table`` captured by the closure: it becomes a constant
+    of the program.
 
     Taught in Keeping, reusing and shipping compiled programs, Keeping compile time
     down.
@@ -380,12 +397,14 @@ def closed_over(table: np.ndarray) -> Callable:
 
 
 def apply_table(table: jax.Array, x: jax.Array) -> jax.Array:
-    """``table @ x`` with the table passed as an argument: the program holds only its shape."""
+    """``table @ x`` with the table passed as an argument: the program holds only its
+    shape."""
     return table @ x
 
 
 def constant_rows(size: int) -> list[dict]:
-    """A ``size x size`` table closed over versus passed: constants, StableHLO size, lower and compile seconds."""
+    """A ``size x size`` table closed over versus passed: constants, StableHLO size,
+    lower and compile seconds."""
     _count(size, "size (the side of the square array)", "size=1000")
     table = np.random.default_rng(0).normal(size=(size, size)).astype(np.float32)
     x = jnp.ones(size)
@@ -470,10 +489,12 @@ def constant_hoisting_rows(side: int, time_limit: float = 120.0) -> list[dict]:
 
 
 def constant_sweep(sides: Sequence[int]) -> list[dict]:
-    """``constant_rows`` for several table sizes, one row per size: the data of the chapter's explorer."""
+    """``constant_rows`` for several table sizes, one row per size: the data of the
+    chapter's explorer."""
     if isinstance(sides, (int, str)) or not sides:
         raise ValueError(
-            f"sides must be a non-empty list of table sides, e.g. [100, 1000], got {sides!r}."
+            "sides must be a non-empty list of table sides, e.g. [100, 1000], got "
+            f"{sides!r}."
         )
     rows = []
     for side in sides:
@@ -493,7 +514,8 @@ def constant_sweep(sides: Sequence[int]) -> list[dict]:
 
 
 def make_piece(k: int) -> Callable:
-    """A small step that differs with ``k``; each call makes a new function, as pieces of a real program are."""
+    """A small step that differs with ``k``; each call makes a new function, as pieces
+    of a real program are."""
 
     def piece(x):
         return jnp.sin(x) + k
@@ -547,11 +569,12 @@ def pieces_rows(n: int, size: int = 64) -> list[dict]:
     return rows
 
 
-# --- the other knobs of jax.jit ----------------------------------------------------------------------------
+# --- the other knobs of jax.jit -------------------------------------------------------
 
 
 def ignores_second(x: jax.Array, unused: jax.Array) -> jax.Array:
-    """Uses ``x`` only: with ``keep_unused=False`` jit may drop ``unused`` from the executable.
+    """Uses ``x`` only: with ``keep_unused=False`` jit may drop ``unused`` from the
+    executable.
 
     Taught in Keeping, reusing and shipping compiled programs, The other knobs of
     jax.jit.
@@ -560,7 +583,8 @@ def ignores_second(x: jax.Array, unused: jax.Array) -> jax.Array:
 
 
 def keep_unused_rows(size: int) -> list[dict]:
-    """``ignores_second`` with a ``size x size`` unused argument, compiled with ``keep_unused`` off and on."""
+    """``ignores_second`` with a ``size x size`` unused argument, compiled with
+    ``keep_unused`` off and on."""
     _count(size, "size (the side of the square array)", "size=1000")
     x, unused = jnp.ones(size), jnp.ones((size, size))
     rows = []
@@ -581,7 +605,8 @@ def keep_unused_rows(size: int) -> list[dict]:
 
 
 def inline_rows() -> list[dict]:
-    """A function calling a jitted helper twice, ``inline`` off and on: functions and calls before and after XLA."""
+    """A function calling a jitted helper twice, ``inline`` off and on: functions and
+    calls before and after XLA."""
     rows = []
     for inline in (False, True):
         helper = jax.jit(lambda x: jnp.sin(x) * 2, inline=inline)
@@ -615,7 +640,8 @@ FAST_MIN_MAX = {"xla_cpu_enable_fast_min_max": True}
 
 
 def compiler_options_rows(x: jax.Array) -> list[dict]:
-    """``largest(x)`` compiled with XLA's default options and with ``FAST_MIN_MAX``, and NumPy's answer."""
+    """``largest(x)`` compiled with XLA's default options and with ``FAST_MIN_MAX``, and
+    NumPy's answer."""
     rows = [{"compiled with": "NumPy (no XLA)", "result": float(np.max(np.asarray(x)))}]
     for label, options in (
         ("default options", None),

@@ -1,7 +1,8 @@
-"""Benchmarks that print tables: ``python -m jitbook.bench pln --n-repeat 100 --iters 1000 --repeats 3``.
+"""Benchmarks that print tables: ``python -m jitbook.bench pln --iters 200 --rounds 7``.
 
-Speed claims live here, not in timed tests. Progress (what runs, how long it took) goes to stderr, the
-tables to stdout.
+Speed claims live here, not in timed tests. Every time comes from the book's one timing
+method (``timing.race``: interleaved rounds, compile excluded, minimum and spread).
+Progress (what runs, how long it took) goes to stderr, the tables to stdout.
 """
 
 from __future__ import annotations
@@ -30,14 +31,21 @@ def _pln(args: argparse.Namespace) -> None:
         from .pln import peers
 
         missing = peers.peers_missing()
-        if missing:  # said first, so nobody waits for the JAX levels to learn the peers are missing
+        # said first, so nobody waits for the JAX levels to learn the peers are missing
+        if missing:
             print(
                 f"--peers: {missing}\nThe JAX levels follow, without the peers.\n",
                 flush=True,
             )
             args.peers = False
     from .pln import TUTORIAL_REPEAT, device_data, load_oaks
-    from .pln.bench import level_row, newton_time_to_target, thread_contention
+    from .pln.bench import (
+        SAME_LOOP,
+        benchmark_levels,
+        donation_race,
+        newton_time_to_target,
+        thread_contention,
+    )
     from .pln.converge import PYPLN_REFERENCE_NEG_ELBO, PYPLN_REFERENCE_REPEAT
     from .pln.levels import LEVELS
     from .pln.profile import PROGRAMS, op_profile
@@ -57,38 +65,56 @@ def _pln(args: argparse.Namespace) -> None:
     data = device_data(raw)
     n, p = data.Y.shape
     print(
-        f"PLN levels, {n:,} x {p}, {args.iters} iterations, median and min of {args.repeats} repeats "
-        "(OpenBLAS limited inside every fit, as pln.fit does)\n"
+        f"PLN levels, {n:,} x {p}, {args.iters} iterations per fit, ms per iteration: "
+        f"minimum, median and maximum over interleaved rounds (at least {args.rounds}, "
+        "OpenBLAS limited inside every fit, as pln.fit does)\n"
     )
-    rows = [
-        _step(
-            f"level {lv}",
-            lambda lv=lv: level_row(
-                data, args.iters, lv, args.repeats, args.eager_iters
-            ),
-        )
-        for lv in levels
-    ]
+    rows, raced = _step(
+        f"levels {', '.join(levels)}",
+        lambda: benchmark_levels(
+            data, args.iters, levels, args.rounds, args.eager_iters, args.min_time
+        ),
+    )
     caption, pypln_loss = None, None
     if args.peers or args.peers_python:
         from .pln.peers import add_peers
 
         caption, pypln_loss = _step(
             "peers (PyTorch eager, torch.compile, pyPLNmodels)",
-            lambda: add_peers(rows, raw, args.iters, args.repeats, args.peers_python),
+            lambda: add_peers(rows, raw, args.iters, args.rounds, args.peers_python),
         )
     print(table(rows, caption))
-    contention_iters = min(args.iters, 50)
-    print(
-        f"\nTwo thread pools: the scan level's compiled loop, {contention_iters} iterations\n"
-    )
-    print(
-        table(
-            _step(
-                "thread contention",
-                lambda: thread_contention(data, contention_iters, "scan", args.repeats),
-            )
+    same = [lv for lv in SAME_LOOP if lv in raced.names]
+    if len(same) > 1:
+        agree = raced.agree(same)
+        print(
+            f"\n{', '.join(same)}: one compiled loop written differently; "
+            + ("they agree here." if agree else "they disagree: the machine was noisy.")
         )
+    for a, b in (("fast", "scan"), ("scan", "jit_iteration"), ("scan", "jit_step")):
+        if a in raced.names and b in raced.names:
+            print(f"{a} was {raced.verdict(a, b)} {b}.")
+    contention_iters = min(args.iters, 50)
+    if "jit_iteration" in levels:
+        print(f"\nDonating the state of jit_iteration, {contention_iters} iterations\n")
+        donated = _step(
+            "donation", lambda: donation_race(data, contention_iters, args.rounds)
+        )
+        print(donated.table)
+        print(
+            "donated was "
+            f"{donated.verdict('jit_iteration, state donated', 'jit_iteration')} "
+            "not donated."
+        )
+    print(f"\nTwo thread pools: the scan level's loop, {contention_iters} iterations\n")
+    contention, pools = _step(
+        "thread contention",
+        lambda: thread_contention(data, contention_iters, "scan", args.rounds),
+    )
+    print(table(contention))
+    limited_verdict = pools.verdict(*reversed(pools.names))
+    print(
+        f"Limited, the loop was {limited_verdict} with the pool as the process has it."
     )
     for level in profiled:
 
@@ -99,7 +125,8 @@ def _pln(args: argparse.Namespace) -> None:
 
         rows = _step(f"profile of {level}", profile)
         print(
-            f"\nProfile of the {level} level: most expensive XLA operations, ms per iteration\n"
+            f"\nProfile of the {level} level: most expensive XLA operations, ms per "
+            "iteration\n"
         )
         print(table(rows))
     if args.newton_iters:
@@ -109,9 +136,7 @@ def _pln(args: argparse.Namespace) -> None:
         )
         row = _step(
             f"Newton fit, {args.newton_iters} iterations",
-            lambda: newton_time_to_target(
-                data, target, args.newton_iters, args.repeats
-            ),
+            lambda: newton_time_to_target(data, target, args.newton_iters, args.rounds),
         )
         print(
             f"\nNewton fit, time to the pyPLNmodels reference loss {target:,.0f} "
@@ -134,12 +159,19 @@ def main(argv: list[str] | None = None) -> None:
         default=100,
         help="rows of the oaks data repeated (100: the tutorial's size)",
     )
-    pln.add_argument("--iters", type=int, default=1000, help="iterations per fit")
+    pln.add_argument("--iters", type=int, default=200, help="iterations per fit")
     pln.add_argument(
+        "--rounds",
         "--repeats",
         type=int,
-        default=3,
-        help="timed runs per level, after one compiling run",
+        default=5,
+        help="interleaved rounds at least, after one compiling fit per level",
+    )
+    pln.add_argument(
+        "--min-time",
+        type=float,
+        default=0.0,
+        help="seconds of timed fits to reach, in more rounds if needed",
     )
     pln.add_argument(
         "--eager-iters",
@@ -159,12 +191,13 @@ def main(argv: list[str] | None = None) -> None:
     pln.add_argument(
         "--profile-levels",
         default="scan,fast",
-        help="levels to profile per XLA operation (scan, namedtuple, fast; empty: none)",
+        help="levels to profile per XLA operation (scan, fast, ...; empty: none)",
     )
     pln.add_argument(
         "--peers",
         action="store_true",
-        help="also time PyTorch eager, torch.compile and pyPLNmodels (optional: pip install -e .[peers])",
+        help="also time PyTorch eager, torch.compile and pyPLNmodels (optional: pip "
+        "install -e .[peers])",
     )
     pln.add_argument(
         "--peers-python",

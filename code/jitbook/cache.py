@@ -1,5 +1,6 @@
-"""Count what jit does (traces, lowerings and XLA compilations, from JAX's public monitoring events), read
-JAX's own cache-miss explanations, and probe the cache with fresh jitted wrappers."""
+"""Count what jit does (traces, lowerings and XLA compilations, from JAX's public
+monitoring events), read JAX's own cache-miss explanations, and probe the cache with
+fresh jitted wrappers."""
 
 import contextlib
 import dataclasses
@@ -20,7 +21,8 @@ _CACHE_HIT = "/jax/compilation_cache/cache_hits"
 
 
 def _plain_name(fun_name: str) -> str:
-    """``jit(step)`` -> ``step``: JAX wraps the name in the transformation when it lowers."""
+    """``jit(step)`` -> ``step``: JAX wraps the name in the transformation when it
+    lowers."""
     while (m := re.fullmatch(r"\w+\((.*)\)", fun_name)) is not None:
         fun_name = m.group(1)
     return fun_name
@@ -30,8 +32,9 @@ def _plain_name(fun_name: str) -> str:
 class CompileLog:
     """What jit did inside a ``count_compiles()`` block, one function name per event.
 
-    Eager ``jnp`` calls compile small programs of their own (``broadcast_in_dim``, ``add``...); they are
-    counted in ``count``, so ``count_for(name)`` is the number to read for one function.
+    Eager ``jnp`` calls compile small programs of their own (``broadcast_in_dim``,
+    ``add``...); they are counted in ``count``, so ``count_for(name)`` is the number to
+    read for one function.
     """
 
     traces: list[str] = dataclasses.field(default_factory=list)
@@ -42,15 +45,21 @@ class CompileLog:
 
     @property
     def count(self) -> int:
-        """XLA compilations in the block; a load from the persistent cache counts too (see persistent_cache_hits)."""
+        """XLA compilations in the block; a load from the persistent cache counts too
+        (see persistent_cache_hits)."""
         return len(self.compiles)
 
     def count_for(self, name: str) -> int:
         """XLA compilations of functions called ``name`` (as in ``def name``)."""
         if not isinstance(name, str):
             raise TypeError(
-                f"count_for takes a function name as a string, got {type(name).__name__}; "
-                f"pass f.__name__ for a function f."
+                "count_for takes a function name as a string, got "
+                f"{type(name).__name__}; pass f.__name__ for a function f."
+            )
+        if self.compiles and all(n == "?" for n in self.compiles):
+            raise RuntimeError(  # JAX 0.5.3 and older send no fun_name with the event
+                "count_for needs a newer JAX: this one's compile events name no "
+                "function, so compiles cannot be told apart by name; read .count."
             )
         return sum(_plain_name(n) == name for n in self.compiles)
 
@@ -70,22 +79,31 @@ class CompileLog:
 
     def __repr__(self) -> str:
         return (
-            f"CompileLog(count={self.count}, compiles={self.compiles}, traces={self.traces}, "
-            f"compile_seconds={self.compile_seconds:.3f})"
+            f"CompileLog(count={self.count}, compiles={self.compiles}, "
+            f"traces={self.traces}, compile_seconds={self.compile_seconds:.3f})"
         )
+
+
+def _unregister(name: str) -> Callable:
+    """``jax.monitoring.unregister_*``; JAX 0.7.2 and older have only a private form."""
+    from jax._src import monitoring  # the fallback the claim ledger needs on old JAX
+
+    public = getattr(jax.monitoring, f"unregister_{name}", None)
+    return public or getattr(monitoring, f"_unregister_{name}_by_callback")
 
 
 @contextlib.contextmanager
 def count_compiles() -> Iterator[CompileLog]:
-    """Count traces, lowerings and XLA compiles in the block: ``with count_compiles() as log: ...``."""
+    """Count traces, lowerings and XLA compiles in the block:
+    ``with count_compiles() as log: ...``."""
     log = CompileLog()
     jax.monitoring.register_event_duration_secs_listener(log._on_duration)
     jax.monitoring.register_event_listener(log._on_event)
     try:
         yield log
     finally:
-        jax.monitoring.unregister_event_duration_listener(log._on_duration)
-        jax.monitoring.unregister_event_listener(log._on_event)
+        _unregister("event_duration_listener")(log._on_duration)
+        _unregister("event_listener")(log._on_event)
 
 
 @dataclasses.dataclass
@@ -152,12 +170,13 @@ class _Records(logging.Handler):
 def capture_jax_logs(
     explain_cache_misses: bool = True, log_compiles: bool = True
 ) -> Iterator[list[str]]:
-    """Capture the messages of ``jax_explain_cache_misses`` and ``jax.log_compiles()`` as strings.
+    """Capture the messages of ``jax_explain_cache_misses`` and ``jax.log_compiles()``
+    as strings.
 
-    JAX writes them through the ``jax`` logger at WARNING level; we listen there instead of
-    scraping stderr, so a chapter can show the real text.
+    JAX writes them through the ``jax`` logger at WARNING level; we listen there instead
+    of scraping stderr, so a chapter can show the real text.
 
-    Taught in recompilation.qmd, "Diagnosing a recompile".
+    Taught in Static arguments and compiling again, Diagnosing a recompile.
     """
     handler = _Records()
     logger = logging.getLogger("jax")
@@ -186,7 +205,8 @@ def fresh_jit(fn: Callable, **jit_kwargs) -> Callable:
 
 
 def probe(fn: Callable, cases: Sequence[tuple[str, object]]) -> list[dict]:
-    """Call one fresh ``jax.jit(fn)`` on each case in turn; one row per call: what jit saw, did it compile."""
+    """Call one fresh ``jax.jit(fn)`` on each case in turn; one row per call: what jit
+    saw, did it compile."""
     jitted = fresh_jit(fn)
     rows = []
     for label, arg in cases:
@@ -208,12 +228,14 @@ def probe(fn: Callable, cases: Sequence[tuple[str, object]]) -> list[dict]:
 
 
 def run_cell(source: str, name: str) -> Callable:
-    """Run ``source`` as a notebook cell would and return the function ``name`` it defines (a new object each time)."""
+    """Run ``source`` as a notebook cell would and return the function ``name`` it
+    defines (a new object each time)."""
     namespace: dict = {}
     exec(compile(source, f"<cell defining {name}>", "exec"), namespace)
     if name not in namespace:
         raise ValueError(
-            f"the cell does not define {name!r}; it defines {sorted(k for k in namespace if k != '__builtins__')}."
+            f"the cell does not define {name!r}; it defines "
+            f"{sorted(k for k in namespace if k != '__builtins__')}."
         )
     return namespace[name]
 
@@ -223,7 +245,8 @@ _ADDRESS = re.compile(r"\b0x[0-9a-fA-F]{6,}\b|\bid=\d+")
 
 
 def without_paths(message: str) -> str:
-    """``message`` with file paths cut to their file name and memory addresses masked: no build paths on a page."""
+    """``message`` with file paths cut to their file name and memory addresses masked:
+    no build paths on a page."""
     return _ADDRESS.sub(
         lambda m: "id=..." if m.group().startswith("id") else "0x...",
         _PATH.sub(r"\1", message),
@@ -231,10 +254,12 @@ def without_paths(message: str) -> str:
 
 
 def messages_about(messages: Sequence[str], name: str, max_lines: int = 8) -> str:
-    """The captured JAX log messages that concern function ``name``, without the noise of helper programs.
+    """The captured JAX log messages that concern function ``name``, without the noise
+    of helper programs.
 
-    File paths are cut to the file name, memory addresses masked (``without_paths``), lines wrapped to the
-    page's column (``display.fit``); a link JAX glues to the word before it gets a space, so it can wrap.
+    File paths are cut to the file name, memory addresses masked (``without_paths``),
+    lines wrapped to the page's column (``display.fit``); a link JAX glues to the word
+    before it gets a space, so it can wrap.
     """
     keep = []
     for m in messages:
@@ -251,7 +276,8 @@ def messages_about(messages: Sequence[str], name: str, max_lines: int = 8) -> st
 def explain_miss(
     fn: Callable, warm: tuple, then: tuple, config: dict | None = None, **jit_kwargs
 ) -> str:
-    """Call a fresh ``jax.jit(fn)`` on ``warm``, then on ``then`` (with ``config`` options set): JAX's own words."""
+    """Call a fresh ``jax.jit(fn)`` on ``warm``, then on ``then`` (with ``config``
+    options set): JAX's own words."""
     jitted = fresh_jit(fn, **jit_kwargs)
     jitted(*warm)
     old = {k: jax.config.values[k] for k in (config or {})}

@@ -47,8 +47,10 @@ CELL_TIMEOUT, TIME_LIMIT = (
     300.0,
     1200.0,
 )  # grading defaults: seconds per cell, seconds per notebook
-# Grading checks the students' code, not the machine's speed: the kernels run the chapters at their small
-# problem sizes unless the teacher asks for full ones (the PLN chapter's full-size cells take minutes).
+# Grading checks the students' code, not the machine's speed: the kernels run the
+# chapters at their small
+# problem sizes unless the teacher asks for full ones (the PLN chapter's full-size cells
+# take minutes).
 GRADING_ENV = {size.ENV_VAR: "1"}
 NBGRADER_SCHEMA = (
     3  # the cell metadata schema of nbgrader 0.9 (nbgrader/nbgraderformat/v3.json)
@@ -75,7 +77,8 @@ def check_markers(source: str) -> None:
     for number, line in enumerate(source.splitlines(), 1):
         if line.strip() == BEGIN and open_at is not None:
             raise ValueError(
-                f"line {number}: `{BEGIN}` inside another solution region; close it with `{END}`."
+                f"line {number}: `{BEGIN}` inside another solution region; close it "
+                f"with `{END}`."
             )
         if line.strip() == BEGIN:
             open_at = number
@@ -85,7 +88,8 @@ def check_markers(source: str) -> None:
             open_at = None
     if open_at is not None:
         raise ValueError(
-            f"line {open_at}: a `{BEGIN}` region is never closed: add `{END}` after the solution."
+            f"line {open_at}: a `{BEGIN}` region is never closed: add `{END}` after "
+            "the solution."
         )
 
 
@@ -1020,7 +1024,8 @@ def grade_notebook(
             f"chapter {stem!r} has no exercises"
             if stem
             else (
-                "could not tell which chapter this notebook belongs to: name the file after the chapter, "
+                "could not tell which chapter this notebook belongs to: name the file "
+                "after the chapter, "
                 "e.g. why-compile.ipynb"
             )
         )
@@ -1091,7 +1096,8 @@ def grade_folder(
     folder = Path(folder)
     if not folder.is_dir():
         raise FileNotFoundError(
-            f"no folder at {folder}; give the folder that holds the submitted notebooks."
+            f"no folder at {folder}; give the folder that holds the submitted "
+            "notebooks."
         )
     kernel = kernel or Kernel(sandbox_mode(), env=GRADING_ENV if env is None else env)
     paths = submissions(folder)
@@ -1114,7 +1120,8 @@ def grade_folder(
         rows += graded
         passed = sum(g.passed for g in graded if g.exercise)
         log(
-            f"[{n}/{len(paths)}] {shown}: {passed}/{sum(1 for g in graded if g.exercise)} passed "
+            f"[{n}/{len(paths)}] {shown}: "
+            f"{passed}/{sum(1 for g in graded if g.exercise)} passed "
             f"({time.perf_counter() - start:.0f} s)",
             flush=True,
         )
@@ -1296,7 +1303,8 @@ def parser() -> argparse.ArgumentParser:
     grade_p.add_argument(
         "--full-size",
         action="store_true",
-        help="run the chapters at full problem sizes (default: small, JITBOOK_SMALL=1; much slower)",
+        help="run the chapters at full problem sizes (default: small, JITBOOK_SMALL=1; "
+        "much slower)",
     )
     return parser
 

@@ -1,8 +1,9 @@
-"""jit across devices and processes: sharded inputs, the collectives XLA adds, the PLN fit data-parallel.
+"""jit across devices and processes: sharded inputs, the collectives XLA adds, the PLN
+fit data-parallel.
 
-Simulated CPU devices share the machine's cores: everything here is about what jit compiles and
-computes, never about speed. Run as ``python -m jitbook.devices`` it is one process of a multi-process
-run (see ``run_processes``).
+Simulated CPU devices share the machine's cores: everything here is about what jit
+compiles and computes, never about speed. Run as ``python -m jitbook.devices`` it is one
+process of a multi-process run (see ``run_processes``).
 """
 
 from __future__ import annotations
@@ -49,7 +50,8 @@ COLLECTIVES = (
 
 
 def use_cpu_devices(n: int) -> None:
-    """Ask JAX for ``n`` simulated CPU devices; it only works before JAX's backend has started.
+    """Ask JAX for ``n`` simulated CPU devices; it only works before JAX's backend has
+    started.
 
     Taught in jit across devices and processes, Many devices on one CPU.
     """
@@ -61,14 +63,16 @@ def use_cpu_devices(n: int) -> None:
         jax.config.update("jax_num_cpu_devices", n)
     except RuntimeError:
         raise RuntimeError(
-            f"JAX's backend already started with {jax.device_count()} device(s), so it cannot have {n} now. "
-            f"Restart the kernel and call use_cpu_devices({n}) right after `import jitbook`, "
-            f"before any JAX computation."
+            f"JAX's backend already started with {jax.device_count()} device(s), "
+            f"so it cannot have {n} now. Restart the kernel and call "
+            f"use_cpu_devices({n}) right after `import jitbook`, "
+            "before any JAX computation."
         ) from None
 
 
 def data_mesh(n_devices: int | None = None, axis: str = "data") -> Mesh:
-    """A 1-D mesh over the first ``n_devices`` devices whose shardings the compiler completes (Auto axes).
+    """A 1-D mesh over the first ``n_devices`` devices whose shardings the compiler
+    completes (Auto axes).
 
     Taught in jit across devices and processes, Sharded inputs under jit.
     """
@@ -81,7 +85,7 @@ def data_mesh(n_devices: int | None = None, axis: str = "data") -> Mesh:
     return jax.make_mesh((n,), (axis,), axis_types=(AxisType.Auto,))
 
 
-# --- reading shardings and programs -----------------------------------------------------------------------
+# --- reading shardings and programs ---------------------------------------------------
 
 
 def shards(array: jax.Array) -> list[dict]:
@@ -137,13 +141,15 @@ def picture(array: jax.Array) -> str:
 
 
 def collectives(compiled) -> Counter:
-    """How many of each collective (all-reduce, all-gather, ...) the optimized HLO of ``compiled`` runs.
+    """How many of each collective (all-reduce, all-gather, ...) the optimized HLO of
+    ``compiled`` runs.
 
     Taught in jit across devices and processes, What the compiler added.
     """
     if not hasattr(compiled, "as_text"):
         raise TypeError(
-            f"collectives takes a compiled program, e.g. jax.jit(f).lower(x).compile(), "
+            "collectives takes a compiled program, "
+            "e.g. jax.jit(f).lower(x).compile(), "
             f"got {type(compiled).__name__}."
         )
     ops = re.findall(
@@ -153,7 +159,8 @@ def collectives(compiled) -> Counter:
 
 
 def collective_lines(compiled) -> list[str]:
-    """The optimized HLO's collective instructions, each cut to the page's column (``display.clip_lines``)."""
+    """The optimized HLO's collective instructions, each cut to the page's column
+    (``display.clip_lines``)."""
     pattern = re.compile(r"\b(" + "|".join(COLLECTIVES) + r")(?:-start)?\(")
     lines = [
         line.strip() for line in compiled.as_text().splitlines() if pattern.search(line)
@@ -162,7 +169,8 @@ def collective_lines(compiled) -> list[str]:
 
 
 def reduced_shapes(compiled) -> list[tuple[int, ...]]:
-    """The shapes of the arrays that the first all-reduce of ``compiled`` sums across devices."""
+    """The shapes of the arrays that the first all-reduce of ``compiled`` sums across
+    devices."""
     lines = [
         line
         for line in compiled.as_text().splitlines()
@@ -170,7 +178,8 @@ def reduced_shapes(compiled) -> list[tuple[int, ...]]:
     ]
     if not lines:
         raise ValueError(
-            "the compiled program has no all-reduce; compile it for inputs split over several devices."
+            "the compiled program has no all-reduce; compile it for inputs split over "
+            "several devices."
         )
     result_type = lines[0].split("=", 1)[1].split(" all-reduce")[0]
     return [
@@ -184,7 +193,7 @@ def words(counts: Counter) -> str:
     return ", ".join(f"{n} {op}" for op, n in counts.items()) or "none"
 
 
-# --- sharding is part of the cache key -------------------------------------------------------------------
+# --- sharding is part of the cache key ------------------------------------------------
 
 
 def sum_of_squares(x: jax.Array) -> jax.Array:
@@ -193,7 +202,8 @@ def sum_of_squares(x: jax.Array) -> jax.Array:
 
 
 def sharding_key_rows(mesh: Mesh, shape: tuple[int, int] = (8, 4)) -> list[dict]:
-    """Call one jitted ``sum_of_squares`` on the same shape placed four ways; did each call compile?
+    """Call one jitted ``sum_of_squares`` on the same shape placed four ways; did each
+    call compile?
 
     Taught in jit across devices and processes, Sharding is part of the cache key.
     """
@@ -231,7 +241,8 @@ def sharding_key_rows(mesh: Mesh, shape: tuple[int, int] = (8, 4)) -> list[dict]
 
 
 def explain_new_sharding(mesh: Mesh, shape: tuple[int, int] = (8, 4)) -> str:
-    """JAX's own log lines when a warm jitted ``sum_of_squares`` gets rows-sharded, then columns-sharded input.
+    """JAX's own log lines when a warm jitted ``sum_of_squares`` gets rows-sharded, then
+    columns-sharded input.
 
     Taught in jit across devices and processes, Sharding is part of the cache key.
     """
@@ -246,11 +257,12 @@ def explain_new_sharding(mesh: Mesh, shape: tuple[int, int] = (8, 4)) -> str:
     return explain_miss(sum_of_squares, (rows,), (columns,))
 
 
-# --- what the compiler added: a matmul sharded several ways ----------------------------------------------
+# --- what the compiler added: a matmul sharded several ways ---------------------------
 
 
 def matmul(a: jax.Array, b: jax.Array) -> jax.Array:
-    """``a @ b``: the program whose per-device version XLA writes for each sharding of its inputs."""
+    """``a @ b``: the program whose per-device version XLA writes for each sharding of
+    its inputs."""
     return a @ b
 
 
@@ -261,7 +273,8 @@ def matmul_row(
     out_spec: P | None = None,
     shape: tuple[int, int, int] = (8, 8, 8),
 ) -> dict:
-    """Compile ``matmul`` for one sharding of its inputs: the collectives inserted and per-device shapes.
+    """Compile ``matmul`` for one sharding of its inputs: the collectives inserted and
+    per-device shapes.
 
     Taught in jit across devices and processes, What the compiler added.
     """
@@ -289,7 +302,8 @@ def matmul_row(
 
 
 def matmul_cases(axis: str) -> list[tuple]:
-    """The shardings of ``a @ b`` the chapter compiles: (a's spec, b's spec, the output's spec or None)."""
+    """The shardings of ``a @ b`` the chapter compiles: (a's spec, b's spec, the
+    output's spec or None)."""
     return [
         (P(axis, None), P(None, None), None),
         (P(None, None), P(None, axis), None),
@@ -309,12 +323,14 @@ def matmul_rows(mesh: Mesh, shape: tuple[int, int, int] = (8, 8, 8)) -> list[dic
 
 
 def predict(x: jax.Array, w: jax.Array) -> jax.Array:
-    """A layer applied to a batch: rows of ``x`` are examples, ``w`` is shared by all of them."""
+    """A layer applied to a batch: rows of ``x`` are examples, ``w`` is shared by all of
+    them."""
     return jnp.tanh(x @ w)
 
 
 def psum_matmul(mesh: Mesh):
-    """``a @ b`` with the contraction split over the mesh, written per device: local product, then ``psum``.
+    """``a @ b`` with the contraction split over the mesh, written per device: local
+    product, then ``psum``.
 
     Taught in jit across devices and processes, What the compiler added.
     """
@@ -367,15 +383,16 @@ def per_device_double(block: jax.Array) -> jax.Array:
     return 2 * block
 
 
-# --- the PLN fit, data-parallel ---------------------------------------------------------------------------
+# --- the PLN fit, data-parallel -------------------------------------------------------
 
 
 @partial(jax.jit, static_argnames="lr")
 def pln_step(params, opt_state, Omega, data: PLNData, lr: float = 1.0):
-    """One PLN iteration: a gradient step on (B, M, S), then Sigma and Omega in closed form.
+    """One PLN iteration: a gradient step on (B, M, S), then Sigma and Omega in closed
+    form.
 
-    Nothing in it mentions devices: the shardings of its arguments decide how XLA splits it.
-    Taught in jit across devices and processes, The PLN fit, data-parallel.
+    Nothing in it mentions devices: the shardings of its arguments decide how XLA splits
+    it. Taught in jit across devices and processes, The PLN fit, data-parallel.
     """
     loss, grads = jax.value_and_grad(neg_elbo)(params, data, Omega)
     updates, opt_state = make_optimizer(lr).update(grads, opt_state, params)
@@ -389,7 +406,8 @@ def pln_step(params, opt_state, Omega, data: PLNData, lr: float = 1.0):
 
 
 def place_rows(data: PLNData, mesh: Mesh | None):
-    """Data and starting parameters, with the rows of Y, O, X, M, S split over ``mesh`` (None: one device).
+    """Data and starting parameters, with the rows of Y, O, X, M, S split over ``mesh``
+    (None: one device).
 
     B and Omega are small and replicated.
     Taught in jit across devices and processes, The PLN fit, data-parallel.
@@ -402,7 +420,8 @@ def place_rows(data: PLNData, mesh: Mesh | None):
     if data.Y.shape[0] % n_dev:
         raise ValueError(
             f"{data.Y.shape[0]} rows do not split evenly over {n_dev} devices; "
-            f"use a number of rows that {n_dev} divides (e.g. load_oaks(repeat={n_dev}))."
+            f"use a number of rows that {n_dev} divides (e.g. "
+            f"load_oaks(repeat={n_dev}))."
         )
     rows, replicated = NamedSharding(mesh, P(axis, None)), NamedSharding(mesh, P())
     data = PLNData(*(jax.device_put(np.asarray(a), rows) for a in data))
@@ -455,11 +474,12 @@ def place_local_rows(local: PLNData, mesh: Mesh):
 
 
 def start_optimizer(params, lr: float = 1.0, mesh: Mesh | None = None):
-    """The optimizer's state for ``params``, its scalars replicated over ``mesh`` as ``pln_step`` returns them.
+    """The optimizer's state for ``params``, its scalars replicated over ``mesh`` as
+    ``pln_step`` returns them.
 
-    Left where ``init`` makes it, the step counter sits on one device while the step returns it replicated:
-    the second iteration would be a new cache key and compile again.
-    Taught in jit across devices and processes, The PLN fit, data-parallel.
+    Left where ``init`` makes it, the step counter sits on one device while the step
+    returns it replicated: the second iteration would be a new cache key and compile
+    again. Taught in jit across devices and processes, The PLN fit, data-parallel.
     """
     state = make_optimizer(lr).init(params)
     if mesh is None:
@@ -478,7 +498,8 @@ def start_optimizer(params, lr: float = 1.0, mesh: Mesh | None = None):
 def pln_losses(
     data: PLNData, n_iter: int, mesh: Mesh | None = None, lr: float = 1.0
 ) -> np.ndarray:
-    """The PLN fit's losses (minus the ELBO before each step), on one device or data-parallel over ``mesh``.
+    """The PLN fit's losses (minus the ELBO before each step), on one device or
+    data-parallel over ``mesh``.
 
     Taught in jit across devices and processes, The PLN fit, data-parallel.
     """
@@ -501,14 +522,15 @@ def fit_placed(
 
 
 def pln_step_compiled(data: PLNData, mesh: Mesh | None, lr: float = 1.0):
-    """The compiled ``pln_step`` for the placement ``place_rows(data, mesh)`` makes (to read its collectives)."""
+    """The compiled ``pln_step`` for the placement ``place_rows(data, mesh)`` makes (to
+    read its collectives)."""
     data, params, Omega = place_rows(data, mesh)
     return pln_step.lower(
         params, start_optimizer(params, lr, mesh), Omega, data, lr=lr
     ).compile()
 
 
-# --- more than one process --------------------------------------------------------------------------------
+# --- more than one process ------------------------------------------------------------
 
 RESULT_MARK = "JITBOOK-RESULT "
 
@@ -521,7 +543,8 @@ def worker(
     repeat: int,
     n_iter: int,
 ) -> dict:
-    """One process of a multi-process run: join the others, fit PLN data-parallel over every process's devices.
+    """One process of a multi-process run: join the others, fit PLN data-parallel over
+    every process's devices.
 
     Taught in jit across devices and processes, More than one process.
     """
@@ -568,10 +591,11 @@ def run_processes(
     n_iter: int = 10,
     timeout: float = 90.0,
 ) -> list[dict]:
-    """Start ``num_processes`` local processes running ``worker`` on loopback; return their results.
+    """Start ``num_processes`` local processes running ``worker`` on loopback; return
+    their results.
 
-    Any process failing or the time limit passing stops them all with a clear error, never a hang.
-    Taught in jit across devices and processes, More than one process.
+    Any process failing or the time limit passing stops them all with a clear error,
+    never a hang. Taught in jit across devices and processes, More than one process.
     """
     port = free_port()
     env = dict(
@@ -639,7 +663,11 @@ def run_processes(
 
 
 def main(argv: list[str] | None = None) -> None:
-    """``python -m jitbook.devices PROCESS_ID NUM_PROCESSES PORT DEVICES_PER_PROCESS REPEAT N_ITER``."""
+    """The command line of one process:
+
+    ``python -m jitbook.devices PROCESS_ID NUM_PROCESSES PORT DEVICES_PER_PROCESS REPEAT
+    N_ITER``.
+    """
     parser = argparse.ArgumentParser(
         description="One process of the chapter's multi-process PLN fit."
     )

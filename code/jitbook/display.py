@@ -1,7 +1,8 @@
-"""Show things on the page: package source, tables, the versions a page was executed with, measured ratios.
+"""Show things on the page: package source, tables, the versions a page was executed
+with, measured ratios.
 
-Each object renders as Markdown, which Quarto turns into its own code blocks and tables and Jupyter shows
-as rich output, and as plain text anywhere else.
+Each object renders as Markdown, which Quarto turns into its own code blocks and tables
+and Jupyter shows as rich output, and as plain text anywhere else.
 """
 
 import inspect
@@ -14,11 +15,15 @@ from importlib import metadata
 
 import jax
 
-COLUMN = 88  # characters of monospace output that fit the page's text column; wider lines are cut or scroll
+# Characters of monospace text that fit the site's code column at 1280 px (theme.scss
+# sizes the column and the code font for it); ruff formats the package at the same
+# width, so shown source fits too.
+COLUMN = 88
 
 
 class Markdown:
-    """A piece of Markdown that displays in Jupyter, in Quarto's render, and as text in a terminal."""
+    """A piece of Markdown that displays in Jupyter, in Quarto's render, and as text in
+    a terminal."""
 
     def __init__(self, text: str) -> None:
         self.text = text
@@ -39,20 +44,23 @@ def source(obj) -> str:
         return inspect.getsource(obj)
     except (TypeError, OSError) as err:
         raise TypeError(
-            f"show_source needs a function, class or module defined in a source file, got "
-            f"{type(obj).__name__} {obj!r}; pass the object itself (jitbook.timing.time_call), not its result."
+            "show_source needs a function, class or module defined in a source file, "
+            f"got {type(obj).__name__} {obj!r}; pass the object itself "
+            "(jitbook.timing.time_call), not its result."
         ) from err
 
 
 def show_source(obj) -> Markdown:
-    """Display the source of ``obj`` as a highlighted Python code block, so the page shows the tested code."""
+    """Display the source of ``obj`` as a highlighted Python code block, so the page
+    shows the tested code."""
     text = source(obj).rstrip("\n")
     fence = "````" if "```" in text else "```"
     return Markdown(f"{fence}python\n{text}\n{fence}")
 
 
 def fit(text: str, width: int = COLUMN, indent: str = "    ") -> str:
-    """``text`` with every line longer than ``width`` wrapped at spaces, continuations indented: fits the page."""
+    """``text`` with every line longer than ``width`` wrapped at spaces, continuations
+    indented: fits the page."""
     lines = []
     for line in text.splitlines():
         lead = line[: len(line) - len(line.lstrip())]
@@ -67,22 +75,41 @@ def fit(text: str, width: int = COLUMN, indent: str = "    ") -> str:
 
 
 def clip_lines(text: str, width: int = COLUMN) -> str:
-    """``text`` with each line longer than ``width`` cut to it, ending in ``…``: program text (StableHLO, HLO)
-    keeps its layout, where wrapping would misread it, and a 1 MB constant stays one short line."""
+    """``text`` with each line longer than ``width`` cut to it, ending in ``…``: program
+    text (StableHLO, HLO) keeps its layout, where wrapping would misread it, and a 1 MB
+    constant stays one short line."""
     return "\n".join(
         line if len(line) <= width else line[: width - 1] + "…"
         for line in text.splitlines()
     )
 
 
+def number(value: float, digits: int = 4) -> str:
+    """A number as a book prints it: thousands separated (``16,008,000``), floats to
+    ``digits`` significant digits; four-digit integers such as years stay unseparated
+    (``2023``)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(
+            f"number() takes an int or a float, got {type(value).__name__}."
+        )
+    if isinstance(value, int):
+        return f"{value:,}" if abs(value) >= 10_000 else str(value)
+    if math.isfinite(value) and 10_000 <= abs(value) < 10 ** (digits + 3):
+        return f"{value:,.0f}" if abs(value) >= 10**digits else f"{value:,.{digits}g}"
+    return f"{value:.{digits}g}"
+
+
 def _cell(value) -> str:
-    if isinstance(value, float):
-        return f"{value:.4g}"
+    if isinstance(value, bool):
+        return str(value)
+    if isinstance(value, int | float):
+        return number(value)
     return _escape_html(str(value).replace("|", r"\|").replace("\n", " "))
 
 
 def _escape_html(text: str) -> str:
-    """``<`` and ``>`` outside code spans escaped, so Markdown shows ``<Error>`` instead of dropping it as a tag."""
+    """``<`` and ``>`` outside code spans escaped, so Markdown shows ``<Error>`` instead
+    of dropping it as a tag."""
     parts = re.split(r"(`+[^`]*`+)", text)
     return "".join(
         p if p.startswith("`") else p.replace("<", r"\<").replace(">", r"\>")
@@ -95,10 +122,12 @@ def table(rows: Sequence[dict], caption: str | None = None) -> Markdown:
     rows = list(rows)
     if not rows or not all(isinstance(r, dict) for r in rows):
         raise ValueError(
-            "table() takes a non-empty list of dicts, one dict per row, e.g. [{'level': 'eager', 's': 1.2}]."
+            "table() takes a non-empty list of dicts, one dict per row, "
+            "e.g. [{'level': 'eager', 's': 1.2}]."
         )
     columns = list(rows[0])
-    # Dashes as long as a column's widest cell: Pandoc sizes the columns of a wide table by them, not equally.
+    # Dashes as long as a column's widest cell: Pandoc sizes the columns of a wide table
+    # by them, not equally.
     widths = [
         max(
             [3, *map(len, columns[i].split())]
@@ -106,15 +135,30 @@ def table(rows: Sequence[dict], caption: str | None = None) -> Markdown:
         )
         for i, c in enumerate(columns)
     ]
+    # Numbers right-aligned, so their digits line up; words left-aligned, as prose
+    # reads.
+    numeric = [
+        all(
+            isinstance(r.get(c), int | float) and not isinstance(r.get(c), bool)
+            for r in rows
+        )
+        for c in columns
+    ]
     lines = [
         "| " + " | ".join(columns) + " |",
-        "|" + "|".join("-" * w for w in widths) + "|",
+        "|"
+        + "|".join(_rule(w, right) for w, right in zip(widths, numeric, strict=True))
+        + "|",
     ]
     for row in rows:
         lines.append("| " + " | ".join(_cell(row.get(c, "")) for c in columns) + " |")
     if caption:  # escaped like a cell, so `<Error>` stays a word instead of an HTML tag
         lines += ["", f": {_escape_html(caption)}"]
     return Markdown("\n".join(lines))
+
+
+def _rule(width: int, right: bool) -> str:
+    return "-" * (width - 1) + ":" if right else ":" + "-" * (width - 1)
 
 
 def _version(dist: str) -> str:
@@ -137,7 +181,8 @@ def version_rows() -> list[dict]:
     rows.append(
         {
             "component": "device",
-            "version": f"{device.platform} ({device.device_kind}), {len(jax.devices())} device(s)",
+            "version": f"{device.platform} ({device.device_kind}), "
+            f"{len(jax.devices())} device(s)",
         }
     )
     flags = os.environ.get(
@@ -152,11 +197,3 @@ def version_rows() -> list[dict]:
 def versions() -> Markdown:
     """The versions table that the preface shows."""
     return table(version_rows())
-
-
-def ratio_words(slow: float, fast: float) -> str:
-    """``'3.2 times faster'``-style words for a measured ratio, true whichever way it came out."""
-    if min(slow, fast) <= 0 or math.isnan(slow) or math.isnan(fast):
-        raise ValueError(f"times must be positive, got {slow!r} and {fast!r}.")
-    r = slow / fast
-    return f"{r:.1f} times faster" if r >= 1 else f"{1 / r:.1f} times slower"

@@ -1,5 +1,5 @@
-"""Read errors from the exceptions JAX raises, so a page quotes the real message instead of a typed
-one.
+"""Read errors from the exceptions JAX raises, so a page quotes the real message instead
+of a typed one.
 """
 
 from collections.abc import Callable
@@ -11,8 +11,8 @@ from .timing import check_callable
 
 
 def raised(fn: Callable, *args, **kwargs) -> BaseException | None:
-    """Call ``fn`` and return the exception it raised (``None`` if it returned): errors shown are
-    read, not typed.
+    """Call ``fn`` and return the exception it raised (``None`` if it returned): errors
+    shown are read, not typed.
     """
     check_callable(fn, "raised")
     try:
@@ -23,8 +23,8 @@ def raised(fn: Callable, *args, **kwargs) -> BaseException | None:
 
 
 def error_of(fn: Callable, *args, **kwargs) -> BaseException:
-    """The exception that ``fn(*args)`` raises; a ``ValueError`` if it raises none, since the page
-    expects one.
+    """The exception that ``fn(*args)`` raises; a ``ValueError`` if it raises none,
+    since the page expects one.
     """
     err = raised(fn, *args, **kwargs)
     if err is None:
@@ -35,13 +35,15 @@ def error_of(fn: Callable, *args, **kwargs) -> BaseException:
 
 
 def error_line(err: BaseException | None) -> str:
-    """``"TypeError: <first line of the message>"``, the way a page quotes an error: no build paths or memory
-    addresses, and a first line ending in a colon ("The error was:") goes on with the line it introduces."""
+    """``"TypeError: <first line of the message>"``, the way a page quotes an error: no
+    build paths or memory addresses, and a first line ending in a colon ("The error
+    was:") goes on with the line it introduces."""
     if err is None:
         return "no error"
     if not isinstance(err, BaseException):
         raise TypeError(
-            f"error_line takes an exception (e.g. from raised()), got {type(err).__name__}."
+            "error_line takes an exception (e.g. from raised()), got "
+            f"{type(err).__name__}."
         )
     lines = [line.strip() for line in str(err).splitlines() if line.strip()] or [""]
     first = " ".join(lines[:2]) if lines[0].endswith(":") else lines[0]
@@ -49,17 +51,18 @@ def error_line(err: BaseException | None) -> str:
 
 
 def short_type(value) -> str:
-    """Short type of an argument, as jaxprs print it: ``f32[4,3]``; Python scalars by their type."""
+    """Short type of an argument, as jaxprs print it: ``f32[4,3]``; Python scalars by
+    their type."""
     if hasattr(value, "shape") and hasattr(value, "dtype"):
         return jax.typeof(value).str_short(short_dtypes=True)
     return type(value).__name__
 
 
 def call_outcome(fn: Callable, *args) -> dict:
-    """Call ``fn(*args)`` and report what happened: the result's type, or the error's class, first
-    and last line.
+    """Call ``fn(*args)`` and report what happened: the result's type, or the error's
+    class, first and last line.
 
-    Taught in "jaxprs", "Calling an executable with other shapes".
+    Taught in jaxprs, Calling an executable with other shapes.
     """
     check_callable(fn, "call_outcome")
     called = ", ".join(short_type(a) for a in args)

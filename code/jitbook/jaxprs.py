@@ -1,6 +1,8 @@
-"""The examples of the chapter on jaxprs: small functions whose jaxprs show one thing each.
+"""The examples of the chapter on jaxprs: small functions whose jaxprs show one thing
+each.
 
-The tools that take jaxprs apart (``stats``, ``anatomy``, ``walk``) are in ``jitbook.programs``.
+The tools that take jaxprs apart (``stats``, ``anatomy``, ``walk``) are in
+``jitbook.programs``.
 """
 
 import contextlib
@@ -14,13 +16,15 @@ import numpy as np
 from .cache import count_compiles
 from .errors import error_line, raised
 
-SEEN: list = []  # what log2_with_side_effects appended; trace-time side effects land here
+# what log2_with_side_effects appended; trace-time side effects land here
+SEEN: list = []
 
 
 def log2_with_side_effects(x: jax.Array) -> jax.Array:
-    """log2 of x that also prints and appends to a global list: neither shows up in the jaxpr.
+    """log2 of x that also prints and appends to a global list: neither shows up in the
+    jaxpr.
 
-    Taught in "jaxprs", "What a jaxpr leaves out".
+    Taught in jaxprs, What a jaxpr leaves out.
     """
     SEEN.append(x)
     print("running the Python body with", x)
@@ -28,10 +32,10 @@ def log2_with_side_effects(x: jax.Array) -> jax.Array:
 
 
 def by_rank(x: jax.Array) -> jax.Array:
-    """Row sums of a matrix, cosine of anything else: a Python branch on a shape, decided while
-    tracing.
+    """Row sums of a matrix, cosine of anything else: a Python branch on a shape,
+    decided while tracing.
 
-    Taught in "jaxprs", "What a jaxpr leaves out".
+    Taught in jaxprs, What a jaxpr leaves out.
     """
     if x.ndim == 2:
         return jnp.sum(x, axis=1)
@@ -41,21 +45,21 @@ def by_rank(x: jax.Array) -> jax.Array:
 def update(x: jax.Array) -> jax.Array:
     """One iteration of a toy update: three primitives.
 
-    Taught in "jaxprs", "Reading a jaxpr".
+    Taught in jaxprs, Reading a jaxpr.
     """
     return jnp.sin(x) * 0.5 + x
 
 
 def update_f32_constant(x: jax.Array) -> jax.Array:
-    """``update`` with its 0.5 as a float32 array constant: strongly typed, so it promotes a float16
-    ``x``.
+    """``update`` with its 0.5 as a float32 array constant: strongly typed, so it
+    promotes a float16 ``x``.
     """
     return jnp.sin(x) * np.float32(0.5) + x
 
 
 def scaled_by(k: float) -> Callable[[jax.Array], jax.Array]:
-    """A function that captures the Python number ``k``: it enters the jaxpr as a literal, not a
-    constant.
+    """A function that captures the Python number ``k``: it enters the jaxpr as a
+    literal, not a constant.
     """
 
     def scale(x: jax.Array) -> jax.Array:
@@ -65,10 +69,10 @@ def scaled_by(k: float) -> Callable[[jax.Array], jax.Array]:
 
 
 def with_closure(table: jax.Array) -> Callable[[jax.Array], jax.Array]:
-    """A function that reads ``table`` from its enclosing scope: the array becomes a constant of the
-    jaxpr.
+    """A function that reads ``table`` from its enclosing scope: the array becomes a
+    constant of the jaxpr.
 
-    Taught in "jaxprs", "Constants and literals".
+    Taught in jaxprs, Constants and literals.
     """
 
     def project(x: jax.Array) -> jax.Array:
@@ -78,21 +82,23 @@ def with_closure(table: jax.Array) -> Callable[[jax.Array], jax.Array]:
 
 
 def with_argument(x: jax.Array, table: jax.Array) -> jax.Array:
-    """The same computation with ``table`` passed in: an input of the jaxpr, not a constant."""
+    """The same computation with ``table`` passed in: an input of the jaxpr, not a
+    constant."""
     return jnp.tanh(x @ table)
 
 
 @jax.jit
 def inner(x: jax.Array) -> jax.Array:
-    """A jitted function that ``outer`` calls: inside another trace it becomes one equation."""
+    """A jitted function that ``outer`` calls: inside another trace it becomes one
+    equation."""
     return jnp.sin(x) * 2.0
 
 
 def outer(x: jax.Array) -> jax.Array:
-    """Calls the jitted ``inner``: its jaxpr holds ``inner`` as one ``jit`` equation with a jaxpr
-    inside.
+    """Calls the jitted ``inner``: its jaxpr holds ``inner`` as one ``jit`` equation
+    with a jaxpr inside.
 
-    Taught in "jaxprs", "A jitted function inside another".
+    Taught in jaxprs, A jitted function inside another.
     """
     return inner(x) + 1.0
 
@@ -101,7 +107,8 @@ def outer(x: jax.Array) -> jax.Array:
 
 
 def variants(size: int) -> dict[str, tuple[Callable, tuple, tuple[int, ...]]]:
-    """Functions of this chapter with arguments to trace them: name -> (function, arguments, static_argnums)."""
+    """Functions of this chapter with arguments to trace them: name -> (function,
+    arguments, static_argnums)."""
     x = jnp.linspace(0.0, 1.0, size, dtype=jnp.float32)
     table = jax.random.normal(jax.random.key(3), (size, size))
     return {
@@ -120,9 +127,10 @@ def variants(size: int) -> dict[str, tuple[Callable, tuple, tuple[int, ...]]]:
 
 
 def variant_explorer(size: int) -> tuple[list[dict], list[dict]]:
-    """Each of ``variants(size)`` walked through trace, lower, compile: its sizes, XLA's costs, and the texts.
+    """Each of ``variants(size)`` walked through trace, lower, compile: its sizes, XLA's
+    costs, and the texts.
 
-    Taught in "jaxprs", "Explore it" (sec-jaxprs-explore).
+    Taught in jaxprs, Explore it.
     """
     from .programs import COSTS, count_equations, walk
 

@@ -1,8 +1,10 @@
-"""The examples of the chapter "Jitting methods and classes": one small layer class per strategy, the
-pitfalls, and the helpers that measure each strategy for the decision guide.
+"""The examples of the chapter "Jitting methods and classes": one small layer class per
+strategy, the pitfalls, and the helpers that measure each strategy for the decision
+guide.
 
-Every class holds the same two things, so the strategies compare like for like: ``weight``, an array
-that training changes, and ``activation``, a name that selects code (configuration).
+Every class holds the same two things, so the strategies compare like for like:
+``weight``, an array that training changes, and ``activation``, a name that selects code
+(configuration).
 """
 
 import dataclasses
@@ -22,7 +24,8 @@ ACTIVATIONS: dict[str, Callable] = {"relu": jax.nn.relu, "tanh": jnp.tanh}
 
 
 def activate(name: str, z: jax.Array) -> jax.Array:
-    """Apply the activation called ``name``; a Python lookup, so ``name`` must be known when tracing.
+    """Apply the activation called ``name``; a Python lookup, so ``name`` must be known
+    when tracing.
 
     Taught in Jitting methods and classes, at its start.
     """
@@ -35,7 +38,8 @@ def activate(name: str, z: jax.Array) -> jax.Array:
 
 # The problem: jax.jit on a method of a plain class.
 class DecoratedLayer:
-    """A plain class with ``@jax.jit`` on its method: ``self`` becomes an argument jit cannot read.
+    """A plain class with ``@jax.jit`` on its method: ``self`` becomes an argument jit
+    cannot read.
 
     Taught in Jitting methods and classes, The problem: `@jax.jit` on a method.
     """
@@ -86,7 +90,8 @@ class HelperLayer(Layer):
 
 # Strategy 2: self as a static argument.
 class StaticLayer(Layer):
-    """``self`` static, with the default ``__hash__``: the hash is the object's identity.
+    """``self`` static, with the default ``__hash__``: the hash is the object's
+    identity.
 
     Taught in Jitting methods and classes, Strategy 2: `self` as a static argument.
     """
@@ -98,7 +103,8 @@ class StaticLayer(Layer):
 
 @dataclasses.dataclass(frozen=True)
 class HashedLayer:
-    """``self`` static and frozen: hashed and compared by its fields, so equal layers share a compile.
+    """``self`` static and frozen: hashed and compared by its fields, so equal layers
+    share a compile.
 
     A static argument must never change (JAX's FAQ); to change a layer, build a new one.
     Taught in Jitting methods and classes, Strategy 2: `self` as a static argument.
@@ -137,14 +143,16 @@ class PytreeLayer:
 
     @jax.jit
     def sgd_step(self, grad, learning_rate):
-        """A method that changes the weights returns a new layer instead of assigning to ``self``."""
+        """A method that changes the weights returns a new layer instead of assigning to
+        ``self``."""
         return PytreeLayer(self.weight - learning_rate * grad, self.activation)
 
 
 @jax.tree_util.register_dataclass
 @dataclasses.dataclass(frozen=True)
 class DataclassLayer:
-    """The same pytree from a frozen dataclass: fields marked ``static`` become metadata.
+    """The same pytree from a frozen dataclass: fields marked ``static`` become
+    metadata.
 
     Taught in Jitting methods and classes, Strategy 3: the class as a pytree.
     """
@@ -161,7 +169,8 @@ class DataclassLayer:
         return dataclasses.replace(self, weight=self.weight - learning_rate * grad)
 
 
-# Strategy 3, done wrong: the three bugs of the 2023 tutorial's pytree class, one class each.
+# Strategy 3, done wrong: the three bugs of the 2023 tutorial's pytree class, one class
+# each.
 @register_pytree_node_class
 class ArrayMetadataLayer:
     """Bug: an array (``offset``) in the metadata, which must be hashable and immutable.
@@ -189,7 +198,8 @@ class ArrayMetadataLayer:
 
 @register_pytree_node_class
 class DroppingLayer:
-    """Bug: ``tree_unflatten`` rebuilds through ``__init__`` and forgets the trained ``bias``.
+    """Bug: ``tree_unflatten`` rebuilds through ``__init__`` and forgets the trained
+    ``bias``.
 
     Taught in Jitting methods and classes, Pitfall: an unflatten that drops a field.
     """
@@ -214,7 +224,8 @@ class DroppingLayer:
 
 @register_pytree_node_class
 class MutatingLayer(PytreeLayer):
-    """Bug: a jitted method assigns to ``self``, which inside jit is a copy rebuilt from tracers.
+    """Bug: a jitted method assigns to ``self``, which inside jit is a copy rebuilt from
+    tracers.
 
     Taught in Jitting methods and classes, Pitfall: a method that assigns to `self`.
     """
@@ -309,7 +320,8 @@ def unflatten_receives(layer: PytreeLayer) -> list[dict]:
 
 # Strategy 4: Equinox modules.
 class EqxLayer(eqx.Module):
-    """An Equinox module is a frozen dataclass and a pytree; ``static=True`` marks configuration.
+    """An Equinox module is a frozen dataclass and a pytree; ``static=True`` marks
+    configuration.
 
     Taught in Jitting methods and classes, Strategy 4: Equinox modules.
     """
@@ -323,7 +335,8 @@ class EqxLayer(eqx.Module):
 
 
 class SignedEqx(eqx.Module):
-    """The French notebook's module: an array, a static string, and a method jitted in the class body.
+    """The French notebook's module: an array, a static string, and a method jitted in
+    the class body.
 
     Taught in Jitting methods and classes, Methods are pytrees too.
     """
@@ -354,7 +367,8 @@ class MappedEqx(eqx.Module):
 
 
 def signed_loss(model: SignedEqx, scale) -> jax.Array:
-    """A loss that takes the model as an argument: differentiable in ``scale``, traced in the model's arrays.
+    """A loss that takes the model as an argument: differentiable in ``scale``, traced
+    in the model's arrays.
 
     Taught in Jitting methods and classes, `jit(grad(loss))` and static fields.
     """
@@ -363,7 +377,8 @@ def signed_loss(model: SignedEqx, scale) -> jax.Array:
 
 @eqx.filter_jit
 def eqx_sgd_step(layer: EqxLayer, learning_rate):
-    """One step that shrinks the weight by ``learning_rate``: under ``filter_jit`` a Python float is static.
+    """One step that shrinks the weight by ``learning_rate``: under ``filter_jit`` a
+    Python float is static.
 
     Taught in Jitting methods and classes, Strategy 4: Equinox modules.
     """
@@ -371,7 +386,8 @@ def eqx_sgd_step(layer: EqxLayer, learning_rate):
 
 
 class Recorded:
-    """A value that records each ``__hash__`` and ``__eq__`` call made on it: what does jit ask of metadata?"""
+    """A value that records each ``__hash__`` and ``__eq__`` call made on it: what does
+    jit ask of metadata?"""
 
     def __init__(self, value, calls: list[str]) -> None:
         self.value, self.calls = value, calls
@@ -467,7 +483,8 @@ def layer_sgd_step(params: LayerParams, grad, learning_rate) -> LayerParams:
 
 # Closures against arguments.
 def make_loss(layer) -> Callable:
-    """A loss factory: the returned function closes over ``layer``, a new function each call.
+    """A loss factory: the returned function closes over ``layer``, a new function each
+    call.
 
     Taught in Jitting methods and classes, Closures against arguments.
     """
@@ -479,7 +496,8 @@ def make_loss(layer) -> Callable:
 
 
 def layer_loss(layer, x) -> jax.Array:
-    """The same loss with the layer as an argument, so one jitted function serves every layer.
+    """The same loss with the layer as an argument, so one jitted function serves every
+    layer.
 
     Taught in Jitting methods and classes, Closures against arguments.
     """
@@ -488,12 +506,14 @@ def layer_loss(layer, x) -> jax.Array:
 
 # Measuring.
 def count_each(*calls: Callable, name: str | None = None) -> list[int]:
-    """Run each no-argument callable in turn; return the XLA compiles each caused (only of ``name`` if given)."""
+    """Run each no-argument callable in turn; return the XLA compiles each caused (only
+    of ``name`` if given)."""
     counts = []
     for call in calls:
         if not callable(call):
             raise TypeError(
-                f"count_each takes no-argument callables (lambdas), got {type(call).__name__}."
+                "count_each takes no-argument callables (lambdas), got "
+                f"{type(call).__name__}."
             )
         with count_compiles() as log:
             jax.block_until_ready(call())
@@ -502,11 +522,12 @@ def count_each(*calls: Callable, name: str | None = None) -> list[int]:
 
 
 def array_constants(jitted: Callable, *args) -> list[str]:
-    """The array constants (``stablehlo.constant dense<[...]>``) baked into the program ``jitted`` compiles for ``args``."""
+    """The array constants (``stablehlo.constant dense<[...]>``) baked into the program
+    ``jitted`` compiles for ``args``."""
     if not hasattr(jitted, "lower"):
         raise TypeError(
-            f"array_constants takes a jax.jit-wrapped function, got {type(jitted).__name__}; "
-            f"wrap it first: array_constants(jax.jit(f), x)."
+            "array_constants takes a jax.jit-wrapped function, got "
+            f"{type(jitted).__name__}; wrap it first: array_constants(jax.jit(f), x)."
         )
     text = jitted.lower(*args).as_text()
     return [
@@ -517,7 +538,8 @@ def array_constants(jitted: Callable, *args) -> list[str]:
 
 
 def reference_predict(weight, x, activation: str) -> np.ndarray:
-    """The layer's output in NumPy float64: the independent check the measurements compare to."""
+    """The layer's output in NumPy float64: the independent check the measurements
+    compare to."""
     z = np.asarray(weight, dtype=np.float64) * np.asarray(x, dtype=np.float64)
     if activation not in ACTIVATIONS:
         raise ValueError(
@@ -539,18 +561,20 @@ def reference_grad(weight, x, activation: str) -> np.ndarray:
 
 @dataclasses.dataclass(frozen=True)
 class Strategy:
-    """How one strategy builds a layer, calls its jitted predict, and gives it new weights."""
+    """How one strategy builds a layer, calls its jitted predict, and gives it new
+    weights."""
 
     name: str
     build: Callable  # (weight, activation) -> layer
-    call: (
-        Callable  # (layer, x, activation) -> output, through the strategy's jitted code
-    )
-    update: Callable  # (layer, new_weight) -> layer: in place for mutable classes, a new object otherwise
+    # (layer, x, activation) -> output, through the strategy's jitted code
+    call: Callable
+    # (layer, new_weight) -> layer: in place for mutable classes, a new object otherwise
+    update: Callable
 
 
 def _jit_bound_once(layer: Layer, x, activation: str):
-    """Strategy 1 as one writes it: ``jax.jit(layer.predict)`` made once per layer, then reused."""
+    """Strategy 1 as one writes it: ``jax.jit(layer.predict)`` made once per layer, then
+    reused."""
     if "fast_predict" not in vars(layer):
         layer.fast_predict = jax.jit(layer.predict)
     return layer.fast_predict(x)
@@ -614,16 +638,19 @@ STRATEGIES: tuple[Strategy, ...] = (
 
 
 def _outcome(fn: Callable, expected: np.ndarray) -> str:
-    """'yes' if ``fn()`` matches ``expected``, 'no: stale' if it runs but differs, 'no: <Error>' if it raises."""
+    """'yes' if ``fn()`` matches ``expected``, 'no: stale' if it runs but differs, 'no:
+    <Error>' if it raises."""
     try:
         got = np.asarray(jax.block_until_ready(fn()), dtype=np.float64)
-    except Exception as err:  # noqa: BLE001 - a strategy that cannot do it gets a row saying why
+    # a strategy that cannot do it gets a row saying why
+    except Exception as err:  # noqa: BLE001
         return f"no: {type(err).__name__}"
     return "yes" if np.allclose(got, expected, atol=1e-5) else "no: stale"
 
 
 def evaluate(strategy: Strategy, size: int = 3) -> dict:
-    """Measure one strategy: right after new weights, compiles per new layer / new activation, grad, vmap, scan.
+    """Measure one strategy: right after new weights, compiles per new layer / new
+    activation, grad, vmap, scan.
 
     Clears JAX's caches first, so the compile counts do not depend on what ran before.
 
@@ -631,7 +658,8 @@ def evaluate(strategy: Strategy, size: int = 3) -> dict:
     """
     if not isinstance(strategy, Strategy):
         raise TypeError(
-            f"evaluate takes a methods.Strategy (see methods.STRATEGIES), got {type(strategy).__name__}."
+            "evaluate takes a methods.Strategy (see methods.STRATEGIES), got "
+            f"{type(strategy).__name__}."
         )
     jax.clear_caches()
     rng = np.random.default_rng(
@@ -661,7 +689,8 @@ def evaluate(strategy: Strategy, size: int = 3) -> dict:
     def body(lay, _):
         return strategy.update(lay, lay.weight * 0.5), strategy.call(lay, x, "relu")
 
-    # Each transformation is jitted as a whole, as a training loop would be: one compile, not one per op.
+    # Each transformation is jitted as a whole, as a training loop would be: one
+    # compile, not one per op.
     grads = _outcome(
         lambda: jax.jit(jax.grad(loss))(strategy.build(w1, "relu")).weight,
         reference_grad(w1, x, "relu"),
@@ -697,7 +726,8 @@ EVENTS = ("new weights", "new layer", "new activation")
 def event_grid(
     strategies: Sequence[Strategy] = STRATEGIES, size: int = 3
 ) -> list[dict]:
-    """For each strategy and event (new weights, new layer, new activation): compiles, and whether the result is right.
+    """For each strategy and event (new weights, new layer, new activation): compiles,
+    and whether the result is right.
 
     Each strategy starts from empty caches and a layer already called once.
     Taught in Jitting methods and classes, Explore it.
@@ -710,7 +740,8 @@ def event_grid(
     for strategy in strategies:
         if not isinstance(strategy, Strategy):
             raise TypeError(
-                f"event_grid takes methods.Strategy objects (see methods.STRATEGIES), got {type(strategy).__name__}."
+                "event_grid takes methods.Strategy objects (see methods.STRATEGIES), "
+                f"got {type(strategy).__name__}."
             )
         jax.clear_caches()
         layer = strategy.build(w1, "relu")

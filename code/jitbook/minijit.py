@@ -1,4 +1,5 @@
-"""A small jit of the book's own: trace to a program, cache it on abstract values, compile it.
+"""A small jit of the book's own: trace to a program, cache it on abstract values,
+compile it.
 
 It borrows only JAX's primitives (each knows its abstract evaluation rule) and the hook
 that routes every ``primitive.bind`` to the current trace. The tracer, the program, the
@@ -52,7 +53,8 @@ def abstract_of(value: Any) -> Abstract:
 
 
 def shape_and_dtype(value: Any) -> Abstract:
-    """An abstract value that forgets weak types: the mistake the chapter starts from."""
+    """An abstract value that forgets weak types: the mistake the chapter starts
+    from."""
     full = abstract_of(value)
     return Abstract(full.shape, full.dtype)
 
@@ -174,7 +176,8 @@ class Recorder(core.Trace):
         return Tracer(self, self.new_var(abstract))
 
     def atom(self, value: Any):
-        """A tracer's variable, a scalar as a literal, an array as a captured constant."""
+        """A tracer's variable, a scalar as a literal, an array as a captured
+        constant."""
         if isinstance(value, Tracer) and value._trace is self:
             return value.var
         if isinstance(value, core.Tracer):
@@ -206,7 +209,8 @@ class Recorder(core.Trace):
         return outputs if many else outputs[0]
 
     def record(self, primitive, inputs: list, out_avals, params: dict) -> list[Tracer]:
-        """Append one equation; its outputs are new tracers for the function to go on with."""
+        """Append one equation; its outputs are new tracers for the function to go on
+        with."""
         outputs = [self.new_tracer(_abstract(a)) for a in out_avals]
         outvars = [t.var for t in outputs]
         self.equations.append(
@@ -233,7 +237,8 @@ _NOT_USER = (os.path.dirname(jax.__file__), __file__)
 
 
 def _user_line() -> str:
-    """``function:line`` of the Python code that made the current equation (no paths)."""
+    """``function:line`` of the Python code that made the current equation (no
+    paths)."""
     frame = sys._getframe(1)
     while frame and frame.f_code.co_filename.startswith(_NOT_USER):
         frame = frame.f_back
@@ -331,7 +336,8 @@ def cache_key(args: tuple, static: dict, abstractify: Callable = abstract_of) ->
 
 
 class MiniJit:
-    """``jax.jit`` in small: the cache, its counters, and the trace-and-compile on a miss.
+    """``jax.jit`` in small: the cache, its counters, and the trace-and-compile on a
+    miss.
 
     The cache is global and keyed first on the function, as jit's is: wrapping the same
     function again finds its programs; a new closure is a new function and starts empty.
@@ -400,8 +406,9 @@ def _check_hashable(name: str, value: Any) -> None:
         hash(value)
     except TypeError:
         raise ValueError(
-            f"static argument {name}={value!r} is not hashable, so it cannot be part of "
-            "a cache key; pass a tuple instead of a list, or make it a traced argument."
+            f"static argument {name}={value!r} is not hashable, so it cannot be "
+            "part of a cache key; pass a tuple instead of a list, or make it a traced "
+            "argument."
         ) from None
 
 
@@ -418,7 +425,8 @@ def jit(fn: Callable | None = None, *, static_argnames: Sequence[str] = ()):
 def compiles_side_by_side(
     fn: Callable, calls: Sequence[tuple[str, tuple, dict]], static_argnames=()
 ) -> list[dict]:
-    """One row per call: minijit's compiles so far and jax.jit's, each starting empty."""
+    """One row per call: minijit's compiles so far and jax.jit's, each starting
+    empty."""
     from .cache import count_compiles, fresh_jit
 
     ours = MiniJit(new_function(fn), static_argnames)

@@ -1,9 +1,10 @@
-"""Look inside programs: jaxprs, their equations, and a function walked down to compiled code.
+"""Look inside programs: jaxprs, their equations, and a function walked down to compiled
+code.
 
-``stats`` counts what a jaxpr holds (equations by primitive, constants, literals, text sizes) and
-``side_by_side`` puts several variants side by side. ``walk`` takes a function through jit's ahead-
-of-time stages (trace, lower, compile, call), timed by ``timing.stages``, and shows what each stage
-made.
+``stats`` counts what a jaxpr holds (equations by primitive, constants, literals, text
+sizes) and ``side_by_side`` puts several variants side by side. ``walk`` takes a
+function through jit's ahead- of-time stages (trace, lower, compile, call), timed by
+``timing.stages``, and shows what each stage made.
 """
 
 import collections
@@ -28,9 +29,10 @@ def equations(jaxpr) -> Iterator:
 
 
 def count_equations(jaxpr) -> int:
-    """Equations in a jaxpr, counting those inside nested jaxprs (loop bodies, branches) too.
+    """Equations in a jaxpr, counting those inside nested jaxprs (loop bodies, branches)
+    too.
 
-    Taught in "Tracing", "Python loops unroll" (sec-tracing-loops).
+    Taught in Tracing, Python loops unroll.
     """
     jaxpr = getattr(jaxpr, "jaxpr", jaxpr)  # a ClosedJaxpr holds its Jaxpr in .jaxpr
     if not isinstance(jaxpr, jax.extend.core.Jaxpr):
@@ -48,9 +50,10 @@ def _atom(v) -> str:
 
 
 def anatomy(jaxpr) -> Markdown:
-    """A jaxpr taken apart, one row per constant, input, equation and output, each with its type.
+    """A jaxpr taken apart, one row per constant, input, equation and output, each with
+    its type.
 
-    Taught in "jaxprs", "Reading a jaxpr".
+    Taught in jaxprs, Reading a jaxpr.
     """
     if not hasattr(jaxpr, "eqns"):
         raise TypeError(
@@ -124,11 +127,13 @@ def stats(
     lower: bool = True,
     **kwargs,
 ) -> JaxprStats:
-    """Trace ``fn(*args, **kwargs)`` with ``jax.make_jaxpr`` and count what its jaxpr holds.
+    """Trace ``fn(*args, **kwargs)`` with ``jax.make_jaxpr`` and count what its jaxpr
+    holds.
 
-    With ``lower=True`` it also lowers ``jax.jit(fn)`` to StableHLO to count that text's lines.
+    With ``lower=True`` it also lowers ``jax.jit(fn)`` to StableHLO to count that text's
+    lines.
 
-    Taught in "jaxprs", "A jaxpr explorer".
+    Taught in jaxprs, A jaxpr explorer.
     """
     timing.check_callable(fn, "stats")
     jaxpr = jax.make_jaxpr(fn, static_argnums=static_argnums)(*args, **kwargs)
@@ -161,15 +166,18 @@ def stats(
 
 
 def side_by_side(*variants: JaxprStats, primitives: bool = True) -> Markdown:
-    """Variants side by side: one column each, a row per size figure and (optionally) per primitive."""
+    """Variants side by side: one column each, a row per size figure and (optionally)
+    per primitive."""
     if not variants or not all(isinstance(v, JaxprStats) for v in variants):
         raise TypeError(
-            "side_by_side takes one or more results of stats(...), e.g. side_by_side(stats(f, x), stats(g, x))."
+            "side_by_side takes one or more results of stats(...), e.g. "
+            "side_by_side(stats(f, x), stats(g, x))."
         )
     names = [v.name for v in variants]
     if len(set(names)) != len(names):
         raise ValueError(
-            f"variant names must differ to be told apart, got {names}; pass name=... to stats."
+            f"variant names must differ to be told apart, got {names}; pass name=... "
+            "to stats."
         )
     sizes = [v.sizes() for v in variants]
     keys = [k for k in sizes[0] if k != "variant"] + [
@@ -191,10 +199,11 @@ COSTS = ("flops", "bytes accessed", "transcendentals")
 def cost_summary(analysis) -> dict[str, float]:
     """Flops, bytes accessed and transcendentals from XLA's cost analysis.
 
-    ``Compiled.cost_analysis()`` is a dict on current JAX and was a list of dicts (one per program)
-    on older versions; both are accepted, lists are summed. A figure XLA leaves out counts as 0.
+    ``Compiled.cost_analysis()`` is a dict on current JAX and was a list of dicts (one
+    per program) on older versions; both are accepted, lists are summed. A figure XLA
+    leaves out counts as 0.
 
-    Taught in "jaxprs", "The road to XLA" (sec-jaxprs-stages).
+    Taught in jaxprs, The road to XLA.
     """
     if hasattr(analysis, "cost_analysis"):
         analysis = analysis.cost_analysis()
@@ -211,7 +220,8 @@ def cost_summary(analysis) -> dict[str, float]:
 
 @dataclasses.dataclass
 class Walk:
-    """One function taken through trace, lower, compile and call, with what each stage produced."""
+    """One function taken through trace, lower, compile and call, with what each stage
+    produced."""
 
     stages: timing.Stages
     stablehlo: str
@@ -229,8 +239,8 @@ class Walk:
         return self.stages.compiled
 
     def excerpt(self) -> str:
-        """The first ``excerpt_lines`` lines of the StableHLO module, and how many lines were left
-        out.
+        """The first ``excerpt_lines`` lines of the StableHLO module, and how many lines
+        were left out.
         """
         lines = self.stablehlo.splitlines()
         head = clip_lines("\n".join(lines[: self.excerpt_lines])).splitlines()
@@ -249,10 +259,13 @@ class Walk:
         ).text
         return "\n\n".join(
             [
-                f"**1. trace** ({ms(s.trace)}): the jaxpr\n\n```\n{self.jaxpr_text}\n```",
-                f"**2. lower** ({ms(s.lower)}): StableHLO, {len(self.stablehlo.splitlines())} lines\n\n"
+                f"**1. trace** ({ms(s.trace)}): the jaxpr\n\n"
+                f"```\n{self.jaxpr_text}\n```",
+                f"**2. lower** ({ms(s.lower)}): StableHLO, "
+                f"{len(self.stablehlo.splitlines())} lines\n\n"
                 f"```\n{self.excerpt()}\n```",
-                f"**3. compile** ({ms(s.compile)}): XLA's cost analysis of the executable\n\n{cost}",
+                f"**3. compile** ({ms(s.compile)}): "
+                f"XLA's cost analysis of the executable\n\n{cost}",
                 f"**4. call** ({ms(s.run)}): the first run of the executable",
             ]
         )
@@ -265,10 +278,10 @@ def walk(
     excerpt_lines: int = 12,
     **kwargs,
 ) -> Walk:
-    """Take ``jax.jit(fn)`` through its ahead-of-time stages (timed by ``timing.stages``) and keep
-    each product.
+    """Take ``jax.jit(fn)`` through its ahead-of-time stages (timed by
+    ``timing.stages``) and keep each product.
 
-    Taught in "jaxprs", "The road to XLA" (sec-jaxprs-stages).
+    Taught in jaxprs, The road to XLA.
     """
     timing.check_callable(fn, "walk")
     if not isinstance(excerpt_lines, int) or excerpt_lines < 1:
@@ -285,11 +298,12 @@ _INSTRUCTION = re.compile(r"^\s*(ROOT )?%?([\w.-]+) = (\S+) (\w[\w-]*)\(")
 
 
 def compiled_instructions(compiled) -> list[dict]:
-    """The instructions of the optimized HLO's entry computation (``compiled.as_text()``),
-    one row each: name, result type, opcode and whether it is the output (the ROOT). A
-    ``fusion`` is one loop over memory that XLA made of several operations.
+    """The instructions of the optimized HLO's entry computation
+    (``compiled.as_text()``), one row each: name, result type, opcode and whether it is
+    the output (the ROOT). A ``fusion`` is one loop over memory that XLA made of several
+    operations.
 
-    Taught in "jaxprs", "What XLA did" (sec-jaxprs-xla).
+    Taught in jaxprs, What XLA did.
     """
     if not hasattr(compiled, "as_text"):
         raise TypeError(

@@ -1,7 +1,9 @@
-"""What makes jit compile again, measured: static arguments, the cache key, loop traps, buckets, the disk cache.
+"""What makes jit compile again, measured: static arguments, the cache key, loop traps,
+buckets, the disk cache.
 
-Every helper jits a *fresh* wrapper of its function (as ``timing.stages`` does), so a measurement starts
-from an empty in-memory cache however often the chapter or a test runs it.
+Every helper jits a *fresh* wrapper of its function (as ``timing.stages`` does), so a
+measurement starts from an empty in-memory cache however often the chapter or a test
+runs it.
 """
 
 import dataclasses
@@ -29,19 +31,21 @@ from .cache import (
 )
 from .errors import raised
 
-# --- static arguments ------------------------------------------------------------------------------------
+# --- static arguments -----------------------------------------------------------------
 
 
 def power(x: jax.Array, n) -> jax.Array:
-    """``x ** n`` with ``n`` meant to be static: an int exponent traces to ``integer_pow``, a float to ``pow``.
+    """``x ** n`` with ``n`` meant to be static: an int exponent traces to
+    ``integer_pow``, a float to ``pow``.
 
-    Taught in recompilation.qmd, "Static arguments".
+    Taught in Static arguments and compiling again, Static arguments.
     """
     return x**n
 
 
 def static_sweep(values: Sequence, x: jax.Array | None = None) -> list[dict]:
-    """Call ``power(x, n)`` jitted with static ``n`` once per value in ``values``: did each call compile, how long."""
+    """Call ``power(x, n)`` jitted with static ``n`` once per value in ``values``: did
+    each call compile, how long."""
     if (
         isinstance(values, (str, bytes))
         or not isinstance(values, Sequence)
@@ -106,25 +110,29 @@ def _times_bare(x, factor):
 
 
 def static_error(value) -> Exception:
-    """The exception jit raises when ``value`` is passed as a static argument of ``power`` (e.g. an array)."""
+    """The exception jit raises when ``value`` is passed as a static argument of
+    ``power`` (e.g. an array)."""
     err = raised(fresh_jit(power, static_argnums=1), jnp.ones(3), value)
     if err is not None:  # the chapter shows this exception's class and message
         return err
     raise ValueError(
-        f"{type(value).__name__} {value!r} was accepted as a static argument; pass an unhashable one."
+        f"{type(value).__name__} {value!r} was accepted as a static argument; "
+        "pass an unhashable one."
     )
 
 
-# --- the cache key: arguments ----------------------------------------------------------------------------
+# --- the cache key: arguments ---------------------------------------------------------
 
 
 def add_one(x):
-    """The smallest function whose program depends on its argument's shape, dtype and weak type."""
+    """The smallest function whose program depends on its argument's shape, dtype and
+    weak type."""
     return x + 1
 
 
 def argument_cases() -> list[tuple[str, object]]:
-    """Arguments passed in turn to one jitted ``add_one``: which of them make a new program?"""
+    """Arguments passed in turn to one jitted ``add_one``: which of them make a new
+    program?"""
     return [
         ("1.0 (Python float)", 1.0),
         ("2.0 (another Python float)", 2.0),
@@ -139,14 +147,15 @@ def argument_cases() -> list[tuple[str, object]]:
     ]
 
 
-# --- the cache key: the function -------------------------------------------------------------------------
+# --- the cache key: the function ------------------------------------------------------
 
 
 @dataclasses.dataclass(frozen=True)
 class ScaleBy:
-    """A callable object equal to (and hashing like) any other ``ScaleBy`` with the same factor.
+    """A callable object equal to (and hashing like) any other ``ScaleBy`` with the same
+    factor.
 
-    Taught in recompilation.qmd, "The function: by hash and equality".
+    Taught in Static arguments and compiling again, The function: by hash and equality.
     """
 
     factor: float
@@ -166,7 +175,8 @@ class ScaleByIdentity:
 
 
 def identity_rows(x: jax.Array | None = None) -> list[dict]:
-    """Two callables that do the same thing: jitted one after the other, does the second compile?"""
+    """Two callables that do the same thing: jitted one after the other, does the second
+    compile?"""
     x = jnp.ones(3) if x is None else x
     pairs = [
         ("the same function twice", add_one, add_one),
@@ -184,7 +194,8 @@ def identity_rows(x: jax.Array | None = None) -> list[dict]:
     ]
     rows = []
     for label, first, second in pairs:
-        jax.clear_caches()  # each pair starts from an empty cache; the objects stay alive during the pair
+        # each pair starts from an empty cache; the objects stay alive during the pair
+        jax.clear_caches()
         jax.jit(first)(x)
         with count_compiles() as log:
             jax.jit(second)(x)
@@ -200,12 +211,14 @@ def identity_rows(x: jax.Array | None = None) -> list[dict]:
 
 
 def total(tree):
-    """The sum of every leaf of a pytree: one function for probing how the pytree's structure enters the key."""
+    """The sum of every leaf of a pytree: one function for probing how the pytree's
+    structure enters the key."""
     return sum(jnp.sum(leaf) for leaf in jax.tree.leaves(tree))
 
 
 def structure_cases() -> list[tuple[str, object]]:
-    """Pytrees of the same two arrays passed in turn to one jitted ``total``: which make a new program?"""
+    """Pytrees of the same two arrays passed in turn to one jitted ``total``: which make
+    a new program?"""
     a, b = jnp.ones(3), jnp.zeros(3)
     return [
         ('{"a": a, "b": b}', {"a": a, "b": b}),
@@ -221,7 +234,8 @@ def add(x, y):
 
 
 def calling_rows() -> list[dict]:
-    """Compiles of one jitted ``add`` for the same two arrays passed by position and by keyword."""
+    """Compiles of one jitted ``add`` for the same two arrays passed by position and by
+    keyword."""
     x = jnp.ones(3)
     jitted = fresh_jit(add)
     calls = [
@@ -239,7 +253,8 @@ def calling_rows() -> list[dict]:
 
 
 def miss_cases() -> list[tuple[str, tuple]]:
-    """Calls of one jitted ``add_one``, in turn: the same array, a new shape, the array committed to a device."""
+    """Calls of one jitted ``add_one``, in turn: the same array, a new shape, the array
+    committed to a device."""
     x = jnp.ones(3)
     return [
         ("ones(3)", (x,)),
@@ -252,7 +267,8 @@ def miss_cases() -> list[tuple[str, tuple]]:
 def cache_misses(
     fn: Callable = None, cases: Sequence[tuple[str, tuple]] | None = None
 ) -> list[dict]:
-    """Which of jit's three caches each call missed (trace, lower, compile), and what each diagnostic saw.
+    """Which of jit's three caches each call missed (trace, lower, compile), and what
+    each diagnostic saw.
 
     ``explained``: lines ``jax_explain_cache_misses`` wrote (no persistent cache here);
     ``logged compiles``: "Finished XLA compilation" lines of ``jax.log_compiles()``.
@@ -330,7 +346,8 @@ def wrapper_race(calls: int = 100, rounds: int = 31) -> "timing.Race":
 
 
 def rejit_cost(calls: int = 200) -> dict:
-    """Microseconds per call of ``plus_one``: one wrapper reused, a new one at each call.
+    """Microseconds per call of ``plus_one``: one wrapper reused, a new one at each
+    call.
 
     Both reach the same program through jit's global dispatch cache, which is keyed on
     the function and jit's options, not on the wrapper: ``slow-path calls`` counts the
@@ -362,12 +379,14 @@ def plus_one_noted(i):
 
 
 def _new_wrapper(fn: Callable, **options) -> Callable:
-    """A maker of ``(fn, jax.jit(fn, **options))``: the callable is kept alive with it."""
+    """A maker of ``(fn, jax.jit(fn, **options))``: the callable is kept alive with
+    it."""
     return lambda: (fn, jax.jit(fn, **options))
 
 
 def dispatch_rows(wrappers: int = 100) -> list[dict]:
-    """Calls through many jit wrappers: which leave the C++ dispatch cache, which compile.
+    """Calls through many jit wrappers: which leave the C++ dispatch cache, which
+    compile.
 
     Each row calls ``wrappers`` new wrappers once each (or one wrapper that many times).
     The callables of a row stay alive until it is counted, as in a loop that keeps them.
@@ -436,7 +455,7 @@ def dispatch_rows(wrappers: int = 100) -> list[dict]:
     return rows
 
 
-# --- the cache key: configuration ------------------------------------------------------------------------
+# --- the cache key: configuration -----------------------------------------------------
 
 
 def matmul(a, b):
@@ -453,7 +472,8 @@ CONFIG_CASES = [
 
 
 def config_compiles(name: str, value) -> dict:
-    """Compiles of a warm ``jit(matmul)`` after setting option ``name`` to ``value``, and after setting it back."""
+    """Compiles of a warm ``jit(matmul)`` after setting option ``name`` to ``value``,
+    and after setting it back."""
     if name not in jax.config.values:
         raise ValueError(
             f"{name!r} is not a JAX config option; see jax.config.values for the names."
@@ -478,7 +498,7 @@ def config_compiles(name: str, value) -> dict:
     }
 
 
-# --- loop traps and notebooks ----------------------------------------------------------------------------
+# --- loop traps and notebooks ---------------------------------------------------------
 
 
 def plus_one(i):
@@ -486,9 +506,10 @@ def plus_one(i):
 
 
 def jit_in_a_loop(how: str, steps: int = 10) -> dict:
-    """Apply ``plus_one`` ``steps`` times through ``jax.jit(...)`` built in the loop, three ways.
+    """Apply ``plus_one`` ``steps`` times through ``jax.jit(...)`` built in the loop,
+    three ways.
 
-    Taught in recompilation.qmd, "jit built inside a loop".
+    Taught in Static arguments and compiling again, jit built inside a loop.
     """
     makers = {
         "jax.jit(partial(plus_one))": lambda: jax.jit(functools.partial(plus_one)),
@@ -550,13 +571,14 @@ def docs_partial_rows(steps: int = 5) -> list[dict]:
     return rows
 
 
-# --- buckets ---------------------------------------------------------------------------------------------
+# --- buckets --------------------------------------------------------------------------
 
 
 def soft_mean(x: jax.Array, mask: jax.Array) -> jax.Array:
-    """Mean of softplus(x) where ``mask`` is true: padding is ignored, so results do not move.
+    """Mean of softplus(x) where ``mask`` is true: padding is ignored, so results do not
+    move.
 
-    Taught in recompilation.qmd, "Variable sizes: padding to buckets".
+    Taught in Static arguments and compiling again, Variable sizes: padding to buckets.
     """
     y = jnp.logaddexp(x, 0.0)
     return jnp.sum(jnp.where(mask, y, 0.0)) / jnp.sum(mask)
@@ -565,7 +587,7 @@ def soft_mean(x: jax.Array, mask: jax.Array) -> jax.Array:
 def next_bucket(n: int, smallest: int = 16) -> int:
     """The padded length for ``n``: the next power of two, at least ``smallest``.
 
-    Taught in recompilation.qmd, "Variable sizes: padding to buckets".
+    Taught in Static arguments and compiling again, Variable sizes: padding to buckets.
     """
     if not isinstance(n, (int, np.integer)) or n < 1:
         raise ValueError(f"n must be a positive int (a sequence length), got {n!r}.")
@@ -581,7 +603,8 @@ def stream_lengths(count: int, longest: int, seed: int = 0) -> list[int]:
 
 @dataclasses.dataclass
 class StreamRun:
-    """One pass over a stream of sequences: compiles, wall time, and the results (to check them)."""
+    """One pass over a stream of sequences: compiles, wall time, and the results (to
+    check them)."""
 
     how: str
     compiles: int
@@ -599,7 +622,8 @@ class StreamRun:
 
 
 def run_stream(lengths: Sequence[int], bucketed: bool, seed: int = 1) -> StreamRun:
-    """Apply ``soft_mean`` to one random sequence per length, padded to buckets or at its own length."""
+    """Apply ``soft_mean`` to one random sequence per length, padded to buckets or at
+    its own length."""
     if not lengths:
         raise ValueError("run_stream needs at least one length.")
     rng = np.random.default_rng(seed)
@@ -625,13 +649,14 @@ def run_stream(lengths: Sequence[int], bucketed: bool, seed: int = 1) -> StreamR
     )
 
 
-# --- control flow without recompiling --------------------------------------------------------------------
+# --- control flow without recompiling -------------------------------------------------
 
 
 def shrink(x, mode):
-    """Three ways to shrink values, chosen by ``mode`` (0, 1 or 2) with ``lax.switch``: one program.
+    """Three ways to shrink values, chosen by ``mode`` (0, 1 or 2) with ``lax.switch``:
+    one program.
 
-    Taught in recompilation.qmd, "Control flow without recompiling".
+    Taught in Static arguments and compiling again, Control flow without recompiling.
     """
     branches = [
         lambda v: jnp.clip(v, -1.0, 1.0),
@@ -642,7 +667,8 @@ def shrink(x, mode):
 
 
 def shrink_static(x, mode: int):
-    """The same choice with a Python ``if`` on a static ``mode``: one program per mode."""
+    """The same choice with a Python ``if`` on a static ``mode``: one program per
+    mode."""
     if mode == 0:
         return jnp.clip(x, -1.0, 1.0)
     if mode == 1:
@@ -651,9 +677,10 @@ def shrink_static(x, mode: int):
 
 
 def sqrt_newton(a, tol):
-    """Square root by Newton's method until the step is below ``tol``: a traced stop, ``lax.while_loop``.
+    """Square root by Newton's method until the step is below ``tol``: a traced stop,
+    ``lax.while_loop``.
 
-    Taught in recompilation.qmd, "Control flow without recompiling".
+    Taught in Static arguments and compiling again, Control flow without recompiling.
     """
 
     def not_done(state):
@@ -669,12 +696,14 @@ def sqrt_newton(a, tol):
 
 
 def soft_threshold(x, t):
-    """Shrink ``x`` towards 0 by ``t``, zero inside ``[-t, t]``: a branch per element, with ``jnp.where``."""
+    """Shrink ``x`` towards 0 by ``t``, zero inside ``[-t, t]``: a branch per element,
+    with ``jnp.where``."""
     return jnp.where(jnp.abs(x) > t, x - jnp.sign(x) * t, 0.0)
 
 
 def first_k(x, k: int):
-    """The first ``k`` entries: the output's shape depends on ``k``, so ``k`` has to be static."""
+    """The first ``k`` entries: the output's shape depends on ``k``, so ``k`` has to be
+    static."""
     return x[:k]
 
 
@@ -718,13 +747,14 @@ def control_flow_rows() -> list[dict]:
     return rows
 
 
-# --- the persistent compilation cache --------------------------------------------------------------------
+# --- the persistent compilation cache -------------------------------------------------
 
 
 def deep(x, steps: int):
-    """A program that takes XLA a noticeable time to compile: ``steps`` unrolled matmul-tanh layers.
+    """A program that takes XLA a noticeable time to compile: ``steps`` unrolled
+    matmul-tanh layers.
 
-    Taught in recompilation.qmd, "A cache that outlives the process".
+    Taught in Static arguments and compiling again, A cache that outlives the process.
     """
     for i in range(steps):
         x = jnp.tanh(x @ x.T * 0.01 + i)
@@ -744,18 +774,23 @@ ready = time.perf_counter()
 with jitbook.count_compiles() as log:
     jax.block_until_ready(jax.jit(recompilation.deep, static_argnums=1)(x, steps))
 done = time.perf_counter()
-print(json.dumps({"traces": log.traces.count("deep"), "lowerings": log.lowerings.count("deep"),
-                  "compile events": log.count_for("deep"), "compile (s)": log.compile_seconds,
-                  "disk cache hits": log.persistent_cache_hits, "first call (s)": done - ready,
-                  "process start to result (s)": done - start, "files in cache dir": len(os.listdir(cache_dir))}))
+print(json.dumps({
+    "traces": log.traces.count("deep"), "lowerings": log.lowerings.count("deep"),
+    "compile events": log.count_for("deep"), "compile (s)": log.compile_seconds,
+    "disk cache hits": log.persistent_cache_hits, "first call (s)": done - ready,
+    "process start to result (s)": done - start,
+    "files in cache dir": len(os.listdir(cache_dir)),
+}))
 """
 
 
 def cold_start(cache_dir: str, min_compile_seconds: float, steps: int) -> dict:
-    """Run ``jit(deep)`` once in a new Python process using the disk cache in ``cache_dir``; what it cost."""
+    """Run ``jit(deep)`` once in a new Python process using the disk cache in
+    ``cache_dir``; what it cost."""
     if not os.path.isdir(cache_dir):
         raise ValueError(
-            f"cache_dir {cache_dir!r} is not a directory; create it first (tempfile.mkdtemp())."
+            f"cache_dir {cache_dir!r} is not a directory; "
+            "create it first (tempfile.mkdtemp())."
         )
     out = subprocess.run(
         [sys.executable, "-c", _CHILD, cache_dir, str(min_compile_seconds), str(steps)],
@@ -771,9 +806,11 @@ def cold_start(cache_dir: str, min_compile_seconds: float, steps: int) -> dict:
 def persistent_cache_runs(
     steps: int, min_compile_seconds: float | None = None
 ) -> list[dict]:
-    """Two fresh processes sharing one new cache directory: the first compiles, does the second load from disk?
+    """Two fresh processes sharing one new cache directory: the first compiles, does the
+    second load from disk?
 
-    ``min_compile_seconds=None`` keeps JAX's default threshold (programs faster to compile are not written).
+    ``min_compile_seconds=None`` keeps JAX's default threshold (programs faster to
+    compile are not written).
     """
     threshold = (
         jax.config.values["jax_persistent_cache_min_compile_time_secs"]
@@ -832,9 +869,11 @@ def explained_with_disk_cache() -> list[str]:
 
 
 def moved_cache_dir() -> dict:
-    """A new process sets a cache directory, compiles, then points the cache elsewhere and compiles again.
+    """A new process sets a cache directory, compiles, then points the cache elsewhere
+    and compiles again.
 
-    JAX reads the directory once, at the first compile that uses the cache: the later setting is ignored.
+    JAX reads the directory once, at the first compile that uses the cache: the later
+    setting is ignored.
     """
     with (
         tempfile.TemporaryDirectory(prefix="jitbook-a-") as first,
@@ -855,7 +894,8 @@ def moved_cache_dir() -> dict:
 
 
 def call_sequence(x: jax.Array | None = None) -> list[tuple[str, object, object, dict]]:
-    """Calls of ``power(x, n)`` (``n`` static) in turn: (what changed, x, n, config options set for the call)."""
+    """Calls of ``power(x, n)`` (``n`` static) in turn: (what changed, x, n, config
+    options set for the call)."""
     x = jnp.linspace(0.5, 1.5, 8) if x is None else x
     return [
         ("first call: f32[8], n=2", x, 2, {}),
@@ -874,9 +914,10 @@ def call_sequence(x: jax.Array | None = None) -> list[tuple[str, object, object,
 def call_story(
     calls: Sequence[tuple[str, object, object, dict]] | None = None,
 ) -> tuple[list[dict], list[dict]]:
-    """One fresh ``jax.jit(power, static_argnums=1)`` called on each of ``calls``: compiled or not, and JAX's reason.
+    """One fresh ``jax.jit(power, static_argnums=1)`` called on each of ``calls``:
+    compiled or not, and JAX's reason.
 
-    Taught in "Static arguments and compiling again", "Explore it" (sec-recompilation-explore).
+    Taught in Static arguments and compiling again, Explore it.
     """
     jitted = fresh_jit(power, static_argnums=1)
     rows, panels = [], []

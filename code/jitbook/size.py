@@ -1,4 +1,5 @@
-"""One switch for problem sizes: ``JITBOOK_SMALL=1`` (set by the test suite) picks the small size."""
+"""One switch for problem sizes: ``JITBOOK_SMALL=1`` (set by the test suite) picks the
+small size."""
 
 import os
 
@@ -10,11 +11,13 @@ def is_small() -> bool:
     value = os.environ.get(ENV_VAR, "0").strip().lower()
     if value not in ("", "0", "1", "false", "true"):
         raise ValueError(
-            f"{ENV_VAR} must be 1 (small problems, for tests) or 0 (full size), got {value!r}."
+            f"{ENV_VAR} must be 1 (small problems, for tests) or 0 (full size), got "
+            f"{value!r}."
         )
     return value in ("1", "true")
 
 
 def pick(*, full, small):
-    """``full`` normally, ``small`` when ``JITBOOK_SMALL=1``: ``pick(full=100, small=2)``."""
+    """``full`` normally, ``small`` when ``JITBOOK_SMALL=1``: ``pick(full=100,
+    small=2)``."""
     return small if is_small() else full

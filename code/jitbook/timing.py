@@ -110,7 +110,7 @@ def verdict_from_rounds(
     below the other's lower quartile (the ranges do not overlap beyond noise) and its
     minimum is at least ``MIN_FACTOR`` times smaller; otherwise a tie.
 
-    Taught in "Why compile?", "Timing that holds".
+    Taught in Why compile?, Timing that holds.
     """
     a_times = _check_rounds(a_times, "a_times")
     b_times = _check_rounds(b_times, "b_times")
@@ -139,6 +139,12 @@ def verdict_from_rounds(
 
 
 # --- races
+
+
+def _shown(value: float) -> float | int:
+    """Three significant digits, whole numbers from 100 up: a table of times, not
+    data."""
+    return round(value) if value >= 100 else float(f"{value:.3g}")
 
 
 def _unit(seconds: float) -> tuple[str, float]:
@@ -205,9 +211,9 @@ class Race:
         return [
             {
                 "variant": n,
-                f"min ({unit})": scale * self.min(n),
-                f"median ({unit})": scale * self.median(n),
-                f"max ({unit})": scale * self.max(n),
+                f"min ({unit})": _shown(scale * self.min(n)),
+                f"median ({unit})": _shown(scale * self.median(n)),
+                f"max ({unit})": _shown(scale * self.max(n)),
                 "rounds": self.rounds,
             }
             for n in self.names
@@ -263,7 +269,7 @@ def race(
     every call is blocked on. Each round starts one variant later than the last, so
     no variant always runs first.
 
-    Taught in "Why compile?", "Timing that holds".
+    Taught in Why compile?, Timing that holds.
     """
     _check_race(variants, rounds, min_time, max_rounds, per)
     names = list(variants)
@@ -319,8 +325,8 @@ def time_call(
 ) -> Timing:
     """Time ``fn(*args, **kwargs)`` alone: a race of one variant, ``repeats`` rounds.
 
-    To compare variants, race them together instead: only interleaved rounds make a
-    verdict. Taught in "Why compile?", "Timing that holds".
+    For one figure, not a comparison: to compare variants, race them together, since
+    only interleaved rounds make a verdict.
     """
     check_callable(fn, "time_call")
     if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:

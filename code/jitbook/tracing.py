@@ -1,8 +1,9 @@
-"""The examples of the tracing chapter: what jit sees when it runs a Python function once, with
-tracers.
+"""The examples of the tracing chapter: what jit sees when it runs a Python function
+once, with tracers.
 
-Each function here is small on purpose: it shows one thing a tracer does or refuses to do. The
-helpers at the end measure what tracing produced (equation counts, compile times, printed lines).
+Each function here is small on purpose: it shows one thing a tracer does or refuses to
+do. The helpers at the end measure what tracing produced (equation counts, compile
+times, printed lines).
 """
 
 import contextlib
@@ -21,14 +22,14 @@ from . import timing
 from .errors import raised
 from .programs import count_equations
 
-# --- What a tracer is --------------------------------------------------------------------------------
+# --- What a tracer is -----------------------------------------------------------------
 
 
 def aval_row(x) -> dict:
-    """The abstract value jit keeps of ``x``: its type, shape, dtype and weak type, as one table
-    row.
+    """The abstract value jit keeps of ``x``: its type, shape, dtype and weak type, as
+    one table row.
 
-    Taught in "Tracing", "A tracer, seen from inside".
+    Taught in Tracing, A tracer, seen from inside.
     """
     aval = jax.typeof(x)
     return {
@@ -41,8 +42,8 @@ def aval_row(x) -> dict:
 
 
 def seen_by_jit(*args) -> list[dict]:
-    """Run a fresh jitted function on ``args`` and return what each argument looked like *inside*
-    it.
+    """Run a fresh jitted function on ``args`` and return what each argument looked like
+    *inside* it.
     """
     rows: list[dict] = []
 
@@ -57,9 +58,10 @@ def seen_by_jit(*args) -> list[dict]:
 
 
 def double_and_show(x: jax.Array) -> jax.Array:
-    """Doubles ``x``, printing it twice: once with Python's print, once with ``jax.debug.print``.
+    """Doubles ``x``, printing it twice: once with Python's print, once with
+    ``jax.debug.print``.
 
-    Taught in "Tracing", "A tracer, seen from inside".
+    Taught in Tracing, A tracer, seen from inside.
     """
     print("print sees:", x)
     jax.debug.print("jax.debug.print sees: {}", x)
@@ -67,9 +69,10 @@ def double_and_show(x: jax.Array) -> jax.Array:
 
 
 class BodyCounter:
-    """Wraps ``fn`` and counts how many times its Python body runs (under jit: once per trace).
+    """Wraps ``fn`` and counts how many times its Python body runs (under jit: once per
+    trace).
 
-    Taught in "Tracing", "The body runs once per new signature".
+    Taught in Tracing, The body runs once per new signature.
     """
 
     def __init__(self, fn: Callable) -> None:
@@ -85,8 +88,8 @@ class BodyCounter:
 
 
 def printed_lines(fn: Callable, calls: Sequence[tuple]) -> list[str]:
-    """Call ``fn(*args)`` for each tuple in ``calls`` and return every line printed, run-time prints
-    included.
+    """Call ``fn(*args)`` for each tuple in ``calls`` and return every line printed,
+    run-time prints included.
     """
     if not callable(fn):
         raise TypeError(
@@ -96,41 +99,44 @@ def printed_lines(fn: Callable, calls: Sequence[tuple]) -> list[str]:
     with contextlib.redirect_stdout(buffer):
         for args in calls:
             jax.block_until_ready(fn(*args))
-        jax.effects_barrier()  # jax.debug.print runs asynchronously: wait for every callback
+        # jax.debug.print runs asynchronously: wait for every callback
+        jax.effects_barrier()
     return buffer.getvalue().splitlines()
 
 
-# --- Side effects happen while tracing ------------------------------------------------------------------
+# --- Side effects happen while tracing ------------------------------------------------
 
 history: list = []  # a global that ``remember`` appends to
 SCALE = 2.0  # a global that ``scaled`` reads
 
 
 def remember(x: jax.Array) -> jax.Array:
-    """Appends its argument to the global ``history`` (a side effect) and returns ``x + 1``.
+    """Appends its argument to the global ``history`` (a side effect) and returns
+    ``x + 1``.
 
-    Taught in "Tracing", "Side effects happen while tracing" (sec-tracing-side-effects).
+    Taught in Tracing, Side effects happen while tracing.
     """
     history.append(x)
     return x + 1
 
 
 def scaled(x: jax.Array) -> jax.Array:
-    """Multiplies by the global ``SCALE``: under jit, by the value ``SCALE`` had when it was traced.
+    """Multiplies by the global ``SCALE``: under jit, by the value ``SCALE`` had when it
+    was traced.
 
-    Taught in "Tracing", "Reading a global that changes".
+    Taught in Tracing, Reading a global that changes.
     """
     return SCALE * x
 
 
-# --- Control flow: on shapes, and on values ------------------------------------------------------------
+# --- Control flow: on shapes, and on values -------------------------------------------
 
 
 def pad_to_even(x: jax.Array) -> jax.Array:
-    """Appends a zero when ``x`` has an odd length: a branch on a shape, which jit knows while
-    tracing.
+    """Appends a zero when ``x`` has an odd length: a branch on a shape, which jit knows
+    while tracing.
 
-    Taught in "Tracing", "Branching on a shape works".
+    Taught in Tracing, Branching on a shape works.
     """
     if x.shape[0] % 2 == 1:
         x = jnp.concatenate([x, jnp.zeros(1, x.dtype)])
@@ -138,10 +144,10 @@ def pad_to_even(x: jax.Array) -> jax.Array:
 
 
 def sin_or_cos(x: jax.Array, t) -> jax.Array:
-    """``sin(x)`` when ``t > 0``, else ``cos(x)``: a Python branch on a value, which a tracer does
-    not have.
+    """``sin(x)`` when ``t > 0``, else ``cos(x)``: a Python branch on a value, which a
+    tracer does not have.
 
-    Taught in "Tracing", "Branching on a value fails".
+    Taught in Tracing, Branching on a value fails.
     """
     if t > 0:
         return jnp.sin(x)
@@ -158,7 +164,7 @@ def sin_or_cos_where(
 ) -> jax.Array:
     """Way out 2: compute both branches and select elementwise.
 
-    Taught in "Tracing", "Three ways out".
+    Taught in Tracing, Three ways out.
     """
     return jnp.where(t > 0, pos(x), neg(x))
 
@@ -166,17 +172,17 @@ def sin_or_cos_where(
 def sin_or_cos_cond(
     x: jax.Array, t, pos: Callable = jnp.sin, neg: Callable = jnp.cos
 ) -> jax.Array:
-    """Way out 3: ``lax.cond`` puts both branches in the program and runs the one the predicate
-    picks.
+    """Way out 3: ``lax.cond`` puts both branches in the program and runs the one the
+    predicate picks.
 
-    Taught in "Tracing", "Three ways out".
+    Taught in Tracing, Three ways out.
     """
     return lax.cond(t > 0, pos, neg, x)
 
 
 def announce(name: str, fn: Callable) -> Callable:
-    """``fn`` that also prints ``name`` each time it runs, at run time, so we can see which branches
-    ran.
+    """``fn`` that also prints ``name`` each time it runs, at run time, so we can see
+    which branches ran.
     """
 
     def announced(x):
@@ -187,9 +193,10 @@ def announce(name: str, fn: Callable) -> Callable:
 
 
 def branches_run(version: Callable, x: jax.Array, t) -> list[str]:
-    """Which branches of ``sin_or_cos_where`` or ``sin_or_cos_cond`` ran in one jitted call.
+    """Which branches of ``sin_or_cos_where`` or ``sin_or_cos_cond`` ran in one jitted
+    call.
 
-    Taught in "Tracing", "Three ways out".
+    Taught in Tracing, Three ways out.
     """
     loud = functools.partial(
         version, pos=announce("sin", jnp.sin), neg=announce("cos", jnp.cos)
@@ -197,7 +204,7 @@ def branches_run(version: Callable, x: jax.Array, t) -> list[str]:
     return printed_lines(jax.jit(loud), [(x, t)])
 
 
-# --- Loops: unrolled by tracing, or kept as one loop ----------------------------------------------------
+# --- Loops: unrolled by tracing, or kept as one loop ----------------------------------
 
 
 def step(x: jax.Array) -> jax.Array:
@@ -208,7 +215,7 @@ def step(x: jax.Array) -> jax.Array:
 def python_loop(x: jax.Array, n: int) -> jax.Array:
     """``step`` applied ``n`` times by a Python loop: tracing records every iteration.
 
-    Taught in "Tracing", "Python loops unroll" (sec-tracing-loops).
+    Taught in Tracing, Python loops unroll.
     """
     for _ in range(n):
         x = step(x)
@@ -216,29 +223,29 @@ def python_loop(x: jax.Array, n: int) -> jax.Array:
 
 
 def fori_version(x: jax.Array, n) -> jax.Array:
-    """``step`` applied ``n`` times by ``lax.fori_loop``: one loop in the program, and ``n`` may be
-    traced.
+    """``step`` applied ``n`` times by ``lax.fori_loop``: one loop in the program, and
+    ``n`` may be traced.
 
-    Taught in "Tracing", "Python loops unroll" (sec-tracing-loops).
+    Taught in Tracing, Python loops unroll.
     """
     return lax.fori_loop(0, n, lambda i, c: step(c), x)
 
 
 def scan_version(x: jax.Array, n: int) -> jax.Array:
-    """``step`` applied ``n`` times by ``lax.scan``: one loop in the program; ``n`` must be a Python
-    int.
+    """``step`` applied ``n`` times by ``lax.scan``: one loop in the program; ``n`` must
+    be a Python int.
 
-    Taught in "Tracing", "Python loops unroll" (sec-tracing-loops).
+    Taught in Tracing, Python loops unroll.
     """
     final, _ = lax.scan(lambda c, _: (step(c), None), x, length=n)
     return final
 
 
 def loop_growth(fns: Sequence[Callable], ns: Sequence[int], x: jax.Array) -> list[dict]:
-    """For each loop function and loop length: equations traced and milliseconds to trace, lower and
-    compile.
+    """For each loop function and loop length: equations traced and milliseconds to
+    trace, lower and compile.
 
-    Taught in "Tracing", "Python loops unroll" (sec-tracing-loops).
+    Taught in Tracing, Python loops unroll.
     """
     if not ns or not all(isinstance(n, int) and n >= 0 for n in ns):
         raise ValueError(
@@ -259,13 +266,13 @@ def loop_growth(fns: Sequence[Callable], ns: Sequence[int], x: jax.Array) -> lis
     return rows
 
 
-# --- Closures ------------------------------------------------------------------------------------------
+# --- Closures -------------------------------------------------------------------------
 
 
 def make_scaler(scale) -> Callable:
     """A function that multiplies by ``scale``, captured from this call: a closure.
 
-    Taught in "Tracing", "Closures" (sec-tracing-closures).
+    Taught in Tracing, Closures.
     """
 
     def scale_by(x):
@@ -277,7 +284,7 @@ def make_scaler(scale) -> Callable:
 def make_config_scaler(config: dict) -> Callable:
     """A closure that reads ``config["scale"]``: under jit, at trace time only.
 
-    Taught in "Tracing", "Captured values go stale" (sec-tracing-closures).
+    Taught in Tracing, Captured values go stale.
     """
 
     def scale_by_config(x):
@@ -291,16 +298,17 @@ def scale_by_argument(x: jax.Array, scale) -> jax.Array:
     return scale * x
 
 
-# --- Loops you can differentiate ----------------------------------------------------------------------
+# --- Loops you can differentiate ------------------------------------------------------
 
 
 def masked_scan(x: jax.Array, n, max_n: int) -> jax.Array:
-    """``step`` applied ``n`` times, ``n`` traced, by a ``scan`` of ``max_n`` steps that stops
-    changing after ``n``.
+    """``step`` applied ``n`` times, ``n`` traced, by a ``scan`` of ``max_n`` steps that
+    stops changing after ``n``.
 
-    A ``fori_loop`` with a traced trip count becomes a ``while_loop``, which reverse-mode AD
-    refuses; a scan with a static bound and a mask has one compiled program for every ``n <= max_n``
-    and a gradient. Taught in "Tracing", "Python loops unroll" (sec-tracing-loops).
+    A ``fori_loop`` with a traced trip count becomes a ``while_loop``, which
+    reverse-mode AD refuses; a scan with a static bound and a mask has one compiled
+    program for every ``n <= max_n`` and a gradient. Taught in Tracing, Python loops
+    unroll.
     """
     if not isinstance(max_n, int) or max_n < 0:
         raise ValueError(
@@ -317,7 +325,8 @@ def masked_scan(x: jax.Array, n, max_n: int) -> jax.Array:
 def loop_primitive(
     fn: Callable, *args, static_argnums: int | Sequence[int] = ()
 ) -> str:
-    """The loop primitive (``scan`` or ``while``) that ``fn(*args)`` traces to, or ``"no loop"``."""
+    """The loop primitive (``scan`` or ``while``) that ``fn(*args)`` traces to, or
+    ``"no loop"``."""
     names = [
         e.primitive.name
         for e in jax.make_jaxpr(fn, static_argnums=static_argnums)(*args).eqns
@@ -325,13 +334,14 @@ def loop_primitive(
     return next((name for name in names if name in ("scan", "while")), "no loop")
 
 
-# --- Branches under vmap, and gradients through jnp.where -----------------------------------------------
+# --- Branches under vmap, and gradients through jnp.where -----------------------------
 
 
 def branches_run_batched(version: Callable, x: jax.Array, ts: jax.Array) -> list[str]:
-    """Which branches ran when ``version`` is vmapped over a batch of ``t`` (a batched predicate).
+    """Which branches ran when ``version`` is vmapped over a batch of ``t`` (a batched
+    predicate).
 
-    Taught in "Tracing", "Under vmap, both branches run" (sec-tracing-cond-vmap).
+    Taught in Tracing, Under vmap, both branches run.
     """
     loud = functools.partial(
         version, pos=announce("sin", jnp.sin), neg=announce("cos", jnp.cos)
@@ -342,31 +352,32 @@ def branches_run_batched(version: Callable, x: jax.Array, ts: jax.Array) -> list
 
 
 def sqrt_or_zero(x: jax.Array) -> jax.Array:
-    """``sqrt(x)`` where ``x > 0``, else 0: right values, but a NaN gradient at 0 (the sqrt branch
-    is still differentiated there, and 0 times its infinite slope is NaN).
+    """``sqrt(x)`` where ``x > 0``, else 0: right values, but a NaN gradient at 0 (the
+    sqrt branch is still differentiated there, and 0 times its infinite slope is NaN).
 
-    Taught in "Tracing", "Under vmap, both branches run" (sec-tracing-cond-vmap).
+    Taught in Tracing, Under vmap, both branches run.
     """
     return jnp.where(x > 0, jnp.sqrt(x), 0.0)
 
 
 def sqrt_or_zero_safe(x: jax.Array) -> jax.Array:
-    """The double-``where`` fix: feed the branch not taken a safe input, so its slope is finite.
+    """The double-``where`` fix: feed the branch not taken a safe input, so its slope is
+    finite.
 
-    Taught in "Tracing", "Under vmap, both branches run" (sec-tracing-cond-vmap).
+    Taught in Tracing, Under vmap, both branches run.
     """
     safe = jnp.where(x > 0, x, 1.0)
     return jnp.where(x > 0, jnp.sqrt(safe), 0.0)
 
 
-# --- Shapes that depend on values ----------------------------------------------------------------------
+# --- Shapes that depend on values -----------------------------------------------------
 
 
 def positives(x: jax.Array) -> jax.Array:
-    """The entries of ``x`` above 0: how many there are depends on the values, so jit cannot trace
-    it.
+    """The entries of ``x`` above 0: how many there are depends on the values, so jit
+    cannot trace it.
 
-    Taught in "Tracing", "Shapes that depend on values".
+    Taught in Tracing, Shapes that depend on values.
     """
     return x[x > 0]
 
@@ -380,23 +391,24 @@ def positives_padded(x: jax.Array, size: int) -> jax.Array:
     return jnp.extract(x > 0, x, size=size, fill_value=0.0)
 
 
-# --- Side effects done properly ------------------------------------------------------------------------
+# --- Side effects done properly -------------------------------------------------------
 
 
 def logged_square(x: jax.Array, log: list) -> jax.Array:
     """``x * x`` that appends each value of ``x`` to ``log`` at run time, through
     ``jax.debug.callback``.
 
-    Taught in "Tracing", "Side effects done properly" (sec-tracing-side-effects).
+    Taught in Tracing, Side effects done properly.
     """
     jax.debug.callback(lambda v: log.append(float(v)), x)
     return x * x
 
 
 def numpy_sine(x: jax.Array) -> jax.Array:
-    """``sin`` computed by NumPy on the host, inside a jitted program, with ``jax.pure_callback``.
+    """``sin`` computed by NumPy on the host, inside a jitted program, with
+    ``jax.pure_callback``.
 
-    Taught in "Tracing", "Side effects done properly" (sec-tracing-side-effects).
+    Taught in Tracing, Side effects done properly.
     """
     return jax.pure_callback(
         lambda v: np.sin(v).astype(v.dtype), jax.ShapeDtypeStruct(x.shape, x.dtype), x
@@ -404,7 +416,8 @@ def numpy_sine(x: jax.Array) -> jax.Array:
 
 
 def callback_runs(x: jax.Array) -> dict:
-    """How often each kind of callback ran in one jitted call when nothing uses its result.
+    """How often each kind of callback ran in one jitted call when nothing uses its
+    result.
 
     A ``jax.debug.callback`` has no result and is kept; a ``pure_callback`` whose
     result is unused is dead code, and the compiled program drops it.
@@ -431,7 +444,7 @@ def callback_runs(x: jax.Array) -> dict:
     return runs
 
 
-# --- NumPy, Python numbers and clocks on tracers -------------------------------------------------------
+# --- NumPy, Python numbers and clocks on tracers --------------------------------------
 
 
 def host_conversions(x: jax.Array) -> list[dict]:
@@ -478,7 +491,8 @@ def shift_by_clock(x):
 
 def squares_lookup(i):
     """Entry ``i`` of a table of squares built while tracing, with
-    ``jax.ensure_compile_time_eval``, plus the index of its largest entry as a Python int.
+    ``jax.ensure_compile_time_eval``, plus the index of its largest entry as a Python
+    int.
 
     Taught in Tracing: what jit sees, NumPy and Python values inside jit.
     """
@@ -492,7 +506,8 @@ def squares_lookup(i):
 
 
 def excerpt(text: str, head: int = 10, tail: int = 3) -> str:
-    """The first ``head`` and last ``tail`` lines of ``text``, with how many lines were left out between."""
+    """The first ``head`` and last ``tail`` lines of ``text``, with how many lines were
+    left out between."""
     lines = text.splitlines()
     if len(lines) <= head + tail + 1:
         return text
@@ -509,9 +524,10 @@ LOOPS = {"Python loop": python_loop, "fori_loop": fori_version, "scan": scan_ver
 
 
 def loop_explorer(ns: Sequence[int], x: jax.Array) -> tuple[list[dict], list[dict]]:
-    """Per loop length: equations and compile time of each loop (``loop_growth``), and the jaxprs to read.
+    """Per loop length: equations and compile time of each loop (``loop_growth``), and
+    the jaxprs to read.
 
-    Taught in "Tracing", "Explore it" (sec-tracing-explore).
+    Taught in Tracing, Explore it.
     """
     growth = loop_growth(list(LOOPS.values()), ns, x)
     rows, panels = [], []

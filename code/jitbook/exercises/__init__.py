@@ -24,7 +24,8 @@ from pathlib import Path
 from ..display import fit
 
 DEFAULT_TIME_LIMIT = 30.0
-REPORT_KEY = "jitbook_check"  # display metadata key: tests and grading read reports from executed notebooks
+# display metadata key: tests and grading read reports from executed notebooks
+REPORT_KEY = "jitbook_check"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -76,7 +77,8 @@ def exercise(
     """
     if "." not in id:
         raise ValueError(
-            f"exercise id {id!r} must look like '<chapter>.<name>', e.g. 'tracing.no-print'."
+            f"exercise id {id!r} must look like '<chapter>.<name>', e.g. "
+            "'tracing.no-print'."
         )
     if difficulty not in (1, 2, 3):
         raise ValueError(f"difficulty of {id!r} must be 1, 2 or 3, got {difficulty!r}.")
@@ -124,7 +126,8 @@ _current: list[_Progress] = []
 
 
 def expect(condition: bool, passed: str, failed: str) -> None:
-    """Record ``passed`` if ``condition`` holds, else stop the checker with ``failed``."""
+    """Record ``passed`` if ``condition`` holds, else stop the checker with
+    ``failed``."""
     if not condition:
         raise Wrong(failed)
     if _current:
@@ -141,7 +144,8 @@ def expect_jitted(answer, name: str) -> None:
     expect(
         is_jitted(answer),
         "is a jitted function",
-        f"{name} is {type(answer).__name__}, not a function compiled by jax.jit (it has no .lower).",
+        f"{name} is {type(answer).__name__}, not a function compiled by jax.jit (it "
+        "has no .lower).",
     )
 
 
@@ -180,7 +184,8 @@ def call_answer(fn, *args, **kwargs):
         return fn(*args, **kwargs)
     except NotImplementedError:
         raise Wrong(
-            "the function still raises NotImplementedError: replace that line with your code."
+            "the function still raises NotImplementedError: replace that line with "
+            "your code."
         ) from None
     except (Wrong, _TimeLimit):
         raise
@@ -209,7 +214,8 @@ def error_line(err: BaseException) -> str:
 
 @dataclasses.dataclass
 class Report:
-    """The outcome of one check, shown to the student and readable by tests and grading."""
+    """The outcome of one check, shown to the student and readable by tests and
+    grading."""
 
     exercise: str
     passed: bool
@@ -243,8 +249,10 @@ class Report:
                 )
         verdict = "all checks passed" if self.passed else "not yet"
         body = (
-            f'<div class="jitbook-check" style="border-left:4px solid {color};padding-left:.6em">'
-            f"<strong>{mark} {html.escape(self.exercise)}: {verdict}</strong><ul>{items}</ul></div>"
+            '<div class="jitbook-check" style="border-left:4px solid '
+            f'{color};padding-left:.6em">'
+            f"<strong>{mark} {html.escape(self.exercise)}: "
+            f"{verdict}</strong><ul>{items}</ul></div>"
         )
         return {"text/plain": self.text(), "text/html": body}, {
             REPORT_KEY: dataclasses.asdict(self)
@@ -343,7 +351,8 @@ def check(
             False,
             [],
             f"there is no exercise called {exercise_id!r}.",
-            f"exercises of this chapter: {', '.join(close) or 'none'}; copy the id from the check cell.",
+            f"exercises of this chapter: {', '.join(close) or 'none'}; copy the id "
+            "from the check cell.",
         )
     ex = exercises[exercise_id]
     limit = ex.time_limit if time_limit is None else time_limit
@@ -368,7 +377,8 @@ def check(
             "loop that does not end or a function that compiles on every call.",
             ex.hint,
         )
-    except Exception as err:  # a checker should turn the student's errors into Wrong; this is the safety net
+    # a checker should turn the student's errors into Wrong; this is the safety net
+    except Exception as err:
         return Report(
             ex.id,
             False,

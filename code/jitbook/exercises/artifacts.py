@@ -1,6 +1,8 @@
-"""Exercises of the chapter "Keeping, reusing and shipping compiled programs": donation, export, compile cost.
+"""Exercises of the chapter "Keeping, reusing and shipping compiled programs": donation,
+export, compile cost.
 
-Checkers compile and call the answer on their own arrays; they never change the student's objects or caches.
+Checkers compile and call the answer on their own arrays; they never change the
+student's objects or caches.
 """
 
 import jax
@@ -16,7 +18,8 @@ from . import Wrong, call_answer, error_line, exercise, expect, expect_jitted
 def _compile(answer, *args):
     try:
         return answer.trace(*args).lower().compile()
-    except Exception as err:  # the student's function failed to trace or compile: say so in plain words
+    # the student's function failed to trace or compile: say so in plain words
+    except Exception as err:
         raise Wrong(f"compiling your function raised {error_line(err)}") from None
 
 
@@ -25,7 +28,8 @@ def _compile(answer, *args):
     answer="donating_update",
     topic="buffer donation",
     difficulty=1,
-    hint="jax.jit(artifacts.sgd_update, donate_argnums=0) (or donate_argnames='state') hands the state's "
+    hint="jax.jit(artifacts.sgd_update, donate_argnums=0) (or donate_argnames='state') "
+    "hands the state's "
     "memory to the result.",
 )
 def _donate_update(answer):
@@ -35,14 +39,17 @@ def _donate_update(answer):
     expect(
         memory.alias_size_in_bytes >= state.nbytes,
         "memory_analysis shows the state's bytes aliased to the output",
-        f"memory_analysis() reports {memory.alias_size_in_bytes} aliased bytes; donating the {state.nbytes}-byte "
-        f"state would alias all of them. Donate argument 0 (the state), not the gradient.",
+        f"memory_analysis() reports {memory.alias_size_in_bytes} aliased bytes; "
+        f"donating the {state.nbytes}-byte "
+        "state would alias all of them. Donate argument 0 (the state), not the "
+        "gradient.",
     )
     got = call_answer(answer, state, grad)
     expect(
         bool(np.allclose(np.asarray(got), 1.0 - 0.1 * 2.0)),
         "computes the same step as sgd_update",
-        f"donating_update(ones, 2s) returned {float(np.asarray(got).ravel()[0]):.4g}, sgd_update gives 0.8.",
+        f"donating_update(ones, 2s) returned {float(np.asarray(got).ravel()[0]):.4g}, "
+        "sgd_update gives 0.8.",
     )
     expect(
         state.is_deleted(),
@@ -56,14 +63,16 @@ def _donate_update(answer):
     answer="exported_predict",
     topic="shape-polymorphic export",
     difficulty=2,
-    hint="export.export(jax.jit(artifacts.predict))(weights_spec, artifacts.batch_spec(3)): a symbolic "
+    hint="export.export(jax.jit(artifacts.predict))(weights_spec, "
+    "artifacts.batch_spec(3)): a symbolic "
     "batch dimension from export.symbolic_shape.",
 )
 def _any_batch(answer):
     expect(
         isinstance(answer, export.Exported),
         "is a jax.export.Exported",
-        f"exported_predict is a {type(answer).__name__}; build it with export.export(jax.jit(artifacts.predict))(...).",
+        f"exported_predict is a {type(answer).__name__}; build it with "
+        "export.export(jax.jit(artifacts.predict))(...).",
     )
     w = jnp.asarray(np.random.default_rng(0).normal(size=(3, 2)), jnp.float32)
     for batch in (1, 7, 64):
@@ -106,7 +115,8 @@ def _any_batch(answer):
     answer="damped_steps",
     topic="compile cost of loops",
     difficulty=2,
-    hint="Write the loop as jax.lax.scan (or fori_loop) so the body is traced once, whatever n is.",
+    hint="Write the loop as jax.lax.scan (or fori_loop) so the body is traced once, "
+    "whatever n is.",
 )
 def _scan_loop(answer):
     expect(
@@ -134,8 +144,10 @@ def _scan_loop(answer):
         ) from None
     expect(
         large <= small + 2,
-        f"its program has as many equations for n=1000 as for n=10 ({large} and {small})",
-        f"its program grows with n: {small} equations for n=10, {large} for n=1000; the loop is unrolled.",
+        f"its program has as many equations for n=1000 as for n=10 ({large} and "
+        f"{small})",
+        f"its program grows with n: {small} equations for n=10, {large} for n=1000; "
+        "the loop is unrolled.",
     )
 
 
@@ -144,7 +156,8 @@ def _scan_loop(answer):
     answer="apply_weights",
     topic="constants versus arguments",
     difficulty=2,
-    hint="Take the weights as an argument of the jitted function instead of closing over them.",
+    hint="Take the weights as an argument of the jitted function instead of closing "
+    "over them.",
 )
 def _table_argument(answer):
     expect_jitted(answer, "apply_weights")
@@ -163,7 +176,8 @@ def _table_argument(answer):
     expect(
         baked < weights[0].nbytes,
         "no weight matrix is baked into the program as a constant",
-        f"its program carries {baked} bytes of constants: the weights are closed over, not passed.",
+        f"its program carries {baked} bytes of constants: the weights are closed over, "
+        "not passed.",
     )
     with count_compiles() as log:
         got = [np.asarray(call_answer(answer, w, x)) for w in weights]
@@ -177,5 +191,6 @@ def _table_argument(answer):
     expect(
         log.count <= 1,
         "two weight matrices, one compile",
-        f"two weight matrices of the same shape compiled {log.count} times; the weights must be a traced argument.",
+        f"two weight matrices of the same shape compiled {log.count} times; the "
+        "weights must be a traced argument.",
     )

@@ -1,5 +1,6 @@
-"""Exercises of the chapter "jit across devices and processes": each checker compiles the answer for a mesh
-of every device and reads the collectives from the compiled program."""
+"""Exercises of the chapter "jit across devices and processes": each checker compiles
+the answer for a mesh of every device and reads the collectives from the compiled
+program."""
 
 import jax
 import numpy as np
@@ -12,11 +13,14 @@ from . import Wrong, call_answer, error_line, exercise, expect
 
 
 def _mesh():
-    """A mesh of every device; the exercises mean nothing on one device, so say how to get more."""
+    """A mesh of every device; the exercises mean nothing on one device, so say how to
+    get more."""
     if jax.device_count() < 2:
         raise Wrong(
-            f"JAX sees {jax.device_count()} device here; these exercises need several. Restart the kernel "
-            f"and run the chapter's first cell, which asks for simulated CPU devices before any JAX work."
+            f"JAX sees {jax.device_count()} device here; these exercises need several. "
+            "Restart the kernel "
+            "and run the chapter's first cell, which asks for simulated CPU devices "
+            "before any JAX work."
         )
     return devices.data_mesh()
 
@@ -33,14 +37,16 @@ def _compiled(fn, *args):
     answer="batch_spec",
     topic="data parallelism without collectives",
     difficulty=1,
-    hint="Each row of x is one example; split the rows and keep the features whole: P(axis, None).",
+    hint="Each row of x is one example; split the rows and keep the features whole: "
+    "P(axis, None).",
 )
 def _batch_axis(answer):
     mesh = _mesh()
     expect(
         isinstance(answer, P),
         "is a PartitionSpec",
-        f"batch_spec is a {type(answer).__name__}; make it a jax.sharding.PartitionSpec, e.g. P('data', None).",
+        f"batch_spec is a {type(answer).__name__}; make it a "
+        "jax.sharding.PartitionSpec, e.g. P('data', None).",
     )
     n = mesh.devices.size
     x = np.random.default_rng(0).normal(size=(4 * n, 2 * n)).astype(np.float32)
@@ -56,13 +62,15 @@ def _batch_axis(answer):
     expect(
         not found,
         "the compiled program has no collectives",
-        f"the compiled program runs {devices.words(found)}: splitting the features makes devices exchange data.",
+        f"the compiled program runs {devices.words(found)}: splitting the features "
+        "makes devices exchange data.",
     )
     out_shard = compiled.output_shardings.shard_shape((4 * n, 3))
     expect(
         out_shard[0] < 4 * n,
         f"the output is split over the batch ({out_shard} per device)",
-        f"each device computes the whole output {out_shard}: the batch axis is not on the mesh.",
+        f"each device computes the whole output {out_shard}: the batch axis is not on "
+        "the mesh.",
     )
     expect(
         np.allclose(np.asarray(compiled(xs, w)), np.tanh(x @ w), atol=1e-5),
@@ -76,7 +84,8 @@ def _batch_axis(answer):
     answer="to_one_sharding",
     topic="sharding in the cache key",
     difficulty=2,
-    hint="jax.device_put(x, NamedSharding(mesh, P('data', None))) moves any array to one chosen sharding.",
+    hint="jax.device_put(x, NamedSharding(mesh, P('data', None))) moves any array to "
+    "one chosen sharding.",
 )
 def _one_sharding(answer):
     mesh = _mesh()
@@ -103,11 +112,13 @@ def _one_sharding(answer):
             )
             if not isinstance(placed, jax.Array):
                 raise Wrong(
-                    f"to_one_sharding returned a {type(placed).__name__}, not a jax.Array."
+                    f"to_one_sharding returned a {type(placed).__name__}, not a "
+                    "jax.Array."
                 )
             if len(placed.sharding.device_set) != n:
                 raise Wrong(
-                    f"for the {name} input it returned an array on {len(placed.sharding.device_set)} "
+                    f"for the {name} input it returned an array on "
+                    f"{len(placed.sharding.device_set)} "
                     f"device(s) out of {n}: keep the data spread over the mesh."
                 )
             if placed.sharding.is_fully_replicated:
@@ -118,13 +129,16 @@ def _one_sharding(answer):
             )
             if abs(got - want) > 1e-4 * want:
                 raise Wrong(
-                    f"for the {name} input the values changed: sum of squares {got:.6g}, not {want:.6g}."
+                    f"for the {name} input the values changed: sum of squares "
+                    f"{got:.6g}, not {want:.6g}."
                 )
     compiles = log.count_for("sum_of_squares")
     expect(
         compiles == 1,
-        f"same values, on all {n} devices, and one compile for rows, columns and replicated inputs",
-        f"the jitted step compiled {compiles} times for {len(loaders)} inputs: they still reach it with "
+        f"same values, on all {n} devices, and one compile for rows, columns and "
+        "replicated inputs",
+        f"the jitted step compiled {compiles} times for {len(loaders)} inputs: they "
+        "still reach it with "
         f"different shardings.",
     )
     expect(
@@ -141,7 +155,8 @@ def _one_sharding(answer):
     answer="sharded_dot",
     topic="shard_map and psum",
     difficulty=2,
-    hint="jax.shard_map(local, mesh=mesh, in_specs=(P(None, 'data'), P('data', None)), out_specs=P()), "
+    hint="jax.shard_map(local, mesh=mesh, in_specs=(P(None, 'data'), P('data', None)), "
+    "out_specs=P()), "
     "with local(a, b) = jax.lax.psum(a @ b, 'data').",
 )
 def _psum(answer):
@@ -176,7 +191,8 @@ def _psum(answer):
     expect(
         found.get("all-reduce", 0) >= 1,
         f"the compiled program runs {devices.words(found)}",
-        f"the compiled program runs {devices.words(found)}, no all-reduce: is the contraction split over the mesh?",
+        f"the compiled program runs {devices.words(found)}, no all-reduce: is the "
+        "contraction split over the mesh?",
     )
 
 
@@ -185,7 +201,8 @@ def _psum(answer):
     answer="column_stats",
     topic="reductions over sharded rows",
     difficulty=2,
-    hint="Means and x.T @ x reduce over rows: each device reduces its own rows and XLA adds an all-reduce. "
+    hint="Means and x.T @ x reduce over rows: each device reduces its own rows and XLA "
+    "adds an all-reduce. "
     "Avoid operations that need every row in one place (sorting, reshaping rows away).",
 )
 def _column_stats(answer):
@@ -196,13 +213,15 @@ def _column_stats(answer):
     out = call_answer(answer, xs)
     if not (isinstance(out, tuple) and len(out) == 2):
         raise Wrong(
-            f"column_stats must return a pair (mean, covariance), it returned {type(out).__name__}."
+            "column_stats must return a pair (mean, covariance), it returned "
+            f"{type(out).__name__}."
         )
     mean, cov = (np.asarray(v) for v in out)
     expect(
         mean.shape == (3,) and np.allclose(mean, x.mean(axis=0), atol=1e-5),
         "right column means",
-        f"the means {mean.round(4).tolist()} differ from {x.mean(axis=0).round(4).tolist()}.",
+        f"the means {mean.round(4).tolist()} differ from "
+        f"{x.mean(axis=0).round(4).tolist()}.",
     )
     expect(
         cov.shape == (3, 3) and np.allclose(cov, np.cov(x.T), atol=1e-4),
@@ -213,5 +232,6 @@ def _column_stats(answer):
     expect(
         "all-gather" not in found,
         f"no all-gather: the rows stay where they are ({devices.words(found)})",
-        f"the compiled program runs {devices.words(found)}: an all-gather copies every row to every device.",
+        f"the compiled program runs {devices.words(found)}: an all-gather copies every "
+        "row to every device.",
     )

@@ -25,7 +25,8 @@ def _closure(x):
     answer="count_equations",
     topic="reading a jaxpr",
     difficulty=1,
-    hint="jax.make_jaxpr(fn)(*args) returns a jaxpr; its .eqns list holds one entry per equation.",
+    hint="jax.make_jaxpr(fn)(*args) returns a jaxpr; its .eqns list holds one entry "
+    "per equation.",
 )
 def _count_equations(answer):
     x, m = jnp.ones(3), jnp.ones((3, 3))
@@ -41,13 +42,16 @@ def _count_equations(answer):
         want = len(jaxpr.eqns)
         if got == len(list(programs.equations(jaxpr))) and got != want:
             raise Wrong(
-                f"for {label} you returned {got}, counting the equations inside the loop body too; "
+                f"for {label} you returned {got}, counting the equations inside the "
+                "loop body too; "
                 f"count only the top level ({want}): the loop is one equation."
             )
         if got == len(str(jaxpr).splitlines()) - 2 and got != want:
             raise Wrong(
-                f"for {label} you returned {got}, the number of printed lines; an equation can span "
-                f"several lines (dot_general prints its parameters on their own), there are {want}."
+                f"for {label} you returned {got}, the number of printed lines; an "
+                "equation can span "
+                "several lines (dot_general prints its parameters on their own), "
+                f"there are {want}."
             )
         expect(
             got == want,
@@ -61,7 +65,8 @@ def _count_equations(answer):
     answer="halve",
     topic="weak-typed literals",
     difficulty=1,
-    hint="A Python float is weak-typed: it takes the dtype of the array it meets. A jnp.float32 is not.",
+    hint="A Python float is weak-typed: it takes the dtype of the array it meets. A "
+    "jnp.float32 is not.",
 )
 def _keep_dtype(answer):
     for dtype in (jnp.float16, jnp.bfloat16, jnp.float32):
@@ -70,19 +75,22 @@ def _keep_dtype(answer):
         expect(
             np.allclose(np.asarray(out, np.float32), np.arange(4) / 2),
             f"halves {jnp.dtype(dtype).name}",
-            f"halve(x) returned {np.asarray(out)!r} for x = {np.asarray(x)!r}; expected each value halved.",
+            f"halve(x) returned {np.asarray(out)!r} for x = {np.asarray(x)!r}; "
+            "expected each value halved.",
         )
         expect(
             out.dtype == dtype,
             f"keeps {jnp.dtype(dtype).name}",
-            f"for a {jnp.dtype(dtype).name} input the result is {out.dtype}: the constant you multiply by has "
+            f"for a {jnp.dtype(dtype).name} input the result is {out.dtype}: the "
+            "constant you multiply by has "
             f"its own dtype and promotes x; use a Python number, which is weak-typed.",
         )
         prims = programs.stats(answer, x, lower=False).primitives
         expect(
             prims.get("convert_element_type", 0) == 0,
             f"no dtype conversion in the jaxpr ({jnp.dtype(dtype).name})",
-            f"for a {jnp.dtype(dtype).name} input the jaxpr converts dtypes (convert_element_type); "
+            f"for a {jnp.dtype(dtype).name} input the jaxpr converts dtypes "
+            "(convert_element_type); "
             f"multiply by a weak-typed Python float instead.",
         )
 
@@ -92,7 +100,8 @@ def _keep_dtype(answer):
     answer="trajectory",
     topic="loops in jaxprs",
     difficulty=2,
-    hint="lax.scan(body, x, length=steps) traces body once; body(carry, _) returns (new carry, value to stack).",
+    hint="lax.scan(body, x, length=steps) traces body once; body(carry, _) returns "
+    "(new carry, value to stack).",
 )
 def _fixed_size(answer):
     x = jnp.linspace(-1.0, 1.0, 5)
@@ -107,7 +116,8 @@ def _fixed_size(answer):
             np.shape(got) == want.shape
             and np.allclose(np.asarray(got), want, atol=1e-5),
             f"stacks the {steps} iterates for {steps} steps",
-            f"trajectory(x, {steps}) should have shape {want.shape} and row i equal to x after i + 1 steps "
+            f"trajectory(x, {steps}) should have shape {want.shape} and row i equal to "
+            "x after i + 1 steps "
             f"of jaxprs.update; got shape {np.shape(got)}"
             + ("" if np.shape(got) != want.shape else " with other values")
             + ".",
@@ -124,7 +134,8 @@ def _fixed_size(answer):
     expect(
         small.all_equations == large.all_equations,
         "the jaxpr has the same size for 3 and 30 steps",
-        f"the jaxpr has {small.all_equations} equations for 3 steps and {large.all_equations} for 30: a Python "
+        f"the jaxpr has {small.all_equations} equations for 3 steps and "
+        f"{large.all_equations} for 30: a Python "
         f"loop is unrolled while tracing; use lax.scan.",
     )
 
@@ -134,7 +145,8 @@ def _fixed_size(answer):
     answer="flops_of",
     topic="compile and cost analysis",
     difficulty=2,
-    hint="jax.jit(fn).trace(*args).lower().compile().cost_analysis() is a dict with a 'flops' entry.",
+    hint="jax.jit(fn).trace(*args).lower().compile().cost_analysis() is a dict with a "
+    "'flops' entry.",
 )
 def _flops(answer):
     cases = [
@@ -153,12 +165,14 @@ def _flops(answer):
         ]
         if isinstance(got, dict):
             raise Wrong(
-                f"for {label} you returned the whole cost analysis; return its 'flops' entry as a number."
+                f"for {label} you returned the whole cost analysis; return its 'flops' "
+                "entry as a number."
             )
         expect(
             isinstance(got, (int, float, np.floating)) and float(got) == want,
             f"{label}: {want:g} flops",
-            f"for {label} you returned {got!r}; XLA's cost analysis says {want:g} flops.",
+            f"for {label} you returned {got!r}; XLA's cost analysis says {want:g} "
+            "flops.",
         )
 
 
@@ -167,7 +181,8 @@ def _flops(answer):
     answer="precompile",
     topic="ahead-of-time compilation",
     difficulty=2,
-    hint="jax.ShapeDtypeStruct(shape, jnp.float32) stands in for an array when you trace and lower.",
+    hint="jax.ShapeDtypeStruct(shape, jnp.float32) stands in for an array when you "
+    "trace and lower.",
 )
 def _precompile(answer):
     shapes = [(2,), (5,), (3, 4)]
@@ -180,13 +195,15 @@ def _precompile(answer):
     expect(
         isinstance(table, dict) and set(table) == set(shapes),
         "returns one entry per shape",
-        f"precompile returned {type(table).__name__} with keys {sorted(table) if isinstance(table, dict) else '-'};"
+        f"precompile returned {type(table).__name__} with keys "
+        f"{sorted(table) if isinstance(table, dict) else '-'};"
         f" return a dict from each shape to its compiled function.",
     )
     expect(
         ahead.count >= len(shapes),
         "compiles ahead of time",
-        f"only {ahead.count} compilations happened inside precompile for {len(shapes)} shapes; compile each one "
+        f"only {ahead.count} compilations happened inside precompile for {len(shapes)} "
+        "shapes; compile each one "
         f"there, with .trace(...).lower().compile().",
     )
     inputs = {
@@ -205,7 +222,8 @@ def _precompile(answer):
     expect(
         later.count == 0,
         "no compilation when called",
-        f"calling the functions compiled {later.count} times; they should be executables compiled in advance.",
+        f"calling the functions compiled {later.count} times; they should be "
+        "executables compiled in advance.",
     )
     other = jnp.full((7,), 0.3, jnp.float32)
     with count_compiles() as extra:

@@ -1,7 +1,8 @@
 """Exercises of the chapter "Jitting methods and classes".
 
-Checkers never clear the student's caches: they count compiles on shapes the kernel has not seen, or
-count only what can be counted in any kernel (no new compile for an equal object).
+Checkers never clear the student's caches: they count compiles on shapes the kernel has
+not seen, or count only what can be counted in any kernel (no new compile for an equal
+object).
 """
 
 import collections
@@ -17,7 +18,8 @@ from . import Wrong, call_answer, error_line, exercise, expect, is_jitted
 
 
 def _compiles(fn, *args):
-    """(result, compiles) of one call of the student's code; their exceptions become feedback."""
+    """(result, compiles) of one call of the student's code; their exceptions become
+    feedback."""
     with count_compiles() as log:
         out = call_answer(fn, *args)
         try:
@@ -31,12 +33,14 @@ _sizes = itertools.count(5)
 
 
 def _fresh_size() -> int:
-    """A new array length at each check: a shape no earlier run compiled, so counts need no cleared cache."""
+    """A new array length at each check: a shape no earlier run compiled, so counts need
+    no cleared cache."""
     return next(_sizes)
 
 
 def _most_compiled(log) -> int:
-    """Compiles of the function compiled most often: what "compiles once" means, eager helpers aside."""
+    """Compiles of the function compiled most often: what "compiles once" means, eager
+    helpers aside."""
     return max(collections.Counter(log.compiles).values(), default=0)
 
 
@@ -84,15 +88,18 @@ def _hash_config(answer):
         pass
     else:
         raise Wrong(
-            "poly.coeffs = ... was accepted: a static argument must never change (jit keeps the object in "
-            "its cache key). Make Poly frozen, e.g. @dataclasses.dataclass(frozen=True)."
+            "poly.coeffs = ... was accepted: a static argument must never change (jit "
+            "keeps the object in "
+            "its cache key). Make Poly frozen, e.g. "
+            "@dataclasses.dataclass(frozen=True)."
         )
     other = call_answer(answer, (0.5, 0.0, 3.0))
     out, first = _compiles(other.evaluate, x)
     expect(
         _close(out, 0.5 + 3.0 * xs**2),
         "a new Poly gives its own values",
-        "Poly((0.5, 0.0, 3.0)).evaluate(x) returned the values of another polynomial: a stale program was "
+        "Poly((0.5, 0.0, 3.0)).evaluate(x) returned the values of another polynomial: "
+        "a stale program was "
         "reused. Compare and hash the coefficients.",
     )
     twin = call_answer(answer, (0.5, 0.0, 3.0))
@@ -100,7 +107,8 @@ def _hash_config(answer):
     expect(
         log.count_for("evaluate") == 0,
         "an equal polynomial reuses the compiled code",
-        f"a new Poly with the same coefficients compiled evaluate {log.count_for('evaluate')} time(s); "
+        "a new Poly with the same coefficients compiled evaluate "
+        f"{log.count_for('evaluate')} time(s); "
         "equal objects must compare and hash equal.",
     )
     expect(
@@ -131,7 +139,8 @@ def _is_equinox(cls) -> bool:
     answer="Trainer",
     topic="pytree classes",
     difficulty=3,
-    hint="Children: weight and learning_rate (values). Metadata: activation (selects code). Unflatten "
+    hint="Children: weight and learning_rate (values). Metadata: activation (selects "
+    "code). Unflatten "
     "must restore every field.",
 )
 def _pytree_trainer(answer):
@@ -150,24 +159,29 @@ def _pytree_trainer(answer):
     expect(
         isinstance(new, answer),
         "step returns a new Trainer",
-        f"step returned {type(new).__name__}; return a new Trainer with the updated weight.",
+        f"step returned {type(new).__name__}; return a new Trainer with the updated "
+        "weight.",
     )
     expect(
         _close(getattr(new, "weight", None), want),
         "step takes one gradient step",
-        "the new weight is not one gradient step, weight - learning_rate * d/dweight sum(activation(weight * x)); "
-        "if the formula is right, check that tree_unflatten restores every field (jit rebuilds self with it).",
+        "the new weight is not one gradient step, weight - learning_rate * d/dweight "
+        "sum(activation(weight * x)); "
+        "if the formula is right, check that tree_unflatten restores every field (jit "
+        "rebuilds self with it).",
     )
     expect(
         first.count_for("step") == 1,
         "step is compiled by jax.jit",
-        "step was not compiled as one program; decorate it with @jax.jit (self must then be a pytree).",
+        "step was not compiled as one program; decorate it with @jax.jit (self must "
+        "then be a pytree).",
     )
     expect(
         getattr(new, "activation", None) == "tanh"
         and _close(getattr(new, "learning_rate", None), 0.1),
         "the new Trainer keeps learning_rate and activation",
-        "the Trainer returned by step lost its learning_rate or activation: does tree_unflatten restore "
+        "the Trainer returned by step lost its learning_rate or activation: does "
+        "tree_unflatten restore "
         "every field?",
     )
     equinox = _is_equinox(answer)
@@ -201,7 +215,8 @@ def _pytree_trainer(answer):
     answer="build_models",
     topic="static callables in Equinox",
     difficulty=1,
-    hint="jit compares static functions by identity: create the function once, outside the loop.",
+    hint="jit compares static functions by identity: create the function once, outside "
+    "the loop.",
 )
 def _shared_function(answer):
     scales = [1.0, 2.0, 3.0]
@@ -230,7 +245,8 @@ def _shared_function(answer):
     expect(
         log.count_for("run") <= 1,
         "all models share at most one compile of run",
-        f"running the three models compiled run {log.count_for('run')} times: each model holds its own "
+        f"running the three models compiled run {log.count_for('run')} times: each "
+        "model holds its own "
         "function object, and jit compares static functions by identity.",
     )
 
@@ -240,8 +256,9 @@ def _shared_function(answer):
     answer="weight_grad",
     topic="closures against arguments",
     difficulty=2,
-    hint="Differentiate with respect to the layer itself: the gradient of a module is a module of the same "
-    "class, with the gradient of each array field in its place. Jit one function, once.",
+    hint="Differentiate with respect to the layer itself: the gradient of a module is "
+    "a module of the same class, with the gradient of each array field in its place. "
+    "Jit one function, once.",
 )
 def _closure_to_argument(answer):
     keys = jax.random.split(jax.random.key(7), 4)
@@ -254,7 +271,8 @@ def _closure_to_argument(answer):
         expect(
             isinstance(g, jax.Array) and g.shape == layer.weight.shape,
             "returns an array shaped like the weight",
-            f"weight_grad returned {type(g).__name__}; return the gradient with respect to layer.weight, "
+            f"weight_grad returned {type(g).__name__}; return the gradient with "
+            "respect to layer.weight, "
             "an array of the weight's shape (the .weight of the gradient module).",
         )
         w, xs = np.asarray(layer.weight, np.float64), np.asarray(x, np.float64)
@@ -268,7 +286,9 @@ def _closure_to_argument(answer):
     expect(
         _most_compiled(log) <= 1,
         "three layers with new weights compile at most once",
-        f"three layers that differ only in their weights compiled one function {_most_compiled(log)} "
-        "times: a new closure (or a new jax.jit) per layer compiles each time and bakes the weights in "
+        "three layers that differ only in their weights compiled one function "
+        f"{_most_compiled(log)} "
+        "times: a new closure (or a new jax.jit) per layer compiles each time and "
+        "bakes the weights in "
         "as constants.",
     )

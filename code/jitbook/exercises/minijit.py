@@ -14,7 +14,8 @@ from . import call_answer, exercise, expect
     answer="make_cube",
     topic="primitives and the compile step",
     difficulty=2,
-    hint="cube_p = jax.extend.core.Primitive('cube'); cube_p.def_abstract_eval(lambda a: a); "
+    hint="cube_p = jax.extend.core.Primitive('cube'); cube_p.def_abstract_eval(lambda "
+    "a: a); "
     "minijit.EMITTERS['cube'] = lambda x: x * x * x; return cube_p.bind.",
 )
 def _emit_primitive(answer):
@@ -45,7 +46,8 @@ def _emit_primitive(answer):
         expect(
             (out.shape, out.dtype) == (x.shape, x.dtype),
             f"its abstract value keeps shape and dtype ({out})",
-            f"the abstract evaluation of cube gives {out} for {minijit.abstract_of(x)}: "
+            f"the abstract evaluation of cube gives {out} for "
+            f"{minijit.abstract_of(x)}: "
             "it should return the input's abstract value unchanged.",
         )
         got = call_answer(minijit.jit(lambda v: cube(v) + 1), x)

@@ -16,7 +16,8 @@ N, P = (
 
 
 def random_point(seed: int = 0, n: int = N, p: int = P):
-    """Variational means M, standard deviations S and an SPD precision Omega, float32, for checkers."""
+    """Variational means M, standard deviations S and an SPD precision Omega, float32,
+    for checkers."""
     rng = np.random.default_rng(seed)
     M = rng.normal(0, 0.7, (n, p)).astype(np.float32)
     S = rng.uniform(0.2, 1.0, (n, p)).astype(np.float32)
@@ -26,7 +27,8 @@ def random_point(seed: int = 0, n: int = N, p: int = P):
 
 
 def _problem(seed: int = 0):
-    """Small synthetic data, parameters and an SPD Omega (det(Omega) stays finite at p = 12)."""
+    """Small synthetic data, parameters and an SPD Omega (det(Omega) stays finite at p =
+    12)."""
     M, S, Omega = random_point(seed)
     rng = np.random.default_rng(seed + 10)
     Y = rng.poisson(3.0, M.shape).astype(np.float32)
@@ -73,7 +75,8 @@ def _without_autodiff(answer, name: str) -> None:
     answer="seed_grad_M",
     topic="what the trace bug does to the gradient",
     difficulty=1,
-    hint="The 2023 trace is tr(MᵀM) + tr(diag(s) Ω); d/dM of ½ tr(MᵀM) is M. The rest is as in neg_elbo_grads.",
+    hint="The 2023 trace is tr(MᵀM) + tr(diag(s) Ω); d/dM of ½ tr(MᵀM) is M. The rest "
+    "is as in neg_elbo_grads.",
 )
 def _seed_grad_M(answer):
     params, data, Omega = _problem(0)
@@ -87,13 +90,15 @@ def _seed_grad_M(answer):
     model = np.asarray(jax.grad(neg_elbo)(params, data, Omega).M)
     if close(out, model):
         raise Wrong(
-            "you returned the gradient of the corrected loss (with M Ω). The 2023 loss's trace term is "
+            "you returned the gradient of the corrected loss (with M Ω). The 2023 "
+            "loss's trace term is "
             "tr(MᵀM) + tr(diag(s) Ω): what does Ω multiply there?"
         )
     expect(
         close(out, want),
         "matches jax.grad of the 2023 loss with respect to M",
-        f"largest difference is {np.abs(out - want).max() / np.abs(want).max():.2%} of the largest entry.",
+        f"largest difference is {np.abs(out - want).max() / np.abs(want).max():.2%} of "
+        "the largest entry.",
     )
     _without_autodiff(answer, "seed_grad_M")
 
@@ -108,7 +113,8 @@ def _symmetric(grad: np.ndarray) -> np.ndarray:
     answer="grad_Omega",
     topic="where the closed-form Sigma comes from",
     difficulty=2,
-    hint="d/dΩ of log det Ω is Ω⁻¹ (Ω symmetric), of tr(GΩ) is G; neg_elbo is minus the ELBO.",
+    hint="d/dΩ of log det Ω is Ω⁻¹ (Ω symmetric), of tr(GΩ) is G; neg_elbo is minus "
+    "the ELBO.",
 )
 def _grad_omega(answer):
     params, data, Omega = _problem(1)
@@ -122,7 +128,8 @@ def _grad_omega(answer):
     )
     if close(-out, want) or close(-out, _symmetric(want)):
         raise Wrong(
-            "you returned the gradient of the ELBO; neg_elbo is minus the ELBO, so flip the sign."
+            "you returned the gradient of the ELBO; neg_elbo is minus the ELBO, so "
+            "flip the sign."
         )
     n = M.shape[0]
     if close(out - want, (n - 1) / 2 * np.linalg.inv(np.asarray(Omega, np.float64))):
@@ -147,7 +154,8 @@ def _grad_omega(answer):
     expect(
         np.abs(at_star).max() < 1e-3 * np.abs(G).max(),
         "is zero at Ω = Σ⁻¹ with Σ in closed form",
-        f"at Ω = (G/n)⁻¹ your gradient reaches {np.abs(at_star).max():.3g}; it should vanish there.",
+        f"at Ω = (G/n)⁻¹ your gradient reaches {np.abs(at_star).max():.3g}; it should "
+        "vanish there.",
     )
 
 
@@ -156,7 +164,8 @@ def _grad_omega(answer):
     answer="Carry",
     topic="children and static data in a pytree class",
     difficulty=2,
-    hint="Arrays are children; the Python int the loop needs is aux data; tree_unflatten gets both back.",
+    hint="Arrays are children; the Python int the loop needs is aux data; "
+    "tree_unflatten gets both back.",
 )
 def _pytree(answer):
     expect(
@@ -175,13 +184,15 @@ def _pytree(answer):
         ) from None
     if len(leaves) == 3:
         raise Wrong(
-            "flattening gave 3 leaves: n_steps became a child, so under jit it is a tracer and "
+            "flattening gave 3 leaves: n_steps became a child, so under jit it is a "
+            "tracer and "
             "range(n_steps) fails. Return it as aux data."
         )
     expect(
         len(leaves) == 2,
         "has M and Omega as its two leaves",
-        f"flattening gave {len(leaves)} leaves; M and Omega are arrays and belong in the children.",
+        f"flattening gave {len(leaves)} leaves; M and Omega are arrays and belong in "
+        "the children.",
     )
     for name in ("M", "Omega"):
         expect(
@@ -194,7 +205,8 @@ def _pytree(answer):
     expect(
         getattr(back, "n_steps", None) == 3 and isinstance(back.n_steps, int),
         "keeps n_steps through unflatten",
-        f"after tree_unflatten, n_steps is {getattr(back, 'n_steps', None)!r}, not the original 3.",
+        f"after tree_unflatten, n_steps is {getattr(back, 'n_steps', None)!r}, not the "
+        "original 3.",
     )
 
     def walk(c):
@@ -217,10 +229,12 @@ def _pytree(answer):
     expect(
         same == 1,
         "new arrays of the same shapes reuse the compiled program",
-        f"two Carry objects with new arrays compiled {same} times; arrays belong in children, not aux data.",
+        f"two Carry objects with new arrays compiled {same} times; arrays belong in "
+        "children, not aux data.",
     )
     expect(
         log.count == 2,
         "a new n_steps compiles a new program",
-        f"changing n_steps compiled {log.count - same} times; n_steps is static: it should compile once.",
+        f"changing n_steps compiled {log.count - same} times; n_steps is static: it "
+        "should compile once.",
     )

@@ -26,7 +26,8 @@ def _trace_term(answer):
     got = float(np.asarray(out))
     if np.isclose(got, seed_value, rtol=1e-4):
         raise Wrong(
-            f"you returned {got:.4f}, the 2023 tutorial's value: trace(MᵀM) + trace(diag(s) Ω). "
+            f"you returned {got:.4f}, the 2023 tutorial's value: trace(MᵀM) + "
+            "trace(diag(s) Ω). "
             f"The model needs trace((MᵀM + diag(s)) Ω) = {want:.4f}."
         )
     expect(
@@ -49,7 +50,8 @@ def _trace_term(answer):
     expect(
         not built,
         "never forms the p x p matrix MᵀM",
-        f"`{built[0] if built else ''}` builds a {P} x {P} array from the {N}-row M: that is MᵀM. "
+        f"`{built[0] if built else ''}` builds a {P} x {P} array from the {N}-row M: "
+        "that is MᵀM. "
         "Use the product M Ω instead.",
     )
     wide = [

@@ -1,4 +1,5 @@
-"""Exercises of the chapter "Static arguments and compiling again": each checker counts the answer's compiles."""
+"""Exercises of the chapter "Static arguments and compiling again": each checker counts
+the answer's compiles."""
 
 import jax
 import jax.numpy as jnp
@@ -10,13 +11,15 @@ from . import Wrong, call_answer, error_line, exercise, expect, expect_jitted
 
 
 def _sgd_step(w, x, y, lr):
-    """The chapter's ``sgd_step``: one gradient step of least squares with learning rate ``lr``."""
+    """The chapter's ``sgd_step``: one gradient step of least squares with learning rate
+    ``lr``."""
     grad = jax.grad(lambda w: jnp.mean((x @ w - y) ** 2))(w)
     return w - lr * grad
 
 
 def _poly_eval(coeffs, x):
-    """The chapter's ``poly_eval``: the polynomial with ``coeffs`` (highest power first), unrolled."""
+    """The chapter's ``poly_eval``: the polynomial with ``coeffs`` (highest power
+    first), unrolled."""
     y = jnp.zeros_like(x)
     for c in coeffs:
         y = y * x + c
@@ -28,7 +31,8 @@ def _poly_eval(coeffs, x):
     answer="train_step",
     topic="static vs traced arguments",
     difficulty=1,
-    hint="A learning rate is a number that changes, not a choice of program: let jit trace it.",
+    hint="A learning rate is a number that changes, not a choice of program: let jit "
+    "trace it.",
 )
 def _lr_traced(answer):
     expect_jitted(answer, "train_step")
@@ -52,7 +56,8 @@ def _lr_traced(answer):
     expect(
         compiles <= 1,
         "compiles at most once for three learning rates",
-        f"it compiled {compiles} times for {len(schedule)} learning rates {schedule}: a static lr makes "
+        f"it compiled {compiles} times for {len(schedule)} learning rates {schedule}: "
+        "a static lr makes "
         f"one program per value; pass it as a traced argument.",
     )
 
@@ -67,7 +72,8 @@ def _clip_reference(v: np.ndarray, max_norm: float) -> np.ndarray:
     answer="clip_norm",
     topic="jnp.where instead of Python if",
     difficulty=2,
-    hint="Compute both outcomes and choose with jnp.where(norm > max_norm, scaled, v); keep max_norm traced.",
+    hint="Compute both outcomes and choose with jnp.where(norm > max_norm, scaled, v); "
+    "keep max_norm traced.",
 )
 def _clip_norm(answer):
     expect_jitted(answer, "clip_norm")
@@ -79,7 +85,8 @@ def _clip_norm(answer):
         expect(
             np.allclose(g, _clip_reference(np.asarray(v), m), atol=1e-5),
             f"max_norm={m}: right result",
-            f"clip_norm([3, 4, 0], {m}) returned {g.tolist()}, expected {_clip_reference(np.asarray(v), m).tolist()}.",
+            f"clip_norm([3, 4, 0], {m}) returned {g.tolist()}, expected "
+            f"{_clip_reference(np.asarray(v), m).tolist()}.",
         )
     compiles = log.count_for(
         answer.__name__
@@ -87,7 +94,8 @@ def _clip_norm(answer):
     expect(
         compiles <= 1,
         "compiles at most once for three limits",
-        f"it compiled {compiles} times for 3 values of max_norm: it must be traced, not static.",
+        f"it compiled {compiles} times for 3 values of max_norm: it must be traced, "
+        "not static.",
     )
 
 
@@ -96,7 +104,8 @@ def _clip_norm(answer):
     answer="padded_mean",
     topic="padding to buckets",
     difficulty=2,
-    hint="Pad with NumPy to the next power of two outside jit; pass the true length (or a mask) to the "
+    hint="Pad with NumPy to the next power of two outside jit; pass the true length "
+    "(or a mask) to the "
     "jitted part, which divides by it.",
 )
 def _buckets(answer):
@@ -122,14 +131,17 @@ def _buckets(answer):
             want = float(np.mean(x.astype(np.float64)))
             if abs(got - want) > 1e-5:
                 raise Wrong(
-                    f"for a sequence of length {n} padded_mean returned {got:.6g}, the mean is {want:.6g}; "
+                    f"for a sequence of length {n} padded_mean returned {got:.6g}, the "
+                    f"mean is {want:.6g}; "
                     f"divide by the true length, not the padded one."
                 )
             if log.count > limit:
                 names = sorted(set(log.compiles))
                 raise Wrong(
-                    f"after {lengths.index(n) + 1} lengths it had already compiled {log.count} times "
-                    f"(programs: {', '.join(names)}); pad to a few bucket sizes, and pad with NumPy: "
+                    f"after {lengths.index(n) + 1} lengths it had already compiled "
+                    f"{log.count} times "
+                    f"(programs: {', '.join(names)}); pad to a few bucket sizes, and "
+                    "pad with NumPy: "
                     f"eager jnp operations compile once per shape too."
                 )
     expect(
@@ -145,7 +157,8 @@ def _buckets(answer):
     answer="as_static",
     topic="hashable static arguments",
     difficulty=2,
-    hint="A static argument must be hashable and compare equal when it means the same thing: a tuple of floats.",
+    hint="A static argument must be hashable and compare equal when it means the same "
+    "thing: a tuple of floats.",
 )
 def _static_coeffs(answer):
     x = jnp.linspace(-1.0, 1.0, 5)
@@ -173,11 +186,13 @@ def _static_coeffs(answer):
         log.count_for("_poly_eval") == 1,
         "a list and an array of the same coefficients share one compile",
         f"the same coefficients, once from a list and once from an array, compiled "
-        f"{log.count_for('_poly_eval')} times: equal coefficients must give equal, equally hashed static values.",
+        f"{log.count_for('_poly_eval')} times: equal coefficients must give equal, "
+        "equally hashed static values.",
     )
     other = evaluate(call_answer(answer, [0.5, -1.0]), x)
     expect(
         np.allclose(np.asarray(other), 0.5 * np.asarray(x) - 1.0, atol=1e-5),
         "different coefficients give a new, right result",
-        f"as_static([0.5, -1.0]) evaluated to {np.asarray(other).tolist()}: a stale program was reused.",
+        f"as_static([0.5, -1.0]) evaluated to {np.asarray(other).tolist()}: a stale "
+        "program was reused.",
     )

@@ -10,16 +10,19 @@ from . import Wrong, call_answer, error_line, exercise, expect
 
 
 def _explained(err: Wrong) -> Wrong:
-    """Add a plain explanation in front of the tracer errors a student is likely to meet."""
+    """Add a plain explanation in front of the tracer errors a student is likely to
+    meet."""
     text = str(err)
     if "TracerBoolConversionError" in text or "truth value of an array" in text:
         return Wrong(
-            "under jit, an `if` (or `and`/`or`/`bool()`) on a traced value cannot be decided while "
+            "under jit, an `if` (or `and`/`or`/`bool()`) on a traced value cannot be "
+            "decided while "
             f"tracing: the tracer has a shape and dtype but no value. {text}"
         )
     if "TracerIntegerConversionError" in text or "ConcretizationTypeError" in text:
         return Wrong(
-            "under jit, n is a tracer, not a Python int, so range(n) or a scan length cannot use it; "
+            "under jit, n is a tracer, not a Python int, so range(n) or a scan length "
+            "cannot use it; "
             f"lax.fori_loop accepts a traced trip count. {text}"
         )
     return err
@@ -38,7 +41,8 @@ def _call(fn, *args):
     answer="noisy_square",
     topic="print vs jax.debug.print",
     difficulty=1,
-    hint="A plain print runs once, while tracing, and shows a tracer; jax.debug.print runs at every call.",
+    hint="A plain print runs once, while tracing, and shows a tracer; jax.debug.print "
+    "runs at every call.",
 )
 def _debug_print(answer):
     expect(
@@ -55,19 +59,22 @@ def _debug_print(answer):
     expect(
         [float(r) for r in results] == [v * v for v in values],
         "returns x * x",
-        f"for inputs {values} it returned {[float(r) for r in results]}, expected {[v * v for v in values]}.",
+        f"for inputs {values} it returned {[float(r) for r in results]}, expected "
+        f"{[v * v for v in values]}.",
     )
     missing = [v for v in values if not any(str(v) in line for line in lines)]
     tracer_lines = [line for line in lines if "Tracer" in line]
     if tracer_lines and missing:
         raise Wrong(
-            f"the jitted function printed {lines!r} for three calls: a plain print runs only while "
+            f"the jitted function printed {lines!r} for three calls: a plain print "
+            "runs only while "
             f"tracing, so it shows a tracer once instead of the value at every call."
         )
     expect(
         not missing,
         "prints the value of x at every call",
-        f"the jitted function printed {lines!r} for calls with {values}; the values {missing} never appeared.",
+        f"the jitted function printed {lines!r} for calls with {values}; the values "
+        f"{missing} never appeared.",
     )
 
 
@@ -109,7 +116,8 @@ def _where(answer):
         np.asarray(out_y).shape == y.shape
         and np.allclose(np.asarray(out_y), _leaky_reference(y), atol=1e-6),
         "works elementwise on a 2-D array",
-        f"for the 2-D array {np.asarray(y).tolist()} it returned {np.asarray(out_y).tolist()}, "
+        f"for the 2-D array {np.asarray(y).tolist()} it returned "
+        f"{np.asarray(out_y).tolist()}, "
         f"expected {_leaky_reference(y).tolist()}.",
     )
 
@@ -143,7 +151,8 @@ def _gradient_reference(x: jax.Array, n: int) -> np.ndarray:
     answer="sum_of_steps",
     topic="loops under jit",
     difficulty=2,
-    hint="lax.scan over jnp.arange(10) has a static length; in the body, jnp.where(i < n, new, old) "
+    hint="lax.scan over jnp.arange(10) has a static length; in the body, jnp.where(i < "
+    "n, new, old) "
     "stops the carry changing after n steps, and n stays traced.",
 )
 def _loop_once(answer):
@@ -163,7 +172,8 @@ def _loop_once(answer):
         expect(
             np.shape(out) == x.shape and np.allclose(np.asarray(out), want, atol=1e-5),
             f"n = {n}: sums the first {n} steps",
-            f"with n = {n} it returned {np.asarray(out).tolist()}, expected {want.tolist()} "
+            f"with n = {n} it returned {np.asarray(out).tolist()}, expected "
+            f"{want.tolist()} "
             f"(step(x) + step(step(x)) + ..., {n} terms; 0 for n = 0).",
         )
     name = getattr(answer, "__name__", None)
@@ -173,7 +183,8 @@ def _loop_once(answer):
     expect(
         compiles <= 1,
         f"compiles once for n = 0, 3, 7 and {MAX_STEPS}",
-        f"jax.jit(sum_of_steps) compiled {compiles} times for four values of n; n must stay a traced "
+        f"jax.jit(sum_of_steps) compiled {compiles} times for four values of n; n must "
+        "stay a traced "
         f"argument (no static_argnums, no Python loop over it).",
     )
     gradient = jax.jit(jax.grad(lambda v, n: answer(v, n).sum()))
@@ -182,8 +193,10 @@ def _loop_once(answer):
     except ValueError as err:
         if "Reverse-mode differentiation" in str(err):
             raise Wrong(
-                "jax.grad cannot go through your loop: a fori_loop (or while_loop) with a traced n is a "
-                "while_loop, which reverse-mode differentiation refuses. Use lax.scan with the static "
+                "jax.grad cannot go through your loop: a fori_loop (or while_loop) "
+                "with a traced n is a "
+                "while_loop, which reverse-mode differentiation refuses. Use lax.scan "
+                "with the static "
                 f"length {MAX_STEPS} and mask the steps after n with jnp.where."
             ) from None
         raise Wrong(f"jax.grad of your function raised {error_line(err)}") from None
@@ -191,7 +204,8 @@ def _loop_once(answer):
     expect(
         np.allclose(np.asarray(got), want, atol=1e-5),
         "jax.grad works through it",
-        f"the gradient of sum(sum_of_steps(x, 3)) is {np.asarray(got).tolist()}, expected {want.tolist()}.",
+        f"the gradient of sum(sum_of_steps(x, 3)) is {np.asarray(got).tolist()}, "
+        f"expected {want.tolist()}.",
     )
 
 
@@ -200,7 +214,8 @@ def _loop_once(answer):
     answer="trace_count",
     topic="when the body runs",
     difficulty=2,
-    hint="Wrap fn in a function that adds one to a counter and then calls fn; jit the wrapper.",
+    hint="Wrap fn in a function that adds one to a counter and then calls fn; jit the "
+    "wrapper.",
 )
 def _count_traces(answer):
     expect(
@@ -227,7 +242,8 @@ def _count_traces(answer):
         got = call_answer(answer, lambda v: v * 2, calls)
         if got == len(calls) != want:
             raise Wrong(
-                f"for {what} you returned {got}, the number of calls; jit runs the Python body only when "
+                f"for {what} you returned {got}, the number of calls; jit runs the "
+                "Python body only when "
                 f"it meets a new shape, dtype or weak type, here {want} time(s)."
             )
         expect(
@@ -238,7 +254,8 @@ def _count_traces(answer):
 
 
 def reference_trace_count(fn, calls) -> int:
-    """How many times the body of a fresh ``jax.jit(fn)`` runs for these calls (the checker's reference)."""
+    """How many times the body of a fresh ``jax.jit(fn)`` runs for these calls (the
+    checker's reference)."""
     counted = tracing.BodyCounter(fn)
     jitted = jax.jit(counted)
     for args in calls:

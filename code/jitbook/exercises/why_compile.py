@@ -12,7 +12,8 @@ from . import Wrong, call_answer, exercise, expect
 
 
 class _SlowResult:
-    """Stands in for an array whose computation finishes only when asked: it records whether it was waited on."""
+    """Stands in for an array whose computation finishes only when asked: it records
+    whether it was waited on."""
 
     def __init__(self) -> None:
         self.waited = False
@@ -34,18 +35,21 @@ def _ready(answer):
     expect(
         isinstance(single, jax.Array),
         "returns the array",
-        f"for a function returning one array you returned a {type(single).__name__}; return what fn returned.",
+        f"for a function returning one array you returned a {type(single).__name__}; "
+        "return what fn returned.",
     )
     expect(
         single.is_ready(),
         "the array is computed when it is returned",
-        "the array was still being computed when your function returned; wait for it before returning.",
+        "the array was still being computed when your function returned; wait for it "
+        "before returning.",
     )
     pair = call_answer(answer, lambda a: (a + 1, {"b": a * 2}), jnp.ones(4))
     expect(
         isinstance(pair, tuple) and float(pair[1]["b"][0]) == 2.0,
         "keeps the result's structure",
-        "for a function returning (array, {'b': array}) the result came back changed; return it as it is.",
+        "for a function returning (array, {'b': array}) the result came back changed; "
+        "return it as it is.",
     )
     slow = [_SlowResult() for _ in range(3)]
     result = call_answer(answer, lambda: (slow[0], {"b": slow[1], "c": [slow[2]]}))
@@ -69,7 +73,8 @@ def _ready(answer):
     answer="fast_standardize",
     topic="jax.jit",
     difficulty=1,
-    hint="Transpose, standardize the rows, transpose back; jit that whole function once, outside any loop.",
+    hint="Transpose, standardize the rows, transpose back; jit that whole function "
+    "once, outside any loop.",
 )
 def _fuse(answer):
     expect(
@@ -100,7 +105,8 @@ def _fuse(answer):
     expect(
         log.count == 0,
         "compiles nothing on a second call of the same shape",
-        f"a second call with the same shape compiled {log.count} time(s) ({', '.join(log.compiles)}); "
+        f"a second call with the same shape compiled {log.count} time(s) "
+        f"({', '.join(log.compiles)}); "
         f"jit once, outside the function, and reuse the jitted function.",
     )
 
@@ -110,7 +116,8 @@ def _fuse(answer):
     answer="calls_until_jit_pays",
     topic="cost of compiling",
     difficulty=2,
-    hint="After k calls: compile_s + k * jit_s against k * eager_s. Solve for the smallest whole k.",
+    hint="After k calls: compile_s + k * jit_s against k * eager_s. Solve for the "
+    "smallest whole k.",
 )
 def _break_even(answer):
     cases = [
@@ -127,14 +134,16 @@ def _break_even(answer):
             expect(
                 got == math.inf,
                 f"{args} -> never pays",
-                f"calls_until_jit_pays{args} returned {got!r}; when jit_s >= eager_s it never pays: return math.inf.",
+                f"calls_until_jit_pays{args} returned {got!r}; when jit_s >= eager_s "
+                "it never pays: return math.inf.",
             )
         else:
             if isinstance(got, float) and got.is_integer():
                 got = int(got)
             if not isinstance(got, int):
                 raise Wrong(
-                    f"calls_until_jit_pays{args} returned {got!r}; return a whole number of calls (math.ceil)."
+                    f"calls_until_jit_pays{args} returned {got!r}; return a whole "
+                    "number of calls (math.ceil)."
                 )
             expect(
                 got == want,

@@ -1,4 +1,5 @@
-"""The Poisson log-normal worked example: data, model, the levels of compilation, and a converging fit."""
+"""The Poisson log-normal worked example: data, model, the levels of compilation, and a
+converging fit."""
 
 from .converge import fit_newton
 from .data import TUTORIAL_REPEAT, PLNData, check_data, device_data, load_oaks

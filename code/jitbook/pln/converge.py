@@ -1,9 +1,11 @@
-"""Converging, not just iterating: per-coordinate Newton steps on M and S, B and Sigma in closed form.
+"""Converging, not just iterating: per-coordinate Newton steps on M and S, B and Sigma
+in closed form.
 
-RAdam with every step clipped to 0.1 needs thousands of iterations; the ELBO has cheap second
-derivatives, coordinate by coordinate (the exponential term and Omega's diagonal), so a damped
-Newton step per entry of M and S moves as far as the curvature allows. Each iteration costs about
-one iteration of the optimized level; there is no optimizer state to read and write.
+RAdam with every step clipped to 0.1 needs thousands of iterations; the ELBO has cheap
+second derivatives, coordinate by coordinate (the exponential term and Omega's
+diagonal), so a damped Newton step per entry of M and S moves as far as the curvature
+allows. Each iteration costs about one iteration of the optimized level; there is no
+optimizer state to read and write.
 """
 
 from __future__ import annotations
@@ -21,9 +23,12 @@ from .levels import FitResult
 from .model import Params, init_params, log_stirling
 from .threads import blas_limited
 
-# pyPLNmodels 1.0.10 (PyTorch, Rprop, its defaults: 400 iterations) on the oaks data repeated 100 times, its final
-# M and S scored by this book's ELBO evaluated in float64 (`neg_elbo_numpy`), measured outside the book:
-# pyPLNmodels is not a dependency; the recipe is in data/README.md. Its own report: ELBO -3,145,632.
+# pyPLNmodels 1.0.10 (PyTorch, Rprop, its defaults: 400 iterations) on the oaks data
+# repeated 100 times, its final
+# M and S scored by this book's ELBO evaluated in float64 (`neg_elbo_numpy`), measured
+# outside the book:
+# pyPLNmodels is not a dependency; the recipe is in data/README.md. Its own report: ELBO
+# -3,145,632.
 PYPLN_REFERENCE_NEG_ELBO = 3_145_640.0
 PYPLN_REFERENCE_REPEAT = 100
 
@@ -36,9 +41,10 @@ class NewtonState(NamedTuple):
 
 
 def profile_B(params: Params, X: jax.Array, X_pinv: jax.Array) -> Params:
-    """Move the part of M that X explains into B: O + XB + M is unchanged and M^T M can only shrink.
+    """Move the part of M that X explains into B: O + XB + M is unchanged and M^T M can
+    only shrink.
 
-    Taught in chapter "The PLN model, made fast", section "Converging, not just iterating".
+    Taught in The PLN model, made fast, Converging, not just iterating.
     """
     shift = X_pinv @ params.M
     return Params(params.B + shift, params.M - X @ shift, params.S)
@@ -51,12 +57,14 @@ def newton_step(
     log_fact: jax.Array,
     max_step: float,
 ):
-    """One damped Newton step per entry of M and S (their own second derivative), and the loss terms before it.
+    """One damped Newton step per entry of M and S (their own second derivative), and
+    the loss terms before it.
 
-    The loss terms are summed entry by entry *after* combining them (a Poisson log-likelihood per count),
-    so the float32 sum does not subtract large totals from each other.
+    The loss terms are summed entry by entry *after* combining them (a Poisson
+    log-likelihood per count), so the float32 sum does not subtract large totals from
+    each other.
 
-    Taught in chapter "The PLN model, made fast", section "Converging, not just iterating".
+    Taught in The PLN model, made fast, Converging, not just iterating.
     """
     B, M, S = params
     Y, O, X = data
@@ -77,7 +85,8 @@ def newton_step(
 def newton_program(
     data: PLNData, n_iter: int, max_step=1.0
 ) -> tuple[jax.Array, NewtonState]:
-    """The compiled Newton loop: `n_iter` iterations in one scan; the losses and the final state."""
+    """The compiled Newton loop: `n_iter` iterations in one scan; the losses and the
+    final state."""
     Y, O, X = data
     n, p = Y.shape
     log_fact = log_stirling(Y)  # computed once, read every iteration
@@ -103,7 +112,7 @@ def newton_program(
 def fit_newton(data, n_iter: int, max_step: float = 1.0) -> FitResult:
     """Fit by damped per-coordinate Newton steps (OpenBLAS limited as in `levels.fit`).
 
-    Taught in chapter "The PLN model, made fast", section "Converging, not just iterating".
+    Taught in The PLN model, made fast, Converging, not just iterating.
     """
     n_iter, data = check_n_iter(n_iter), device_data(data)
     with blas_limited():

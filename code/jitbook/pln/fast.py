@@ -1,11 +1,12 @@
 """The optimized level: the same iteration as `levels.py`, with less work per iteration.
 
-What changes (the chapter measures each): hand-written gradients, so the exponential is computed once
-and no backward pass re-reads the big arrays; the loss's constant terms computed once, before the
-loop; the trace term and log det taken from the small p x p matrices the closed-form step already
-has (no extra n x p x p product); Omega from a Cholesky factor instead of a general inverse; the
-RAdam step written out for one array at a time, with the gradients materialised once (an
-optimization barrier) so XLA does not recompute them inside every fused update.
+What changes (the chapter measures each): hand-written gradients, so the exponential is
+computed once and no backward pass re-reads the big arrays; the loss's constant terms
+computed once, before the loop; the trace term and log det taken from the small p x p
+matrices the closed-form step already has (no extra n x p x p product); Omega from a
+Cholesky factor instead of a general inverse; the RAdam step written out for one array
+at a time, with the gradients materialised once (an optimization barrier) so XLA does
+not recompute them inside every fused update.
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ from .radam import RAdamState, radam_init, radam_scalars, radam_step
 
 
 class FastState(NamedTuple):
-    """The carry: parameters, optimizer state, and the p x p quantities of the closed-form step."""
+    """The carry: parameters, optimizer state, and the p x p quantities of the
+    closed-form step."""
 
     params: Params
     opt_state: RAdamState
@@ -32,14 +34,16 @@ class FastState(NamedTuple):
 
 
 def gram(M: jax.Array, S: jax.Array) -> jax.Array:
-    """n Sigma: the p x p matrix the closed-form update needs (one n x p x p product)."""
+    """n Sigma: the p x p matrix the closed-form update needs (one n x p x p
+    product)."""
     return M.T @ M + jnp.diag(jnp.sum(S * S, axis=0))
 
 
 def precision(gram_: jax.Array, n: int) -> tuple[jax.Array, jax.Array]:
-    """Omega = (gram / n)^-1 and log det Omega, both from one Cholesky factor L (stable, no overflow).
+    """Omega = (gram / n)^-1 and log det Omega, both from one Cholesky factor L (stable,
+    no overflow).
 
-    Taught in chapter "The PLN model, made fast", section "A faster level".
+    Taught in The PLN model, made fast, A faster level.
     """
     L = jnp.linalg.cholesky(gram_ / n)
     Omega = jax.scipy.linalg.cho_solve((L, True), jnp.eye(L.shape[0], dtype=L.dtype))
@@ -51,7 +55,7 @@ def loss_and_grads(
 ):
     """Minus the ELBO and its gradient in one pass over the n x p arrays.
 
-    Taught in chapter "The PLN model, made fast", section "A faster level".
+    Taught in The PLN model, made fast, A faster level.
     """
     B, M, S = params
     Y, O, X = data
@@ -81,7 +85,8 @@ def loss_and_grads(
 
 @partial(jax.jit, static_argnames="n_iter")
 def fast_program(data: PLNData, n_iter: int, lr) -> tuple[jax.Array, FastState]:
-    """The compiled loop of level "fast": every change above, `n_iter` iterations in one scan."""
+    """The compiled loop of level "fast": every change above, `n_iter` iterations in one
+    scan."""
     Y, O, X = data
     n, p = Y.shape
     const = (

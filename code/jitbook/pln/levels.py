@@ -1,8 +1,9 @@
 """One algorithm, several ways to run it: from plain eager JAX to one compiled loop.
 
-Every level runs the same iteration: a gradient step on (B, M, S) with the ELBO at the current
-Omega, then the closed-form Sigma and Omega. They differ only in what JAX gets to compile. Only the
-number of iterations is static; the learning rate is traced, so a new one reuses the compiled program.
+Every level runs the same iteration: a gradient step on (B, M, S) with the ELBO at the
+current Omega, then the closed-form Sigma and Omega. They differ only in what JAX gets
+to compile. Only the number of iterations is static; the learning rate is traced, so a
+new one reuses the compiled program.
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ from .threads import blas_limited
 
 
 class FitResult(NamedTuple):
-    """Per-iteration loss (minus the ELBO, before that iteration's step) and the final parameters."""
+    """Per-iteration loss (minus the ELBO, before that iteration's step) and the final
+    parameters."""
 
     losses: np.ndarray
     params: Params
@@ -36,7 +38,7 @@ class FitResult(NamedTuple):
 def fit_eager(data: PLNData, n_iter: int, lr: float = 1.0) -> FitResult:
     """Level "eager": a plain Python loop of plain JAX calls.
 
-    Taught in chapter "The PLN model, level by level", section "Levels of compilation".
+    Taught in The PLN model, level by level, Levels of compilation.
     """
     opt = make_optimizer(lr)
     params = init_params(data)
@@ -53,27 +55,33 @@ def fit_eager(data: PLNData, n_iter: int, lr: float = 1.0) -> FitResult:
     return FitResult(np.asarray(jnp.stack(losses)), params, Sigma, Omega)
 
 
-# Level "jit_step": the pieces are jitted, the loop stays in Python.
+# Level "jit_step": the pieces are jitted, the loop stays in Python. Every piece is
+# built once, here: a jax.jit built inside the fit would be a new function at every fit.
 _loss_and_grad = jax.jit(jax.value_and_grad(neg_elbo))
 _closed_form_sigma = jax.jit(closed_form_sigma)
 _inv = jax.jit(jnp.linalg.inv)
 _apply_updates = jax.jit(optax.apply_updates)
 
 
-def fit_jit_step(data: PLNData, n_iter: int, lr: float = 1.0) -> FitResult:
-    """Level "jit_step": a Python loop over jitted pieces, one dispatch per piece per iteration.
+@jax.jit
+def _update(grads: Params, opt_state, params: Params, lr):
+    """The optimizer step, ``lr`` an argument: one program for every learning rate."""
+    return make_optimizer(lr).update(grads, opt_state, params)
 
-    Taught in chapter "The PLN model, level by level", section "Levels of compilation".
+
+def fit_jit_step(data: PLNData, n_iter: int, lr: float = 1.0) -> FitResult:
+    """Level "jit_step": a Python loop over jitted pieces, one dispatch per piece per
+    iteration.
+
+    Taught in The PLN model, level by level, Levels of compilation.
     """
-    opt = make_optimizer(lr)
-    update = jax.jit(opt.update)
     params = init_params(data)
     Sigma = Omega = jnp.eye(data.Y.shape[1])
-    opt_state = opt.init(params)
+    opt_state = make_optimizer(lr).init(params)
     losses = []
     for _ in range(n_iter):
         loss, grads = _loss_and_grad(params, data, Omega)
-        updates, opt_state = update(grads, opt_state, params)
+        updates, opt_state = _update(grads, opt_state, params, lr)
         params = _apply_updates(params, updates)
         Sigma = _closed_form_sigma(params.M, params.S)
         Omega = _inv(Sigma)
@@ -81,12 +89,14 @@ def fit_jit_step(data: PLNData, n_iter: int, lr: float = 1.0) -> FitResult:
     return FitResult(np.asarray(jnp.stack(losses)), params, Sigma, Omega)
 
 
-# Level "scan": the whole loop is one lax.scan inside one jit; the carry is a plain tuple.
+# Level "scan": the whole loop is one lax.scan inside one jit; the carry is a plain
+# tuple.
 @partial(jax.jit, static_argnames="n_iter")
 def scan_program(data: PLNData, n_iter: int, lr):
-    """The compiled loop of level "scan": `n_iter` iterations in one `lax.scan`, the carry a plain tuple.
+    """The compiled loop of level "scan": `n_iter` iterations in one `lax.scan`, the
+    carry a plain tuple.
 
-    Taught in chapter "The PLN model, level by level", section "Levels of compilation".
+    Taught in The PLN model, level by level, Levels of compilation.
     """
     opt = make_optimizer(lr)
     params = init_params(data)
@@ -126,7 +136,7 @@ class FitState(NamedTuple):
 def namedtuple_program(data: PLNData, n_iter: int, lr) -> tuple[jax.Array, FitState]:
     """The compiled loop of level "namedtuple": the same scan, its carry a `FitState`.
 
-    Taught in chapter "The PLN model, level by level", section "Levels of compilation".
+    Taught in The PLN model, level by level, Levels of compilation.
     """
     opt = make_optimizer(lr)
 
@@ -146,17 +156,20 @@ def namedtuple_program(data: PLNData, n_iter: int, lr) -> tuple[jax.Array, FitSt
 
 
 def fit_namedtuple(data: PLNData, n_iter: int, lr: float = 1.0) -> FitResult:
-    """Level "namedtuple": the state carried as a NamedTuple (a pytree JAX already knows)."""
+    """Level "namedtuple": the state carried as a NamedTuple (a pytree JAX already
+    knows)."""
     losses, state = namedtuple_program(data, n_iter, lr)
     return FitResult(np.asarray(losses), state.params, state.Sigma, state.Omega)
 
 
-# Level "jit_iteration": the level most users write: one jitted iteration, called from a Python loop.
+# Level "jit_iteration": the level most users write: one jitted iteration, called from a
+# Python loop.
 @jax.jit
 def one_iteration(state: FitState, data: PLNData, lr) -> tuple[FitState, jax.Array]:
-    """A whole iteration as one compiled program: the state goes in, the next state and the loss come out.
+    """A whole iteration as one compiled program: the state goes in, the next state and
+    the loss come out.
 
-    Taught in chapter "The PLN model, level by level", section "Levels of compilation".
+    Taught in The PLN model, level by level, Levels of compilation.
     """
     opt = make_optimizer(lr)
     loss, grads = jax.value_and_grad(neg_elbo)(state.params, data, state.Omega)
@@ -167,28 +180,49 @@ def one_iteration(state: FitState, data: PLNData, lr) -> tuple[FitState, jax.Arr
 
 
 def fit_jit_iteration(data: PLNData, n_iter: int, lr: float = 1.0) -> FitResult:
-    """Level "jit_iteration": a Python loop calling `one_iteration`, one dispatch per iteration.
+    """Level "jit_iteration": a Python loop calling `one_iteration`, one dispatch per
+    iteration.
 
-    Taught in chapter "The PLN model, level by level", section "Levels of compilation".
+    Taught in The PLN model, level by level, Levels of compilation.
     """
+    return _iterate(one_iteration, data, n_iter, lr)
+
+
+# The same iteration, its state donated: XLA may write the next state into the buffers
+# of the one it was given, instead of allocating the whole state again at every call.
+one_iteration_donated = jax.jit(one_iteration.__wrapped__, donate_argnums=0)
+
+
+def fit_jit_iteration_donated(data: PLNData, n_iter: int, lr: float = 1.0) -> FitResult:
+    """`fit_jit_iteration` with the state donated at every call.
+
+    Taught in The PLN model, level by level, What each level costs.
+    """
+    return _iterate(one_iteration_donated, data, n_iter, lr)
+
+
+def _iterate(step, data: PLNData, n_iter: int, lr: float) -> FitResult:
     params = init_params(data)
-    eye = jnp.eye(data.Y.shape[1])
-    state = FitState(params, eye, eye, make_optimizer(lr).init(params))
+    p = data.Y.shape[1]
+    # two eyes, not one twice: a donated state must not hold the same buffer twice
+    state = FitState(params, jnp.eye(p), jnp.eye(p), make_optimizer(lr).init(params))
     losses = []
     for _ in range(n_iter):
-        state, loss = one_iteration(state, data, lr)
+        state, loss = step(state, data, lr)
         losses.append(loss)
     return FitResult(
         np.asarray(jnp.stack(losses)), state.params, state.Sigma, state.Omega
     )
 
 
-# Level "pytree": a class with methods, registered as a pytree. Methods return new objects.
+# Level "pytree": a class with methods, registered as a pytree. Methods return new
+# objects.
 @register_pytree_node_class
 class PLN:
-    """Data, parameters and closed-form Sigma/Omega in one object; every array is a pytree child.
+    """Data, parameters and closed-form Sigma/Omega in one object; every array is a
+    pytree child.
 
-    Taught in chapter "The PLN model, level by level", section "Levels of compilation".
+    Taught in The PLN model, level by level, Levels of compilation.
     """
 
     def __init__(
@@ -205,7 +239,8 @@ class PLN:
         return neg_elbo(params, self.data, self.Omega)
 
     def with_params(self, params: Params) -> PLN:
-        """A new PLN at `params`, with Sigma and Omega updated in closed form (self is not modified)."""
+        """A new PLN at `params`, with Sigma and Omega updated in closed form (self is
+        not modified)."""
         Sigma = closed_form_sigma(params.M, params.S)
         return PLN(self.data, params, Sigma, jnp.linalg.inv(Sigma))
 
@@ -248,9 +283,10 @@ def fit_pytree(data: PLNData, n_iter: int, lr: float = 1.0) -> FitResult:
 
 # Level "equinox": the same class as an eqx.Module, compiled with eqx.filter_jit.
 class PLNModule(eqx.Module):
-    """Parameters and closed-form Sigma/Omega as an immutable Equinox module (a pytree by construction).
+    """Parameters and closed-form Sigma/Omega as an immutable Equinox module (a pytree
+    by construction).
 
-    Taught in chapter "The PLN model, level by level", section "Levels of compilation".
+    Taught in The PLN model, level by level, Levels of compilation.
     """
 
     params: Params
@@ -267,9 +303,10 @@ class PLNModule(eqx.Module):
 
 @eqx.filter_jit
 def equinox_program(model: PLNModule, data: PLNData, n_iter: int, lr):
-    """The compiled loop of level "equinox"; a Python `lr` would be static here, so `fit_equinox` passes an array.
+    """The compiled loop of level "equinox"; a Python `lr` would be static here, so
+    `fit_equinox` passes an array.
 
-    Taught in chapter "The PLN model, level by level", section "Levels of compilation".
+    Taught in The PLN model, level by level, Levels of compilation.
     """
     opt = make_optimizer(lr)
 
@@ -289,7 +326,8 @@ def equinox_program(model: PLNModule, data: PLNData, n_iter: int, lr):
 
 
 def fit_equinox(data: PLNData, n_iter: int, lr: float = 1.0) -> FitResult:
-    """Level "equinox": an Equinox module, compiled by eqx.filter_jit (which holds Python numbers static)."""
+    """Level "equinox": an Equinox module, compiled by eqx.filter_jit (which holds
+    Python numbers static)."""
     eye = jnp.eye(data.Y.shape[1])
     model = PLNModule(init_params(data), eye, eye)
     losses, model = equinox_program(model, data, n_iter, jnp.asarray(lr, jnp.float32))
@@ -318,8 +356,8 @@ LEVELS = {
 def fit(data, n_iter: int, level: str = "scan", lr: float = 1.0) -> FitResult:
     """Fit the PLN model for `n_iter` iterations at the given level of compilation.
 
-    The OpenBLAS pool that JAX's LAPACK calls borrow is limited for the fit and restored after it (see
-    `threads`), so a plain call runs at the speed the chapter measures.
+    The OpenBLAS pool that JAX's LAPACK calls borrow is limited for the fit and restored
+    after it (see `threads`), so a plain call runs at the speed the chapter measures.
     """
     if level not in LEVELS:
         raise ValueError(
@@ -343,20 +381,23 @@ def fit_levels(
 def level_curves(
     runs: dict[str, FitResult], ms_per_iter: dict[str, float], share: float = 0.99
 ) -> tuple[dict[str, tuple[np.ndarray, np.ndarray]], list[dict]]:
-    """Each level's loss per iteration, and the iterations and seconds it took to go ``share`` of the way down.
+    """Each level's loss per iteration, and the iterations and seconds it took to go
+    ``share`` of the way down.
 
-    "The way down" runs from the highest first loss to the lowest loss any level reached. ``runs`` is
-    ``fit_levels``' result, ``ms_per_iter`` each level's run time per iteration (``bench.benchmark_levels``).
-    Taught in "A worked example", "Explore it" (sec-pln-explore).
+    "The way down" runs from the highest first loss to the lowest loss any level
+    reached. ``runs`` is ``fit_levels``' result, ``ms_per_iter`` each level's run time
+    per iteration (``bench.benchmark_levels``). Taught in A worked example, Explore it.
     """
     missing = sorted(set(runs) - set(ms_per_iter))
     if missing:
         raise ValueError(
-            f"no time per iteration for the levels {missing}; give ms_per_iter an entry for each level of runs."
+            f"no time per iteration for the levels {missing}; give ms_per_iter an "
+            "entry for each level of runs."
         )
     if not 0 < share < 1:
         raise ValueError(
-            f"share is the part of the loss decrease to reach, between 0 and 1 (e.g. 0.99), got {share!r}."
+            "share is the part of the loss decrease to reach, between 0 and 1 (e.g. "
+            f"0.99), got {share!r}."
         )
     start = max(float(r.losses[0]) for r in runs.values())
     best = min(float(np.min(r.losses)) for r in runs.values())

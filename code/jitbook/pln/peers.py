@@ -1,11 +1,13 @@
-"""The peers: the fast level's algorithm in PyTorch (eager and torch.compile), and pyPLNmodels' own fit.
+"""The peers: the fast level's algorithm in PyTorch (eager and torch.compile), and
+pyPLNmodels' own fit.
 
-The 2023 tutorial found JAX slower than PyTorch on CPU; `python -m jitbook.bench pln --peers` puts
-them in one table. PyTorch runs the iteration of `fast.py` step for step: the same ELBO and hand-written
-gradients, the closed-form Sigma from a Cholesky factor, RAdam scaled by -lr and clipped to 0.1, float32.
-This module needs only NumPy at import, so it also runs as a script in another interpreter (a venv with
-the optional `peers` extra, e.g. Python 3.11 with a CPU build of torch): the data go in and the rows come
-out through .npz files.
+The 2023 tutorial found JAX slower than PyTorch on CPU; `python -m jitbook.bench pln
+--peers` puts them in one table. PyTorch runs the iteration of `fast.py` step for step:
+the same ELBO and hand-written gradients, the closed-form Sigma from a Cholesky factor,
+RAdam scaled by -lr and clipped to 0.1, float32. This module needs only NumPy at import,
+so it also runs as a script in another interpreter (a venv with the optional `peers`
+extra, e.g. Python 3.11 with a CPU build of torch): the data go in and the rows come out
+through .npz files.
 """
 
 from __future__ import annotations
@@ -22,14 +24,17 @@ from time import perf_counter
 import numpy as np
 
 INSTALL_HINT = (
-    "the peers (PyTorch, pyPLNmodels) are an optional extra: `pip install -e .[peers] --extra-index-url "
-    "https://download.pytorch.org/whl/cpu` (CPU PyTorch), or point `--peers-python` at an interpreter "
+    "the peers (PyTorch, pyPLNmodels) are an optional extra: `pip install -e .[peers] "
+    "--extra-index-url "
+    "https://download.pytorch.org/whl/cpu` (CPU PyTorch), or point `--peers-python` at "
+    "an interpreter "
     "that has torch and pyPLNmodels installed"
 )
 
 
 def peers_missing() -> str | None:
-    """Why the peers cannot run in this interpreter (None if torch and pyPLNmodels import)."""
+    """Why the peers cannot run in this interpreter (None if torch and pyPLNmodels
+    import)."""
     for name in ("torch", "pyPLNmodels"):
         try:
             importlib.import_module(name)
@@ -39,7 +44,8 @@ def peers_missing() -> str | None:
 
 
 def torch_neg_elbo(params, data, Omega):
-    """Minus the ELBO in PyTorch, written like `model.neg_elbo` (tests compare the two at the same parameters)."""
+    """Minus the ELBO in PyTorch, written like `model.neg_elbo` (tests compare the two
+    at the same parameters)."""
     import torch
 
     B, M, S = (torch.as_tensor(np.asarray(a, np.float32)) for a in params)
@@ -59,7 +65,8 @@ def torch_neg_elbo(params, data, Omega):
 
 
 def _step(params, mu, nu, count, gram, Omega, logdet, Y, O, X, XtY, const, lr: float):
-    """One iteration of `fast.py`'s loop body in PyTorch: loss and gradients, a RAdam step, the closed form."""
+    """One iteration of `fast.py`'s loop body in PyTorch: loss and gradients, a RAdam
+    step, the closed form."""
     import torch
 
     B, M, S = params
@@ -120,7 +127,8 @@ _compiled_step = None
 def run_torch(
     data, n_iter: int, lr: float = 1.0, compiled: bool = False
 ) -> tuple[np.ndarray, tuple[np.ndarray, ...]]:
-    """The fast level's fit in PyTorch: per-iteration loss and the final (B, M, S), as NumPy arrays."""
+    """The fast level's fit in PyTorch: per-iteration loss and the final (B, M, S), as
+    NumPy arrays."""
     import torch
 
     global _compiled_step
@@ -176,10 +184,11 @@ def _timed_row(
 
 
 def fit_pypln(data) -> dict:
-    """pyPLNmodels' own default fit, timed: seconds, iterations, its ELBO, and its (B, M, S) in the book's form.
+    """pyPLNmodels' own default fit, timed: seconds, iterations, its ELBO, and its (B,
+    M, S) in the book's form.
 
-    pyPLNmodels' latent mean is the whole mean of the latent Gaussian (XB + M in the book's terms): the part
-    X explains becomes B and the rest M, as data/README.md says.
+    pyPLNmodels' latent mean is the whole mean of the latent Gaussian (XB + M in the
+    book's terms): the part X explains becomes B and the rest M, as data/README.md says.
     """
     import pyPLNmodels
 
@@ -211,7 +220,8 @@ def fit_pypln(data) -> dict:
 def benchmark_peers(
     data, n_iter: int, repeats: int = 3, pypln: bool = True
 ) -> tuple[list[dict], dict | None]:
-    """Rows for PyTorch eager and torch.compile (the columns of `bench.benchmark_levels`), and pyPLNmodels' fit."""
+    """Rows for PyTorch eager and torch.compile (the columns of
+    `bench.benchmark_levels`), and pyPLNmodels' fit."""
     import torch
 
     version = f"torch {torch.__version__}, {torch.get_num_threads()} threads"
@@ -232,23 +242,27 @@ def benchmark_peers(
 
 
 def run_in(python: str, task: str, arrays: dict, **options) -> dict:
-    """Run one of this module's tasks in another interpreter: arrays in and out through .npz files."""
+    """Run one of this module's tasks in another interpreter: arrays in and out through
+    .npz files."""
     with tempfile.TemporaryDirectory() as tmp:
         src, out = Path(tmp, "in.npz"), Path(tmp, "out.npz")
         np.savez(src, **{k: np.asarray(v) for k, v in arrays.items()})
-        # -P: do not put this file's folder on sys.path, where data.py and profile.py would shadow other modules
+        # -P: do not put this file's folder on sys.path, where data.py and profile.py
+        # would shadow other modules
         cmd = [python, "-P", __file__, task, str(src), str(out), json.dumps(options)]
         done = subprocess.run(cmd, capture_output=True, text=True)
         if done.returncode != 0:
             raise RuntimeError(
-                f"{python} could not run the peers ({task}): {done.stderr.strip()[-2000:]}"
+                f"{python} could not run the peers ({task}): "
+                f"{done.stderr.strip()[-2000:]}"
             )
         with np.load(out) as result:
             return {k: result[k] for k in result.files}
 
 
 def pypln_row(pypln: dict, data) -> tuple[dict, float]:
-    """pyPLNmodels' fit as a table row, and its minus-ELBO in the book's form (float64, closed-form Omega)."""
+    """pyPLNmodels' fit as a table row, and its minus-ELBO in the book's form (float64,
+    closed-form Omega)."""
     from .model import neg_elbo_numpy
 
     B, M, S = (np.asarray(pypln[k], np.float64) for k in "BMS")
@@ -260,7 +274,8 @@ def pypln_row(pypln: dict, data) -> tuple[dict, float]:
         "level": f"pyPLNmodels {pypln['version']} fit()",
         "first call s": round(seconds, 2),
         "ms / iter": round(seconds / iters * 1e3, 2),
-        "note": f"its own default fit, one run, {iters} iterations; its ELBO {pypln['elbo']:,.0f}, book's loss {loss:,.0f}",
+        "note": f"its own default fit, one run, {iters} iterations; its ELBO "
+        f"{pypln['elbo']:,.0f}, book's loss {loss:,.0f}",
     }
     return row, loss
 
@@ -268,10 +283,12 @@ def pypln_row(pypln: dict, data) -> tuple[dict, float]:
 def add_peers(
     rows: list[dict], data, n_iter: int, repeats: int, python: str | None = None
 ) -> tuple[str, float | None]:
-    """Append the peer rows to the JAX levels' `rows`; return where they ran and pyPLNmodels' loss.
+    """Append the peer rows to the JAX levels' `rows`; return where they ran and
+    pyPLNmodels' loss.
 
-    With `python`, the peers run in that interpreter as a subprocess; otherwise in this one. If torch or
-    pyPLNmodels is missing, nothing is appended and the text says how to get them.
+    With `python`, the peers run in that interpreter as a subprocess; otherwise in this
+    one. If torch or pyPLNmodels is missing, nothing is appended and the text says how
+    to get them.
     """
     arrays = dict(zip("YOX", data, strict=True))
     if python:
@@ -280,7 +297,10 @@ def add_peers(
             json.loads(str(out["rows"])),
             json.loads(str(out["pypln"])) | {k: out[k] for k in "BMS"},
         )
-        where = f"PyTorch and pyPLNmodels rows measured in a subprocess running Python {out['python']} ({python})"
+        where = (
+            "PyTorch and pyPLNmodels rows measured in a subprocess running Python "
+            f"{out['python']} ({python})"
+        )
     else:
         missing = peers_missing()
         if missing:
@@ -290,7 +310,8 @@ def add_peers(
     row, loss = pypln_row(pypln, data)
     rows += peer + [row]
     return (
-        f"JAX levels in this process, {where}, one after the other in the same command run.",
+        f"JAX levels in this process, {where}, one after the other in the same command "
+        "run.",
         loss,
     )
 

@@ -1,4 +1,5 @@
-"""Where the time goes: the compiled program of a one-program level, and a measured per-operation profile."""
+"""Where the time goes: the compiled program of a one-program level, and a measured
+per-operation profile."""
 
 from __future__ import annotations
 
@@ -22,18 +23,22 @@ PROGRAMS = {
 
 
 def compiled_fit(data, n_iter: int, level: str = "scan") -> jax.stages.Compiled:
-    """The compiled XLA program of a one-program level (scan, namedtuple, fast), for its cost or HLO text."""
+    """The compiled XLA program of a one-program level (scan, namedtuple, fast), for its
+    cost or HLO text."""
     if level not in PROGRAMS:
         raise ValueError(
-            f"compiled_fit covers the one-program levels {', '.join(map(repr, PROGRAMS))}, got {level!r}."
+            "compiled_fit covers the one-program levels "
+            f"{', '.join(map(repr, PROGRAMS))}, got {level!r}."
         )
     return PROGRAMS[level].lower(device_data(data), int(n_iter), 1.0).compile()
 
 
 def op_profile(run, n_iter: int, top: int | None = 8) -> list[dict]:
-    """Run `run()` under the JAX profiler and total the time of each XLA operation, per iteration.
+    """Run `run()` under the JAX profiler and total the time of each XLA operation, per
+    iteration.
 
-    Rows are the `top` most expensive operations (fusions, dots, custom calls), as XLA names them; None: all.
+    Rows are the `top` most expensive operations (fusions, dots, custom calls), as XLA
+    names them; None: all.
     """
     with tempfile.TemporaryDirectory() as tmp:
         with jax.profiler.trace(tmp, create_perfetto_trace=True):
@@ -43,7 +48,8 @@ def op_profile(run, n_iter: int, top: int | None = 8) -> list[dict]:
         )
         if not traces:
             raise RuntimeError(
-                "the profiler wrote no perfetto trace; is this jax build missing profiler support?"
+                "the profiler wrote no perfetto trace; is this jax build missing "
+                "profiler support?"
             )
         events = json.load(gzip.open(traces[0]))
     events = events["traceEvents"] if isinstance(events, dict) else events
@@ -62,7 +68,8 @@ def op_profile(run, n_iter: int, top: int | None = 8) -> list[dict]:
 
 
 def ms_of(rows: list[dict], prefixes: tuple[str, ...]) -> float:
-    """Total ms / iter of the profiled operations whose names start with one of `prefixes` (e.g. LAPACK calls)."""
+    """Total ms / iter of the profiled operations whose names start with one of
+    `prefixes` (e.g. LAPACK calls)."""
     return round(
         sum(r["ms / iter"] for r in rows if r["operation"].startswith(tuple(prefixes))),
         3,
@@ -70,7 +77,8 @@ def ms_of(rows: list[dict], prefixes: tuple[str, ...]) -> float:
 
 
 def big_sum_in_fresh_process(xla_flags: str, shape: tuple[int, int]) -> dict:
-    """How XLA compiles `jnp.sum` of a `shape` array in a new process run with `xla_flags` (the guard's effect).
+    """How XLA compiles `jnp.sum` of a `shape` array in a new process run with
+    `xla_flags` (the guard's effect).
 
     A new process, because XLA reads its flags once, when the CPU backend starts.
     """

@@ -1,8 +1,10 @@
-"""RAdam, the tutorial's optimizer: written out for one array at a time, and why eager and jit round it apart.
+"""RAdam, the tutorial's optimizer: written out for one array at a time, and why eager
+and jit round it apart.
 
-optax's `scale_by_radam` multiplies the step by a rectifier r_t computed from
-rho_inf - 2 t b2^t / (1 - b2^t), two nearly equal numbers: float32 keeps few digits of the difference,
-and eager and compiled code (where XLA fuses the arithmetic) round it differently.
+optax's `scale_by_radam` multiplies the step by a rectifier r_t computed from rho_inf -
+2 t b2^t / (1 - b2^t), two nearly equal numbers: float32 keeps few digits of the
+difference, and eager and compiled code (where XLA fuses the arithmetic) round it
+differently.
 """
 
 from __future__ import annotations
@@ -34,7 +36,8 @@ def radam_init(params: Params) -> RAdamState:
 def radam_scalars(
     count: jax.Array, b1: float = 0.9, b2: float = 0.999, threshold: float = 5.0
 ):
-    """The per-step scalars of RAdam (as optax.scale_by_radam computes them): bias corrections and rectifier."""
+    """The per-step scalars of RAdam (as optax.scale_by_radam computes them): bias
+    corrections and rectifier."""
     ro_inf = 2.0 / (1.0 - b2) - 1.0
     b2t = b2**count
     ro = ro_inf - 2 * count * b2t / (1 - b2t)
@@ -47,9 +50,10 @@ def radam_scalars(
 def radam_step(
     x, g, mu, nu, scalars, lr, b1: float = 0.9, b2: float = 0.999, eps: float = 1e-8
 ):
-    """One RAdam step on one array, scaled by -lr and clipped to 0.1: a single elementwise pass.
+    """One RAdam step on one array, scaled by -lr and clipped to 0.1: a single
+    elementwise pass.
 
-    Taught in chapter "The PLN model, made fast", section "A faster level".
+    Taught in The PLN model, made fast, A faster level.
     """
     c1, c2, r, rectify = scalars
     mu = b1 * mu + (1 - b1) * g
@@ -62,9 +66,10 @@ def radam_step(
 
 
 def unit_steps(n_steps: int = 8) -> jax.Array:
-    """optax RAdam's first updates for a constant unit gradient; jit it or not to compare float32 rounding.
+    """optax RAdam's first updates for a constant unit gradient; jit it or not to
+    compare float32 rounding.
 
-    Taught in chapter "The PLN model, level by level", section "Same algorithm, same numbers".
+    Taught in The PLN model, level by level, Same algorithm, same numbers.
     """
     radam, g = optax.scale_by_radam(), jnp.ones(1)
     state, updates = radam.init(g), []

@@ -1,9 +1,11 @@
-"""Two thread pools on two cores: XLA's, and the OpenBLAS pool that JAX's CPU linear algebra borrows.
+"""Two thread pools on two cores: XLA's, and the OpenBLAS pool that JAX's CPU linear
+algebra borrows.
 
-On CPU, `jnp.linalg.inv`, `cholesky` and `triangular_solve` call LAPACK through SciPy's bundled
-OpenBLAS, which keeps its own threads next to XLA's. When the two pools compete for the same cores, a
-114 x 114 triangular solve can take milliseconds instead of microseconds. `threadpoolctl` limits the
-OpenBLAS pool for the duration of a fit and restores it afterwards.
+On CPU, `jnp.linalg.inv`, `cholesky` and `triangular_solve` call LAPACK through SciPy's
+bundled OpenBLAS, which keeps its own threads next to XLA's. When the two pools compete
+for the same cores, a 114 x 114 triangular solve can take milliseconds instead of
+microseconds. `threadpoolctl` limits the OpenBLAS pool for the duration of a fit and
+restores it afterwards.
 """
 
 from __future__ import annotations
@@ -15,16 +17,18 @@ BLAS_THREADS = 1  # what every fit uses; the chapter measures the default agains
 
 
 def blas_threads() -> int:
-    """Threads the loaded BLAS libraries (SciPy's OpenBLAS among them) may use now: the largest setting."""
+    """Threads the loaded BLAS libraries (SciPy's OpenBLAS among them) may use now: the
+    largest setting."""
     return max(
         info["num_threads"] for info in threadpool_info() if info["user_api"] == "blas"
     )
 
 
 def blas_limited(threads: int = BLAS_THREADS) -> threadpool_limits:
-    """A context manager: BLAS uses `threads` threads inside it and its previous setting after it.
+    """A context manager: BLAS uses `threads` threads inside it and its previous setting
+    after it.
 
-    Taught in chapter "The PLN model, made fast", section "Two thread pools".
+    Taught in The PLN model, made fast, Two thread pools.
     """
     if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
         raise ValueError(

@@ -1,0 +1,118 @@
+"""The claim ledger: every claim names a real section and has a row; the file says what the tests do."""
+
+import json
+import re
+import subprocess
+import sys
+from types import SimpleNamespace
+
+import pytest
+
+from jitbook import ledger
+
+
+@pytest.fixture(scope="module")
+def claims():
+    """Every claim test of the suite, as pytest collects it (so newly marked tests count too)."""
+    return ledger.collect()
+
+
+@pytest.fixture(scope="module")
+def stored():
+    return ledger.load()
+
+
+def test_every_claim_names_a_section_that_exists(claims):
+    known = ledger.sections()
+    unknown = {test: section for test, section in claims.items() if section not in known}
+    assert claims and not unknown, f"claims naming no {{#sec-...}} of the book: {unknown}"
+
+
+def test_every_claim_has_a_row_on_every_release_of_the_ledger(claims, stored):
+    absent = sorted(set(claims) - set(stored["claims"]))
+    assert not absent, f"claims with no row: run `make ledger` (--only-missing): {absent}"
+    holes = [
+        (test, release)
+        for test in claims
+        for release in stored["releases"]
+        if release not in stored["claims"][test]["results"]
+    ]
+    assert not holes, f"claims without a result on a release: {holes[:10]}"
+    stale = sorted(set(stored["claims"]) - set(claims))
+    assert not stale, f"rows for tests that are no longer claims: {stale}"
+
+
+def test_the_ledger_spans_nine_releases_up_to_the_lock(stored):
+    releases = ledger.releases(stored)
+    assert len(releases) >= 9 and releases[-1] == ledger.locked_jax() == stored["lock"]
+    assert set(ledger.RELEASES) <= set(releases)
+    for release in releases:
+        info = stored["releases"][release]
+        assert info["versions"]["jax"] == release and info["seconds"] > 0
+    assert stored["made"]["date"] and stored["made"]["machine"]
+
+
+def test_statuses_are_the_three_words_with_a_reason_for_each_failure(stored):
+    for test, claim in stored["claims"].items():
+        for release, row in claim["results"].items():
+            assert row["status"] in ledger.STATUSES, (test, release, row)
+            assert row["status"] == "holds" or row["reason"], (test, release)
+
+
+def test_a_disagreement_with_the_lock_column_is_reported(tmp_path):
+    jax = ledger.metadata.version("jax")
+    book = {"lock": jax, "releases": {jax: {}}, "claims": {
+        "t::a": {"section": "sec-x", "results": {jax: {"status": "holds", "reason": ""}}},
+        "t::b": {"section": "sec-x", "results": {jax: {"status": "fails", "reason": "E"}}},
+    }}  # fmt: skip
+    path = tmp_path / "ledger.json"
+    path.write_text(json.dumps(book))
+    ran = {
+        "t::a": {"status": "holds", "reason": ""},
+        "t::b": {"status": "holds", "reason": ""},
+        "t::c": {"status": "fails", "reason": "assert 1 == 2"},
+    }
+    problems = ledger.lock_disagreements(ran, path)
+    assert problems == [
+        "  t::b: ledger says fails, this run holds",
+        f"  t::c: no row for jax {jax}",
+    ]
+
+
+def test_skips_are_not_applicable_and_failures_keep_one_line():
+    skipped = SimpleNamespace(skipped=True, failed=False, longrepr=("f", 1, "Skipped: needs JAX >= 0.5"))
+    assert ledger.outcome(skipped) == {"status": "n/a", "reason": "needs JAX >= 0.5"}
+    text = "def test():\n>       assert f(0x7f3a2b1c4d5e)\nE       AssertionError: at /home/u/x/y.py line\n"
+    failed = SimpleNamespace(skipped=False, failed=True, longreprtext=text)
+    assert ledger.outcome(failed) == {"status": "fails", "reason": "AssertionError: at y.py line"}
+
+
+def test_a_module_that_cannot_be_imported_is_not_applicable_only_for_a_missing_api():
+    assert ledger._unimportable("ImportError: cannot import name 'export' from 'jax'")["status"] == "n/a"
+    assert ledger._unimportable("SyntaxError: invalid syntax")["status"] == "fails"
+
+
+def test_history_says_since_which_release_a_claim_changed():
+    book = {"releases": {"0.4.38": {}, "0.5.3": {}, "0.10.2": {}}, "claims": {"t::a": {
+        "title": "a", "section": "sec-x", "results": {
+            "0.4.38": {"status": "n/a", "reason": "needs JAX >= 0.5"},
+            "0.5.3": {"status": "fails", "reason": "AssertionError"},
+            "0.10.2": {"status": "holds", "reason": ""}}}}}  # fmt: skip
+    assert ledger.releases(book) == ["0.4.38", "0.5.3", "0.10.2"]  # by number, not text
+    (row,) = ledger.changed(book)
+    assert row["history"] == "n/a on 0.4.38; fails on 0.5.3; holds since 0.10.2"
+    assert row["why, where it does not hold"] == "`AssertionError`"  # the latest that did not hold
+    assert ledger.matrix_rows(book, list(book["claims"].items()))[0]["0.5.3"] == "✗"
+
+
+def test_the_claim_marker_needs_one_section_id():
+    item = SimpleNamespace(nodeid="t::a", get_closest_marker=lambda name: SimpleNamespace(args=("methods",)))
+    with pytest.raises(ValueError, match=re.escape("@pytest.mark.claim('sec-...')")):
+        ledger._claim_section(item)
+
+
+def test_the_command_has_help():
+    out = subprocess.run([sys.executable, "-m", "jitbook.ledger", "--help"], capture_output=True, text=True)
+    assert out.returncode == 0
+    for option in ("--releases", "--force", "--only-missing", "--cache", "--canary"):
+        assert option in out.stdout
