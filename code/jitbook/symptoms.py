@@ -44,6 +44,12 @@ class Symptom:
         return re.search(self.pattern, message) is not None
 
 
+# Pages whose messages are not symptoms a reader of this JAX meets, and why.
+NOT_INDEXED = {
+    "ledger": "it records the claim tests failing on other JAX releases: its "
+    "messages are the ledger's data, not errors of the installed JAX",
+}
+
 # --- finding messages in a page's outputs
 
 _ERROR = re.compile(r"\b([A-Z]\w*(?:Error|Exception|Warning)|Exception): (.+)")
@@ -1013,6 +1019,7 @@ def rows(index: list[Symptom] | None = None) -> list[dict]:
 
 __all__ = [
     "INDEX",
+    "NOT_INDEXED",
     "Symptom",
     "classes_in",
     "logical_lines",
