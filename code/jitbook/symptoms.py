@@ -400,7 +400,7 @@ print(error_line(raised(double, columns)))
 
 
 def _sharding_mismatch() -> str:
-    """Run in a fresh process: the mismatch needs four devices, set before JAX starts."""
+    """In a fresh process: the mismatch needs four devices, set before JAX starts."""
     import subprocess
     import sys
     from pathlib import Path
