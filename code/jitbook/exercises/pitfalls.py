@@ -1,0 +1,137 @@
+"""Exercises of the chapter "What trips people up".
+
+Checkers count compiles only on shapes the kernel has not seen, so they never clear the
+student's caches.
+"""
+
+import itertools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ..cache import count_compiles
+from . import Wrong, call_answer, exercise, expect, expect_jitted
+
+_sizes = itertools.count(11)
+
+
+def _fresh_size() -> int:
+    """A new array length at each check: a shape no earlier run compiled."""
+    return next(_sizes)
+
+
+def _array(out, what: str) -> np.ndarray:
+    try:
+        return np.asarray(out, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise Wrong(f"{what} returned {type(out).__name__}, not an array.") from None
+
+
+@exercise(
+    "pitfalls.key-argument",
+    answer="jitter",
+    topic="random keys as arguments",
+    difficulty=1,
+    hint="Take the key as a second argument and draw with jax.random.normal(key, "
+    "x.shape); never read a key from a global inside a jitted function.",
+)
+def _key_argument(answer):
+    expect_jitted(answer, "jitter")
+    x = jnp.linspace(0.0, 1.0, _fresh_size())
+    k1, k2 = jax.random.split(jax.random.key(3))
+    with count_compiles() as log:
+        a = _array(call_answer(answer, x, k1), "jitter(x, key)")
+        b = _array(call_answer(answer, x, k2), "jitter(x, key)")
+        again = _array(call_answer(answer, x, k1), "jitter(x, key)")
+    want = np.asarray(x + 0.1 * jax.random.normal(k1, x.shape), np.float64)
+    expect(
+        a.shape == want.shape and np.allclose(a, want, atol=1e-6),
+        "adds 0.1 * jax.random.normal(key, x.shape)",
+        "jitter(x, key) should be x + 0.1 * jax.random.normal(key, x.shape).",
+    )
+    expect(
+        not np.allclose(a, b),
+        "a new key gives new noise",
+        "two different keys gave the same noise: is the key read from a global "
+        "(a constant baked in at tracing) instead of the argument?",
+    )
+    expect(
+        np.array_equal(a, again),
+        "the same key gives the same noise",
+        "the same key gave different noise: draw only with jax.random and the key.",
+    )
+    expect(
+        log.count_for(answer.__name__) <= 1,
+        "new keys do not compile again",
+        f"three calls compiled jitter {log.count_for(answer.__name__)} times; keys "
+        "are arrays, pass them as traced arguments (not static).",
+    )
+
+
+@exercise(
+    "pitfalls.donate-step",
+    answer="decay",
+    topic="donation",
+    difficulty=2,
+    hint="jax.jit(lambda state: 0.9 * state, donate_argnums=0): the output has the "
+    "input's shape and dtype, so XLA can write it into the input's buffer.",
+)
+def _donate_step(answer):
+    expect_jitted(answer, "decay")
+    n = _fresh_size()
+    state = jnp.linspace(1.0, 2.0, n)
+    want = 0.9 * np.asarray(state, np.float64)
+    out = _array(call_answer(answer, state), "decay(state)")
+    expect(
+        out.shape == want.shape and np.allclose(out, want, rtol=1e-6),
+        "returns 0.9 * state",
+        "decay(state) should return 0.9 * state.",
+    )
+    stats = answer.lower(jnp.ones(n)).compile().memory_analysis()
+    expect(
+        stats.alias_size_in_bytes >= 4 * n,
+        "the compiled program writes its output into the donated input",
+        f"XLA aliases {stats.alias_size_in_bytes} bytes of {4 * n}: no input was "
+        "donated; pass donate_argnums=0 to jax.jit.",
+    )
+    expect(
+        state.is_deleted(),
+        "the caller's array is gone after the call",
+        "the input array survived the call, so it was not donated.",
+    )
+
+
+@exercise(
+    "pitfalls.checked-take",
+    answer="safe_take",
+    topic="checkify",
+    difficulty=2,
+    hint="checkify.checkify(jax.jit(lambda x, i: x[i]), errors=checkify.index_checks) "
+    "returns a function giving (error, value).",
+)
+def _checked_take(answer):
+    n = _fresh_size()
+    x = jnp.arange(n, dtype=jnp.float32)
+    result = call_answer(answer, x, 2)
+    expect(
+        isinstance(result, tuple) and len(result) == 2 and hasattr(result[0], "get"),
+        "returns (error, value) as checkify does",
+        f"safe_take(x, i) returned {type(result).__name__}; return what a "
+        "checkify-wrapped function returns, a pair (error, value).",
+    )
+    err, value = result
+    expect(
+        err.get() is None and float(value) == 2.0,
+        "an index in bounds gives the entry and no error",
+        f"safe_take(x, 2) should give x[2] = 2.0 and no error, got {value} and "
+        f"{err.get()!r}.",
+    )
+    err, value = call_answer(answer, x, n + 3)
+    message = err.get() or ""
+    expect(
+        "out-of-bounds" in message,
+        "an index out of bounds is reported",
+        f"safe_take(x, {n + 3}) reported no error (the value was clamped to "
+        f"{float(value)}); pass errors=checkify.index_checks to checkify.",
+    )

@@ -1,0 +1,308 @@
+"""The claims of the chapter "What trips people up", asserted on the installed JAX,
+its helpers' input checks, and its exercises' wrong answers."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax.experimental import checkify
+
+from jitbook import count_compiles, pitfalls, timing
+from jitbook.exercises import check
+
+# --- state
+
+
+@pytest.mark.claim("sec-pitfalls-state")
+def test_at_set_outside_jit_is_a_copy_and_item_assignment_raises():
+    x = jnp.arange(4.0)
+    out = pitfalls.set_outside_jit(x, 0, 9.0)
+    assert out == {
+        "old array unchanged": True,
+        "new array has the value": True,
+        "same buffer": False,
+    }
+    with pytest.raises(TypeError, match="immutable"):
+        x[0] = 9.0
+
+
+@pytest.mark.claim("sec-pitfalls-state")
+def test_updates_inside_jit_need_no_temporary_copy():
+    mem = pitfalls.memory_of(pitfalls.ten_updates, jnp.zeros(10_000))
+    assert mem["temporary bytes"] == 0 and mem["aliased bytes"] == 0
+    np.testing.assert_allclose(
+        pitfalls.ten_updates(jnp.ones(12))[:11], [*range(10), 2.0]
+    )
+
+
+@pytest.mark.claim("sec-pitfalls-state")
+def test_donation_aliases_the_input_and_deletes_it():
+    kept, donated = pitfalls.donation(1000)
+    assert kept["aliased bytes"] == 0 and not kept["input deleted"]
+    assert not kept["output in the input's buffer"]
+    assert donated["aliased bytes"] == 4000 and donated["input deleted"]
+    assert donated["output in the input's buffer"]
+
+
+@pytest.mark.claim("sec-pitfalls-state")
+def test_a_ref_passed_to_jit_is_updated_in_place_and_aliased():
+    total = jax.new_ref(jnp.zeros(3))
+    with count_compiles() as log:
+        for _ in range(3):
+            pitfalls.add_into(total, jnp.ones(3))
+    np.testing.assert_array_equal(total[...], [3.0, 3.0, 3.0])
+    assert log.count_for("add_into") <= 1
+    other = jax.new_ref(jnp.ones(3))  # another reference of the same type: no compile
+    with count_compiles() as log:
+        pitfalls.add_into(other, jnp.ones(3))
+    assert log.count_for("add_into") == 0
+    assert "Ref{f32[3]}" in str(jax.make_jaxpr(pitfalls.add_into)(total, jnp.ones(3)))
+    mem = pitfalls.memory_of(pitfalls.add_into, total, jnp.ones(3))
+    assert mem["aliased bytes"] == 12
+
+
+@pytest.mark.claim("sec-pitfalls-state")
+def test_a_ref_closed_over_is_updated_in_place_too():
+    counter = jax.new_ref(jnp.zeros(2))
+
+    @jax.jit
+    def bump():
+        counter[...] += 1.0
+
+    bump()
+    bump()
+    np.testing.assert_array_equal(counter[...], [2.0, 2.0])
+
+
+@pytest.mark.claim("sec-pitfalls-state")
+def test_a_jitted_function_cannot_return_a_new_ref():
+    with pytest.raises(ValueError, match="mutable array references cannot be returned"):
+        pitfalls.leak_ref(jnp.ones(3))
+
+
+# --- random numbers
+
+
+@pytest.mark.claim("sec-pitfalls-random")
+def test_a_key_reused_gives_the_same_numbers():
+    key = jax.random.key(0)
+    np.testing.assert_array_equal(
+        jax.random.normal(key, (3,)), jax.random.normal(key, (3,))
+    )
+
+
+@pytest.mark.claim("sec-pitfalls-random")
+def test_a_global_key_and_np_random_become_constants():
+    zeros = jnp.zeros(3)
+    for fn in (pitfalls.noise_from_global, pitfalls.noise_from_numpy):
+        np.testing.assert_array_equal(fn(zeros), fn(zeros))
+    inner = jax.make_jaxpr(pitfalls.noise_from_global)(zeros).eqns[0].params["jaxpr"]
+    assert [str(v.aval) for v in inner.jaxpr.constvars] == ["key<fry>[]"]
+    numpy_jaxpr = jax.make_jaxpr(pitfalls.noise_from_numpy)(zeros)
+    assert [e.primitive.name for e in numpy_jaxpr.eqns[0].params["jaxpr"].eqns] == [
+        "add"
+    ]
+
+
+@pytest.mark.claim("sec-pitfalls-random")
+def test_keys_as_arguments_give_new_noise_and_compile_once():
+    zeros = jnp.zeros(5)
+    with count_compiles() as log:
+        steps = pitfalls.noisy_steps(zeros, jax.random.key(1), 3)
+    assert all(not np.array_equal(a, b) for a, b in zip(steps, steps[1:], strict=False))
+    assert log.count_for("noise") <= 1
+
+
+@pytest.mark.claim("sec-pitfalls-random")
+def test_threefry_partitionable_is_on_by_default_and_changes_values():
+    assert jax.config.jax_threefry_partitionable is True
+    draws = pitfalls.draws_by_partitionable()
+    assert not np.allclose(draws[False], draws[True])
+    np.testing.assert_array_equal(
+        draws[True], np.asarray(jax.random.normal(jax.random.key(0), (3,)))
+    )
+
+
+# --- debugging
+
+
+@pytest.mark.claim("sec-pitfalls-debugging")
+def test_breakpoint_traces_to_a_debug_callback():
+    jaxpr = jax.make_jaxpr(pitfalls.with_breakpoint)(1.0)
+    names = [e.primitive.name for e in jaxpr.eqns[0].params["jaxpr"].eqns]
+    assert "debug_callback" in names
+
+
+@pytest.mark.claim("sec-pitfalls-debugging")
+def test_out_of_bounds_is_clamped_and_checkify_reports_it():
+    values = jnp.arange(3.0)
+    assert float(pitfalls.take(values, 5)) == 2.0
+    found, out = pitfalls.checked_take(values, 5)
+    assert "out-of-bounds" in found and float(out) == 2.0
+    assert pitfalls.checked_take(values, 1)[0] is None
+    err, _ = checkify.checkify(pitfalls.take, errors=checkify.index_checks)(values, 7)
+    with pytest.raises(Exception, match="out-of-bounds"):
+        err.throw()
+
+
+@pytest.mark.claim("sec-pitfalls-debugging")
+def test_debug_nans_names_the_operation():
+    err, printed = pitfalls.debug_nans_error(jnp.ones(3), jnp.array([0.0, 2.0, 0.0]))
+    assert isinstance(err, FloatingPointError)
+    assert "invalid value (nan) encountered in log" in str(err)
+    assert printed and all("Calling the de-optimized version" in p for p in printed)
+    assert pitfalls.debug_nans_error(jnp.ones(3), jnp.zeros(3)) == (None, [])
+
+
+@pytest.mark.claim("sec-pitfalls-debugging")
+def test_debug_nans_turns_donation_off_until_the_cache_is_cleared():
+    assert pitfalls.donation_under_debug_nans() == {
+        "debug_nans on": False,
+        "flag off again": False,
+        "after jax.clear_caches()": True,
+    }
+
+
+@pytest.mark.claim("sec-pitfalls-debugging")
+def test_disable_jit_shows_concrete_values_and_make_jaxpr_still_traces():
+    jitted = pitfalls.printed_types(jnp.ones(()))
+    assert all("Tracer" in t for t in jitted)
+    with jax.disable_jit():
+        disabled = pitfalls.printed_types(jnp.ones(()))
+        traced = jax.make_jaxpr(lambda x: x + 1)(1.0)
+    assert all("ArrayImpl" in t for t in disabled) and len(disabled) == 3
+    assert len(traced.eqns) == 1
+    # a change only the compiled program makes disappears under disable_jit
+    x = jnp.float32(np.pi)
+    with jax.disable_jit():
+        undone = float(jax.jit(pitfalls.faq_log_sqrt)(x))
+    assert undone == float(pitfalls.faq_log_sqrt(x))
+    assert undone != float(jax.jit(pitfalls.faq_log_sqrt)(x))
+
+
+@pytest.mark.claim("sec-pitfalls-debugging")
+def test_debug_prints_of_a_scan_reach_the_output_with_and_without_barrier():
+    want = ["carry=0.0 x=0.0", "carry=0.0 x=1.0", "carry=1.0 x=2.0"]
+    assert pitfalls.prints_before_exit(True) == want
+    assert pitfalls.prints_before_exit(False) == want
+
+
+@pytest.mark.claim("sec-pitfalls-debugging")
+def test_ordered_debug_prints_keep_their_order(capfd):
+    @jax.jit
+    def two_prints(x):
+        jax.debug.print("first {}", x, ordered=True)
+        jax.debug.print("second {}", x * 2, ordered=True)
+        return x
+
+    two_prints(1.0)
+    jax.effects_barrier()
+    out = capfd.readouterr().out
+    assert out.index("first 1.0") < out.index("second 2.0")
+
+
+# --- compile time
+
+
+@pytest.mark.claim("sec-pitfalls-compile-time")
+def test_log_compiles_reports_three_stages_with_durations():
+    stages = pitfalls.compile_stages(pitfalls.unrolled, jnp.ones(3))
+    assert [row["stage"] for row in stages] == [
+        "tracing",
+        "jaxpr to MLIR module conversion",
+        "XLA compilation",
+    ]
+    assert all(row["seconds"] > 0 for row in stages)
+
+
+@pytest.mark.claim("sec-pitfalls-compile-time")
+def test_eqn_count_pprof_counts_equations_per_source_line():
+    rows = pitfalls.equations_by_line(pitfalls.unrolled, jnp.ones(3))
+    assert rows[0] == {
+        "line": rows[0]["line"],
+        "equations": 80,
+        "code": "x = x + jnp.sin(x + i) ** 2",
+    }
+    assert rows[1]["equations"] == 40 and rows[1]["code"] == "x = jnp.tanh(x) * 0.5"
+    assert jax.config.values["jax_dump_ir_to"] == ""  # restored
+
+
+@pytest.mark.claim("sec-pitfalls-compile-time")
+def test_persistent_cache_threshold_and_array_first():
+    rows = {mode: pitfalls.persistent_cache(mode) for mode in pitfalls.CACHE_MODES}
+    assert rows["defaults"]["entries"] == 0
+    assert rows["defaults"]["min_compile_time_secs"] == 1.0
+    assert rows["min compile time 0"]["entries"] > 0
+    assert rows["array first"]["entries"] > 0  # jax-ml/jax#25768 is fixed
+    assert jax.config.jax_compilation_cache_check_contents is False
+
+
+# --- dispatch
+
+
+@pytest.mark.claim("sec-pitfalls-dispatch")
+def test_dispatch_variants_compute_the_same_and_jit_beats_op_by_op_on_tiny_input():
+    variants = pitfalls.dispatch_variants(8)
+    want = np.sin(np.linspace(0.0, 1.0, 8)) * 2.0 + 1.0
+    for name, call in variants.items():
+        np.testing.assert_allclose(np.asarray(call()), want, rtol=1e-5, err_msg=name)
+    names = ("op by op (jnp)", "jax.jit", "eqx.filter_jit")
+    race = timing.race({k: variants[k] for k in names}, min_time=0.2)
+    assert race.verdict("jax.jit", "op by op (jnp)").faster is True
+    assert race.verdict("eqx.filter_jit", "jax.jit").faster is False  # equinox#973
+
+
+# --- numerics
+
+
+@pytest.mark.claim("sec-pitfalls-numerics")
+def test_faq_numerics_on_this_jax():
+    rows = {row["expression"]: row for row in pitfalls.faq_numerics()}
+    assert not rows["x + y - x"]["differ"]  # jax-ml/jax#12939: does not reproduce
+    assert rows["x + y - x"]["jax.jit"] == "0.0010000467"
+    assert rows["log(sqrt(x))"]["differ"]
+    assert rows["log(exp(x))"]["op by op"] == "inf"
+
+
+# --- input checks and exercises
+
+
+def test_bad_inputs_get_clear_errors():
+    with pytest.raises(ValueError, match="mode must be one of"):
+        pitfalls.persistent_cache("nope")
+
+
+def test_exercise_wrong_answers_are_caught():
+    key_global = jax.random.key(0)
+
+    @jax.jit
+    def jitter(x, key):
+        return x + 0.1 * jax.random.normal(key_global, x.shape)
+
+    report = check("pitfalls.key-argument", jitter)
+    assert not report.passed and "right" not in report.message
+    assert "global" in report.message or "0.1" in report.message
+
+    kept = jax.jit(lambda state: 0.9 * state)
+    report = check("pitfalls.donate-step", kept)
+    assert not report.passed and "donate_argnums" in report.message
+
+    unchecked = checkify.checkify(jax.jit(lambda x, i: x[i]))
+    report = check("pitfalls.checked-take", unchecked)
+    assert not report.passed and "index_checks" in report.message
+
+    report = check("pitfalls.checked-take", jax.jit(lambda x, i: x[i]))
+    assert not report.passed and "(error, value)" in report.message
+
+
+def test_exercise_reference_answers_pass():
+    @jax.jit
+    def jitter(x, key):
+        return x + 0.1 * jax.random.normal(key, x.shape)
+
+    assert check("pitfalls.key-argument", jitter).passed
+    assert check(
+        "pitfalls.donate-step", jax.jit(lambda s: 0.9 * s, donate_argnums=0)
+    ).passed
+    safe = checkify.checkify(jax.jit(lambda x, i: x[i]), errors=checkify.index_checks)
+    assert check("pitfalls.checked-take", safe).passed
