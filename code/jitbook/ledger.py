@@ -25,12 +25,16 @@ import urllib.request
 from importlib import metadata
 from pathlib import Path
 
+from pip._internal.models.index import PyPI
+
 ROOT = Path(__file__).resolve().parents[2]
 LEDGER = ROOT / "data" / "ledger.json"
 CACHE = Path(
     os.environ.get("JITBOOK_LEDGER_CACHE", "~/.cache/jitbook-ledger")
 ).expanduser()
-INDEX = "https://pypi.org/simple"
+# pip's own record of the public index: its simple pages and the JSON API that dates
+# each upload (the ledger needs the dates; local mirrors do not carry them).
+INDEX = PyPI.simple_url
 # 0.4.18 is the first jaxlib with a wheel for CPython 3.12, the book's Python; then the
 # last patch of each minor release up to the lock (its column runs in the book's venv).
 RELEASES = (
@@ -311,7 +315,7 @@ class _record_file:
 
 def released(package: str, version: str) -> str:
     """The day PyPI received ``package==version`` (ISO date)."""
-    url = f"https://pypi.org/pypi/{package}/json"
+    url = f"{PyPI.pypi_url}/{package}/json"
     with urllib.request.urlopen(url, timeout=60) as response:
         files = json.load(response)["releases"].get(version, [])
     if not files:
