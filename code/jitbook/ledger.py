@@ -25,16 +25,22 @@ import urllib.request
 from importlib import metadata
 from pathlib import Path
 
-from pip._internal.models.index import PyPI
 
 ROOT = Path(__file__).resolve().parents[2]
 LEDGER = ROOT / "data" / "ledger.json"
 CACHE = Path(
     os.environ.get("JITBOOK_LEDGER_CACHE", "~/.cache/jitbook-ledger")
 ).expanduser()
-# pip's own record of the public index: its simple pages and the JSON API that dates
-# each upload (the ledger needs the dates; local mirrors do not carry them).
-INDEX = PyPI.simple_url
+
+
+def public_index() -> tuple[str, str]:
+    """pip's own record of the public index: its simple pages, and the JSON API that
+    dates each upload (the ledger needs the dates; local mirrors do not carry them).
+    Imported here, not at the top: the release venvs load this module without pip."""
+    from pip._internal.models.index import PyPI
+
+    return PyPI.simple_url, PyPI.pypi_url
+
 # 0.4.18 is the first jaxlib with a wheel for CPython 3.12, the book's Python; then the
 # last patch of each minor release up to the lock (its column runs in the book's venv).
 RELEASES = (
@@ -315,7 +321,7 @@ class _record_file:
 
 def released(package: str, version: str) -> str:
     """The day PyPI received ``package==version`` (ISO date)."""
-    url = f"{PyPI.pypi_url}/{package}/json"
+    url = f"{public_index()[1]}/{package}/json"
     with urllib.request.urlopen(url, timeout=60) as response:
         files = json.load(response)["releases"].get(version, [])
     if not files:
@@ -337,7 +343,9 @@ def venv_python(release: str, cache: Path = CACHE) -> Path:
     return cache / f"jax-{release}" / "bin" / "python"
 
 
-def install(release: str, cache: Path = CACHE, index: str = INDEX, log=print) -> dict:
+def install(
+    release: str, cache: Path = CACHE, index: str | None = None, log=print
+) -> dict:
     """A venv with ``jax==release`` and the Equinox and optax of its day."""
     folder = cache / f"jax-{release}"
     stamp = folder / "jitbook-ledger.json"
@@ -352,7 +360,7 @@ def install(release: str, cache: Path = CACHE, index: str = INDEX, log=print) ->
     log(f"jax {release}: installing {' '.join(wanted[1:])} as of {cutoff}")
     subprocess.run(
         [sys.executable, "-m", "pip", "--python", str(folder / "bin" / "python"),
-         "install", "--quiet", "--index-url", index,
+         "install", "--quiet", "--index-url", index or public_index()[0],
          "--uploaded-prior-to", f"{cutoff}T00:00:00Z", *wanted],
         check=True, env=_pip_env(),
     )  # fmt: skip
@@ -720,7 +728,8 @@ def canary(args: argparse.Namespace) -> list[str]:
     print("canary: installing the newest jax, jaxlib, equinox and optax", flush=True)
     subprocess.run(
         [sys.executable, "-m", "pip", "--python", python, "install", "--quiet",
-         "--index-url", args.index, "jax", "jaxlib", "equinox", "optax", *EXTRAS],
+         "--index-url", args.index or public_index()[0],
+         "jax", "jaxlib", "equinox", "optax", *EXTRAS],
         check=True, env=_pip_env(),
     )  # fmt: skip
     versions = _versions(python)
@@ -790,7 +799,9 @@ def parser() -> argparse.ArgumentParser:
         help=f"where the per-release venvs live (default {CACHE}; "
         "env JITBOOK_LEDGER_CACHE)",
     )  # fmt: skip
-    p.add_argument("--index", default=INDEX, help=f"package index (default {INDEX})")
+    p.add_argument(
+        "--index", default=None, help="package index (default: the public one pip knows)"
+    )
     p.add_argument(
         "--timeout", type=float, default=1200, help="seconds per release (default 1200)"
     )
