@@ -25,7 +25,6 @@ import urllib.request
 from importlib import metadata
 from pathlib import Path
 
-
 ROOT = Path(__file__).resolve().parents[2]
 LEDGER = ROOT / "data" / "ledger.json"
 CACHE = Path(
@@ -40,6 +39,7 @@ def public_index() -> tuple[str, str]:
     from pip._internal.models.index import PyPI
 
     return PyPI.simple_url, PyPI.pypi_url
+
 
 # 0.4.18 is the first jaxlib with a wheel for CPython 3.12, the book's Python; then the
 # last patch of each minor release up to the lock (its column runs in the book's venv).
@@ -151,10 +151,13 @@ def pytest_collection_modifyitems(session, config, items):
 
 
 def pytest_collectreport(report):
-    """A test module that cannot even be imported here: record why, for its claims."""
+    """A test module that cannot even be imported here, or that skips itself as a
+    whole (it needs a newer JAX): record why, for its claims."""
     path = os.environ.get(RECORD_ENV)
     if path and report.failed:
         _append(path, {"module": report.nodeid, "error": one_line(report.longreprtext)})
+    elif path and report.skipped and isinstance(report.longrepr, tuple):
+        _append(path, {"module": report.nodeid, "skipped": report.longrepr[2]})
 
 
 def pytest_runtest_logreport(report):
@@ -430,15 +433,18 @@ def run_release(
         rows = [json.loads(line) for line in path.read_text().splitlines() if line]
     results, broken = {}, {}
     for row in rows:
-        if "module" in row:
-            broken[row["module"]] = row["error"]
+        if "skipped" in row:
+            reason = one_line(row["skipped"].removeprefix("Skipped: "))
+            broken[row["module"]] = {"status": "n/a", "reason": reason, "seconds": 0}
+        elif "module" in row:
+            broken[row["module"]] = _unimportable(row["error"])
         else:
             row.pop("section", None)
             results[row.pop("test")] = row
     for test in tests:
         module = test.split("::")[0]
         if test not in results and module in broken:
-            results[test] = _unimportable(broken[module])
+            results[test] = broken[module]
     return results, time.monotonic() - start
 
 
@@ -800,7 +806,9 @@ def parser() -> argparse.ArgumentParser:
         "env JITBOOK_LEDGER_CACHE)",
     )  # fmt: skip
     p.add_argument(
-        "--index", default=None, help="package index (default: the public one pip knows)"
+        "--index",
+        default=None,
+        help="package index (default: the public one pip knows)",
     )
     p.add_argument(
         "--timeout", type=float, default=1200, help="seconds per release (default 1200)"
