@@ -48,6 +48,11 @@ def export(nb: nbformat.NotebookNode, folder: Path) -> Path:
     template.write_text(OFFLINE_TEMPLATE)
     exporter = HTMLExporter(template_file=str(template))
     body, _ = exporter.from_notebook_node(nb)
+    # As the site does: the page points at one shared plotly.js (downloads carry none).
+    lib = folder / book.PLOTLY_LIB
+    lib.parent.mkdir(parents=True, exist_ok=True)
+    lib.write_text(explore.plotly_js(), encoding="utf-8")
+    body = body.replace("<head>", f'<head><script src="{book.PLOTLY_LIB}"></script>', 1)
     path = folder / "page.html"
     path.write_text(body, encoding="utf-8")
     return path

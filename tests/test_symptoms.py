@@ -15,7 +15,8 @@ def test_the_index_has_at_least_25_messages_each_with_a_known_section():
         assert s.meaning and s.heading and "\n" not in s.meaning
 
 
-@pytest.mark.claim("sec-symptoms")
+# Not a claim in the ledger: it checks the index against this JAX's own words, which
+# older releases word differently by design (the chapters' claims cover the behaviour).
 def test_every_entry_makes_jax_say_its_message_again():
     rows = symptoms.rows()
     assert len(rows) == len(symptoms.INDEX)

@@ -21,6 +21,7 @@ import json
 import os
 import re
 import sys
+import textwrap
 import time
 from pathlib import Path
 
@@ -100,7 +101,11 @@ def contents(summaries: dict[str, str], root: Path = ROOT) -> str:
             summary = summaries.get(label)
             title = chapter_titles(root).get(Path(page).stem, "")
             said.append(f"@{label} {summary}" if summary else f"@{label}, *{title}*")
-        items.append(f"- **{part}.** " + "; ".join(said) + ".")
+        item = f"- **{part}.** " + "; ".join(said) + "."
+        # Markdown output: lines that fit the column, continued under the bullet
+        items.append(
+            textwrap.fill(item, 88, subsequent_indent="  ", break_on_hyphens=False)
+        )
     return "\n".join(items)
 
 

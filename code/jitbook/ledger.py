@@ -12,6 +12,7 @@ Taught in Ledger of claims: every claim on every release, How the ledger is made
 from __future__ import annotations
 
 import argparse
+import collections
 import datetime
 import json
 import os
@@ -58,6 +59,9 @@ RELEASES = (
 EXTRAS = (
     "pytest",
     "threadpoolctl",
+    "rich",
+    "nbformat",
+    "pyyaml",
 )  # what the claim tests import beside JAX and the book
 STATUSES = ("holds", "fails", "n/a")
 NEEDS = re.compile(
@@ -576,14 +580,35 @@ def changed(ledger: dict) -> list[dict]:
 
 
 def changes_table(ledger: dict):
-    """The changed claims as a table, or a sentence when none changed."""
+    """The claims whose behaviour changed (a release where they fail) as a table, and a
+    count of those that only became applicable, by the release their API appeared in."""
     from .display import Markdown, table
 
     hidden = ("test", "last change")
-    rows = [{k: v for k, v in r.items() if k not in hidden} for r in changed(ledger)]
-    if not rows:
+    everything = changed(ledger)
+    behaved = [r for r in everything if "fails" in r["history"]]
+    appeared = collections.Counter(
+        r["last change"] for r in everything if "fails" not in r["history"]
+    )
+    if not everything:
         return Markdown("No claim changed between the releases of the ledger.")
-    return table(rows)
+    rows = [
+        {k: (_code(_short(v.strip("`"), 80)) if k.startswith("why") and v else v)
+         for k, v in r.items() if k not in hidden}
+        for r in behaved
+    ]  # fmt: skip
+    since = ", ".join(
+        f"{n} since {release}" for release, n in sorted(appeared.items(), key=_release)
+    )
+    note = (
+        f"\n\n{sum(appeared.values())} more claims were not applicable before their "
+        f"API existed and hold since it did: {since}."
+    )
+    return Markdown((table(rows).text if rows else "") + note)
+
+
+def _release(item: tuple[str, int]):
+    return _order((item[0], None))
 
 
 def _code(text: str) -> str:
@@ -612,26 +637,37 @@ def release_rows(ledger: dict) -> list[dict]:
 
 
 def explorer_rows(ledger: dict) -> tuple[list[dict], list[dict]]:
-    """Per release, how many claims hold, and panels naming those that do not."""
+    """Per release, how many claims hold, and panels: the claims that fail there (with
+    the start of the reason), and how many are not applicable, by section."""
     rows, panels = [], []
+    claims = list(ledger["claims"].values())
     for release in releases(ledger):
-        claims = ledger["claims"].values()
         rows.append(
             {"release": release, "claims that hold": sum(
                 _status(c, release) == "holds" for c in claims)}
         )  # fmt: skip
-        panel = {}
-        for status in ("fails", "n/a"):
-            lines = [
-                f"{c['title']} ({c['section']})"
-                + (f": {c['results'][release]['reason']}" if status == "fails" else "")
-                for c in claims
-                if _status(c, release) == status
-            ]
-            title = "fails here" if status == "fails" else "not applicable here"
-            panel[title] = "\n".join(lines) or "(none)"
-        panels.append(panel)
+        fails = [
+            f"{c['title']}: {_short(c['results'][release]['reason'])}"
+            for c in claims
+            if _status(c, release) == "fails"
+        ]
+        absent = collections.Counter(
+            c["section"] for c in claims if _status(c, release) == "n/a"
+        )
+        panels.append(
+            {
+                "fails here": "\n".join(fails) or "(none)",
+                "not applicable here (claims per section)": "\n".join(
+                    f"{section}: {n}" for section, n in sorted(absent.items())
+                )
+                or "(none)",
+            }
+        )
     return rows, panels
+
+
+def _short(reason: str, width: int = 60) -> str:
+    return reason if len(reason) <= width else reason[: width - 1] + "…"
 
 
 # ---------------------------------------------------------------- the command

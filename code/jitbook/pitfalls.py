@@ -1,7 +1,7 @@
 """What trips people up under jit: state, random numbers, debugging, compile time,
 dispatch overhead and numerics, each shown by a function the chapter calls.
 
-Taught in "What trips people up".
+Taught in What trips people up, State under jit.
 """
 
 import contextlib
@@ -15,13 +15,14 @@ import subprocess
 import sys
 import tempfile
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jax.experimental import checkify
 
+from . import timing
 from .cache import capture_jax_logs, fresh_jit
 
 # --- state
@@ -503,3 +504,30 @@ def dispatch_variants(n: int) -> dict[str, Callable[[], object]]:
         "jax.jit of a bound method": lambda: bound(x),
         "jax.jit, a static argument": lambda: static(x, 1.0),
     }
+
+
+def dispatch_sweep(
+    sizes: Sequence[int], min_time: float = 0.2
+) -> tuple[list[dict], list[dict]]:
+    """The dispatch race at each size, for an explorer: each variant's minimum (µs) and,
+    per size, every variant's verdict against ``jax.jit``.
+
+    Taught in What trips people up, Explore it.
+    """
+    if not sizes or not all(isinstance(n, int) and n > 0 for n in sizes):
+        raise ValueError(
+            f"sizes must be positive whole numbers, e.g. [8, 1000]; got {sizes!r}."
+        )
+    rows, panels = [], []
+    for n in sizes:
+        race = timing.race(dispatch_variants(n), min_time=min_time)
+        rows.append(
+            {"numbers": n} | {f"{v} (µs)": 1e6 * race.min(v) for v in race.names}
+        )
+        verdicts = [
+            f"{v}: {race.verdict(v, 'jax.jit').phrase} jax.jit"
+            for v in race.names
+            if v != "jax.jit"
+        ]
+        panels.append({"verdicts against jax.jit": "\n".join(verdicts)})
+    return rows, panels

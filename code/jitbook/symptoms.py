@@ -10,7 +10,7 @@ To add a message a new page shows: append a ``Symptom`` to ``INDEX`` with a shor
 pattern (tables clip long cells), the meaning, the section id and heading it is shown
 under, and a producer that calls what that page calls.
 
-Taught in the appendix "Symptom index".
+Taught in Symptom index, Looking a message up.
 """
 
 import dataclasses
@@ -989,7 +989,7 @@ def rows(index: list[Symptom] | None = None) -> list[dict]:
     """One row per entry: the message as JAX says it now, what it means, and where the
     book shows it (a ``@sec-...`` cross-reference and the heading it sits under).
 
-    Taught in the appendix "Symptom index".
+    Taught in Symptom index, Looking a message up.
     """
     from .book import label_titles
 
