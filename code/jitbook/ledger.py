@@ -522,15 +522,19 @@ def matrix_rows(ledger: dict, claims: list[tuple[str, dict]]) -> list[dict]:
 
 
 def matrix(ledger: dict, root: Path = ROOT):
-    """The matrix: a row per claim, grouped by chapter, a mark per release."""
+    """The matrix: a row per claim, grouped by chapter, its marks release by release in
+    one column (oldest first), so that the page stays light."""
     from .display import table
 
+    names = releases(ledger)
+    heading = f"{names[0]} … {names[-1]}"
     rows = []
     for chapter, claims in by_chapter(ledger, root).items():
-        group = matrix_rows(ledger, claims)
-        rows += [
-            {"chapter": chapter if i == 0 else ""} | r for i, r in enumerate(group)
-        ]
+        for i, r in enumerate(matrix_rows(ledger, claims)):
+            marks = " ".join(r.pop(name) for name in names)
+            rows.append(
+                {"chapter": chapter if i == 0 else ""} | r | {heading: f"`{marks}`"}
+            )
     return table(rows)
 
 
