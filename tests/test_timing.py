@@ -203,3 +203,9 @@ def test_bad_input_names_the_mistake():
         timing.time_call(jnp.ones(3))
     with pytest.raises(ValueError, match="repeats >= 1"):
         timing.time_call(square_sum, jnp.ones(3), repeats=0)
+
+
+def test_a_verdict_reads_as_its_phrase_however_a_page_prints_it():
+    """Quarto writes an inline value's repr, the harness its str: both must be the words."""
+    verdict = timing.verdict_from_rounds([1.0] * 9, [2.0] * 9, "a", "b")
+    assert repr(verdict) == str(verdict) == verdict.phrase == "2.0 times faster than"

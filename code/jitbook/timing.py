@@ -41,13 +41,14 @@ def check_callable(fn, who: str) -> None:
 # --- verdicts
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, repr=False)
 class Verdict:
     """How variant ``a`` compares with ``b`` over the same rounds.
 
     ``faster`` is True or False only when the rounds support it, None for a tie;
     ``factor`` (at least 1) is how many times faster or slower, minimum against
-    minimum; ``str(verdict)`` is the phrase for prose.
+    minimum; ``str(verdict)`` and ``repr(verdict)`` are the phrase for prose, since
+    Quarto writes an inline value's repr into the page.
     """
 
     a: str
@@ -73,6 +74,8 @@ class Verdict:
 
     def __str__(self) -> str:
         return self.phrase
+
+    __repr__ = __str__
 
 
 def _quartiles(times: Sequence[float]) -> tuple[float, float]:
