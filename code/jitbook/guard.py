@@ -126,17 +126,27 @@ def in_fresh_process(module: str, *args: str, guarded: bool) -> dict:
     env["PYTHONPATH"] = os.pathsep.join(
         [package_root, *filter(None, [env.get("PYTHONPATH")])]
     )
-    out = subprocess.run(
-        [sys.executable, "-m", f"jitbook.{module}", *map(str, args)],
+    return run_for_json(
+        ["-m", f"jitbook.{module}", *map(str, args)],
+        f"python -m jitbook.{module} {' '.join(map(str, args))}",
         env=env,
+    )
+
+
+def run_for_json(
+    argv: list[str], what: str, env: dict | None = None, timeout: float | None = None
+):
+    """Run ``python *argv`` in a new process and read the JSON on its last line of
+    output; a failure raises with the end of its stderr, named by ``what``."""
+    out = subprocess.run(
+        [sys.executable, *argv],
+        env=dict(os.environ) if env is None else env,
         capture_output=True,
         text=True,
+        timeout=timeout,
     )
     if out.returncode != 0:
-        raise RuntimeError(
-            f"python -m jitbook.{module} {' '.join(map(str, args))} failed:\n"
-            f"{out.stderr[-2000:]}"
-        )
+        raise RuntimeError(f"{what} failed:\n{out.stderr[-2000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 

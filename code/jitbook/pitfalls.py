@@ -24,6 +24,7 @@ from jax.experimental import checkify
 
 from . import timing
 from .cache import capture_jax_logs, fresh_jit
+from .guard import run_for_json
 
 # --- state
 
@@ -404,15 +405,8 @@ def persistent_cache(mode: str) -> dict:
     """
     if mode not in CACHE_MODES:
         raise ValueError(f"mode must be one of {CACHE_MODES}, got {mode!r}.")
-    out = subprocess.run(
-        [sys.executable, "-c", CACHE_SCRIPT, mode],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    if out.returncode:
-        raise RuntimeError(f"the cache script failed:\n{out.stderr[-2000:]}")
-    return {"setting": mode, **json.loads(out.stdout.splitlines()[-1])}
+    found = run_for_json(["-c", CACHE_SCRIPT, mode], "the cache script", timeout=120)
+    return {"setting": mode, **found}
 
 
 # --- numerics: the FAQ's examples

@@ -9,10 +9,7 @@ runs it.
 import dataclasses
 import functools
 import gc
-import json
 import os
-import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
@@ -30,6 +27,7 @@ from .cache import (
     messages_about,
 )
 from .errors import raised
+from .guard import run_for_json
 
 # --- static arguments -----------------------------------------------------------------
 
@@ -792,15 +790,10 @@ def cold_start(cache_dir: str, min_compile_seconds: float, steps: int) -> dict:
             f"cache_dir {cache_dir!r} is not a directory; "
             "create it first (tempfile.mkdtemp())."
         )
-    out = subprocess.run(
-        [sys.executable, "-c", _CHILD, cache_dir, str(min_compile_seconds), str(steps)],
-        capture_output=True,
-        text=True,
-        env=dict(os.environ),
+    return run_for_json(
+        ["-c", _CHILD, cache_dir, str(min_compile_seconds), str(steps)],
+        "the cold-start process",
     )
-    if out.returncode != 0:
-        raise RuntimeError(f"the cold-start process failed:\n{out.stderr[-2000:]}")
-    return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def persistent_cache_runs(
@@ -857,15 +850,7 @@ def explained_with_disk_cache() -> list[str]:
     """What ``jax_explain_cache_misses`` writes for a first call in a new process whose
     persistent cache is on (threshold 0): the messages, paths and addresses masked."""
     with tempfile.TemporaryDirectory(prefix="jitbook-explain-") as cache_dir:
-        out = subprocess.run(
-            [sys.executable, "-c", _EXPLAIN_CHILD, cache_dir],
-            capture_output=True,
-            text=True,
-            env=dict(os.environ),
-        )
-    if out.returncode != 0:
-        raise RuntimeError(f"the child process failed:\n{out.stderr[-2000:]}")
-    return json.loads(out.stdout.strip().splitlines()[-1])
+        return run_for_json(["-c", _EXPLAIN_CHILD, cache_dir], "the child process")
 
 
 def moved_cache_dir() -> dict:
@@ -879,15 +864,7 @@ def moved_cache_dir() -> dict:
         tempfile.TemporaryDirectory(prefix="jitbook-a-") as first,
         tempfile.TemporaryDirectory(prefix="jitbook-b-") as second,
     ):
-        out = subprocess.run(
-            [sys.executable, "-c", _LATE_CHILD, first, second],
-            capture_output=True,
-            text=True,
-            env=dict(os.environ),
-        )
-        if out.returncode != 0:
-            raise RuntimeError(f"the child process failed:\n{out.stderr[-2000:]}")
-        return json.loads(out.stdout.strip().splitlines()[-1])
+        return run_for_json(["-c", _LATE_CHILD, first, second], "the child process")
 
 
 # --- explorer
