@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 
 from jitbook import jaxprs, minijit, recompilation, tracing
-from jitbook.cache import count_compiles, fresh_jit
 
 if "aval" not in inspect.signature(jax._src.core.Tracer.__init__).parameters:
     pytest.skip(
@@ -57,16 +56,10 @@ def test_the_compiled_program_gives_jaxs_results(name, fn, args, static):
 
 def _compiles_both(fn, calls, static_argnames=()) -> tuple[int, int]:
     """Compiles of minijit and of jax.jit over the same calls, each starting empty."""
-    ours = minijit.jit(
-        minijit.new_function(fn),
-        static_argnames=static_argnames,
+    rows = minijit.compiles_side_by_side(
+        fn, [(str(i), a, k) for i, (a, k) in enumerate(calls)], static_argnames
     )
-    theirs = fresh_jit(fn, static_argnames=static_argnames)
-    with count_compiles() as log:
-        for args, kwargs in calls:
-            ours(*args, **kwargs)
-            theirs(*args, **kwargs)
-    return ours.compiles, log.count_for(fn.__name__)
+    return rows[-1]["minijit compiles"], rows[-1]["jax.jit compiles"]
 
 
 SEQUENCES = {
