@@ -41,7 +41,7 @@ quarto:
 	fi
 
 notebooks: setup
-	$(PY) -m jitbook.book run --all
+	$(PY) -m jitbook.site run --all
 
 # One execution per build: with Quarto, `quarto render` executes each chapter once and its post-render step
 # (filters/post-render.py) writes the downloads; without Quarto, the harness executes them.
@@ -50,7 +50,7 @@ book: setup
 		QUARTO_PYTHON=$(PY) $(QUARTO) render && \
 		echo "The book is in _book/. Read it with 'make serve' (http://127.0.0.1:8000/); opening the files directly breaks search and scripts."; \
 	else \
-		$(PY) -m jitbook.book run --all && \
+		$(PY) -m jitbook.site run --all && \
 		echo "" && \
 		echo "Quarto is not installed, so the site was not rendered." && \
 		echo "Get it with 'conda env create -f environment.yml' (conda-forge's quarto) or 'make quarto' (quarto-cli from PyPI; needs the internet), then run 'make book' again and read it with 'make serve'." && \

@@ -1,5 +1,5 @@
 -- Under every chapter's title: a link to the chapter's executed notebook, written beside the page by the
--- post-render step (`python -m jitbook.book site`), and, when the page ran at the small problem sizes
+-- post-render step (`python -m jitbook.site site`), and, when the page ran at the small problem sizes
 -- (JITBOOK_SMALL=1), a note saying so: its numbers are not the full-size ones.
 local function small()
   local value = string.lower(os.getenv("JITBOOK_SMALL") or "0")
@@ -7,7 +7,7 @@ local function small()
 end
 
 -- Solutions are folded on the page: drop their nbgrader marker lines from the code shown and mark
--- the cell. Quarto 1.7 still indexes its text, so the post-render step (jitbook.book.unsearchable)
+-- the cell. Quarto 1.7 still indexes its text, so the post-render step (jitbook.site.book.unsearchable)
 -- takes the solutions out of search.json.
 local BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
 

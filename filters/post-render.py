@@ -1,4 +1,4 @@
-"""Quarto's post-render step (see `post-render` in _quarto.yml): `python -m jitbook.book site`.
+"""Quarto's post-render step (see `post-render` in _quarto.yml): `python -m jitbook.site site`.
 
 Quarto runs it with the project's Python (`QUARTO_PYTHON`, set by `make book`) after every render, so the
 site is offline and every chapter's notebook download resolves however the book was built.
@@ -9,6 +9,6 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "code"))  # this checkout's jitbook, installed or not
 
-from jitbook import book  # noqa: E402
+from jitbook.site import book  # noqa: E402
 
 sys.exit(book.main(["site"]))

@@ -8,7 +8,7 @@ import nbformat  # noqa: E402
 import pytest  # noqa: E402
 
 import jitbook  # noqa: E402,F401  (sets the XLA flag before any test starts JAX)
-from jitbook import book  # noqa: E402
+from jitbook.site import book  # noqa: E402
 
 
 @pytest.fixture(scope="session")

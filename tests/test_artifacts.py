@@ -8,7 +8,8 @@ import pytest
 from jax import export
 
 import jitbook
-from jitbook import artifacts, count_compiles
+from jitbook import count_compiles
+from jitbook.chapters import artifacts
 from jitbook.exercises import check
 
 # --- buffer donation ---------------------------------------------------------------------------------------

@@ -4,8 +4,8 @@ import pytest
 
 import jitbook
 from jitbook import bench
-from jitbook.pln import load_oaks
-from jitbook.pln.bench import (
+from jitbook.chapters.pln import load_oaks
+from jitbook.chapters.pln.bench import (
     SAME_LOOP,
     benchmark_levels,
     donation_race,
@@ -64,7 +64,7 @@ def test_every_level_starts_from_cold_caches():
 
 @pytest.mark.claim("sec-pln-cost")
 def test_jit_step_compiles_once_whatever_the_learning_rate():
-    from jitbook import pln
+    from jitbook.chapters import pln
 
     data = pln.device_data(load_oaks(1))
     pln.fit(data, 2, "jit_step")
@@ -75,7 +75,7 @@ def test_jit_step_compiles_once_whatever_the_learning_rate():
 
 
 def test_same_loop_levels_are_levels():
-    from jitbook.pln import LEVELS
+    from jitbook.chapters.pln import LEVELS
 
     assert set(SAME_LOOP) <= set(LEVELS)
 
@@ -83,8 +83,8 @@ def test_same_loop_levels_are_levels():
 def test_donation_race_gives_the_same_fit_and_three_variants():
     import numpy as np
 
-    from jitbook import pln
-    from jitbook.pln.levels import fit_jit_iteration_donated
+    from jitbook.chapters import pln
+    from jitbook.chapters.pln.levels import fit_jit_iteration_donated
 
     data = pln.device_data(load_oaks(1))
     np.testing.assert_array_equal(fit_jit_iteration_donated(data, 3).losses,
@@ -118,8 +118,8 @@ def test_the_donated_iteration_hands_its_state_buffers_to_the_next_state():
     """Donation is honoured on CPU: the state given to the call is deleted after it."""
     import jax.numpy as jnp
 
-    from jitbook import pln
-    from jitbook.pln.levels import FitState, one_iteration_donated
+    from jitbook.chapters import pln
+    from jitbook.chapters.pln.levels import FitState, one_iteration_donated
 
     data = pln.device_data(load_oaks(1))
     params = pln.init_params(data)

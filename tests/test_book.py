@@ -9,7 +9,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from jitbook import book
+from jitbook.site import book
 
 ROOT = book.ROOT
 REF = re.compile(r"(?<![\w@])@((?:sec|fig|tbl|lst|exr)-[\w-]+)")
@@ -162,10 +162,10 @@ def _plain(text: str) -> str:
 
 def test_docstring_back_links_read_taught_in_chapter_section():
     """One form for readers, `Taught in <Chapter>, <Section>.`, naming a real chapter and heading
-    (a heading may be shortened to its start); `python -m jitbook.book backlinks` rewrites old forms."""
+    (a heading may be shortened to its start); `python -m jitbook.site backlinks` rewrites old forms."""
     import ast
 
-    assert book.backlink_files() == [], "old back-link forms: run `python -m jitbook.book backlinks`"
+    assert book.backlink_files() == [], "old back-link forms: run `python -m jitbook.site backlinks`"
     titles = book.chapter_titles()
     headings = {stem: [_plain(re.sub(r"\s*\{[^}]*\}\s*$", "", h))
                        for h in re.findall(r"^#{1,4} (.+)$", (book.ROOT / "chapters" / f"{stem}.qmd").read_text(), re.M)]

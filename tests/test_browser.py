@@ -17,7 +17,7 @@ import nbformat
 import pytest
 from nbconvert import HTMLExporter
 
-from jitbook import book, explore
+from jitbook.site import book, explore
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
@@ -140,7 +140,7 @@ def move(page, spec: dict) -> list[int]:
 def test_explorers_move_and_show_the_computed_values_offline(page_path, browser, executed, tmp_path):
     nb = executed(page_path)
     specs = explorer_specs(nb)
-    assert specs, f"{page_path.name} has no explorer: add one with jitbook.explore before its Exercises"
+    assert specs, f"{page_path.name} has no explorer: add one with jitbook.site.explore before its Exercises"
     page, remote, errors = open_offline(browser, export(nb, tmp_path))
     assert page.evaluate("typeof window.Plotly") == "object", "plotly.js did not load from the page itself"
     for spec in specs:

@@ -8,8 +8,9 @@ chapter again.
 
 import pytest
 
-from jitbook import book, exercises
+from jitbook import exercises
 from jitbook.exercises import registry
+from jitbook.site import book
 
 
 @pytest.mark.chapter

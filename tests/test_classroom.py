@@ -11,8 +11,9 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from jitbook import book, classroom
+from jitbook import classroom
 from jitbook.exercises import registry
+from jitbook.site import book
 
 NBGRADER_KEYS = {"schema_version", "grade", "locked", "solution", "task", "grade_id", "points", "checksum",
                  "cell_type"}  # nbgrader/nbgraderformat/v3.json (nbgrader 0.9) allows no other key

@@ -13,7 +13,7 @@ import jax
 import numpy as np
 import pytest
 
-from jitbook import devices, pln
+from jitbook.chapters import devices, pln
 
 FACTS = textwrap.dedent('''
     import json
@@ -23,7 +23,8 @@ FACTS = textwrap.dedent('''
     import jax.numpy as jnp
     import numpy as np
     from jax.sharding import NamedSharding, PartitionSpec as P
-    from jitbook import devices, errors, pln
+    from jitbook.chapters import devices, pln
+    from jitbook import errors
     from jitbook.exercises import check
 
     facts = {"device count": jax.device_count()}

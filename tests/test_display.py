@@ -1,7 +1,8 @@
 import pytest
 
 import jitbook
-from jitbook import display, guard, why_compile
+from jitbook import display, guard
+from jitbook.chapters import why_compile
 
 
 def test_show_source_is_the_exact_source_in_a_python_block():
@@ -74,9 +75,28 @@ def test_the_xla_flags_row_is_a_code_span_so_its_dashes_stay_two(monkeypatch):
 
 def test_numbers_carry_thousands_separators_except_four_digit_ones():
     assert display.number(16008000) == "16,008,000" and display.number(-50_000) == "-50,000"
-    assert display.number(2023) == "2023", "years and other four-digit numbers stay whole"
+    assert display.number(1024) == "1,024" and display.number(1024.0) == "1,024"
+    assert display.number(3.2e9) == "3,200,000,000", "no exponent form for large numbers"
     assert display.number(0.000123) == "0.000123" and display.number(3.14159) == "3.142"
     assert display.number(123456.7) == "123,457"
     assert "| 16,008,000 |" in jitbook.table([{"bytes": 16008000}]).text
     with pytest.raises(TypeError, match="int or a float"):
         display.number("12")
+
+
+def test_words_read_as_a_person_writes_them():
+    assert display.plural(1, "compile") == "1 compile"
+    assert display.plural(3, "compile") == "3 compiles"
+    assert display.plural(12000, "iteration") == "12,000 iterations"
+    assert display.plural(2, "body run", "body runs") == "2 body runs"
+    assert display.duration(35e-6) == "35 µs" and display.duration(1.234e-3) == "1.2 ms"
+    assert display.duration(4.31) == "4.3 s" and display.duration(126.0) == "2.1 min"
+    assert display.duration(0.0123) == "12 ms" and display.duration(0.5) == "500 ms"
+    assert display.span(0.0121, 0.0124) == "12 ms", "equal once written: one value"
+    assert display.span(0.012, 0.015) == "between 12 ms and 15 ms"
+    assert display.agreement(0.0) == "identical"
+    assert display.agreement(2.1e-5) == "within 2.1e-05"
+    with pytest.raises(ValueError, match=">= 0"):
+        display.duration(-1.0)
+    with pytest.raises(TypeError, match="int count"):
+        display.plural(1.5, "compile")

@@ -5,7 +5,7 @@ import tomllib
 
 import yaml
 
-from jitbook.book import ROOT
+from jitbook.site.book import ROOT
 
 
 def locked() -> dict[str, str]:

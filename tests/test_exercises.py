@@ -89,8 +89,8 @@ import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
-from jitbook import methods, recompilation  # noqa: E402
-from jitbook.pln import seed  # noqa: E402
+from jitbook.chapters import methods, recompilation  # noqa: E402
+from jitbook.chapters.pln import seed  # noqa: E402
 
 
 def verdict(exercise_id, answer):
@@ -264,7 +264,7 @@ ONE_SHARDING = """
 import jax
 jax.config.update("jax_num_cpu_devices", 4)
 from jax.sharding import NamedSharding, PartitionSpec as P
-from jitbook import devices
+from jitbook.chapters import devices
 from jitbook.exercises import check
 mesh = devices.data_mesh()
 replicated = check("devices.one-sharding", lambda x: jax.device_put(x, NamedSharding(mesh, P())))

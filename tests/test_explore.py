@@ -6,7 +6,8 @@ import numpy as np
 import plotly.graph_objects as go
 import pytest
 
-from jitbook import display, explore
+from jitbook import display
+from jitbook.site import explore
 
 ROWS = [{"n": 1, "eager ms": 2.0, "jit ms": 1.0}, {"n": 10, "eager ms": 20.0, "jit ms": 3.0},
         {"n": 100, "eager ms": 200.0, "jit ms": 9.0}]
@@ -124,7 +125,7 @@ def test_bad_input_says_what_to_fix(call, message):
 
 
 def test_size_sweep_rows_and_break_even():
-    from jitbook import why_compile
+    from jitbook.chapters import why_compile
 
     rows = why_compile.size_sweep([4, 32], columns=8, min_time=0.0)
     assert [r["rows"] for r in rows] == [4, 32] and rows[1]["elements"] == 256
@@ -138,7 +139,7 @@ def test_size_sweep_rows_and_break_even():
 def test_loop_explorer_python_loop_grows_structured_loops_do_not():
     import jax.numpy as jnp
 
-    from jitbook import tracing
+    from jitbook.chapters import tracing
 
     rows, panels = tracing.loop_explorer([1, 4], jnp.ones(3))
     assert [r["Python loop: equations"] for r in rows] == [2, 8]  # sin and add per iteration
@@ -148,7 +149,7 @@ def test_loop_explorer_python_loop_grows_structured_loops_do_not():
 
 
 def test_variant_explorer_closure_constant_is_in_the_stablehlo():
-    from jitbook import jaxprs
+    from jitbook.chapters import jaxprs
 
     rows, panels = jaxprs.variant_explorer(16)
     by = {r["variant"]: r for r in rows}
@@ -159,7 +160,7 @@ def test_variant_explorer_closure_constant_is_in_the_stablehlo():
 
 
 def test_call_story_compiles_for_each_new_key_part_and_explains():
-    from jitbook import recompilation
+    from jitbook.chapters import recompilation
 
     rows, panels = recompilation.call_story()
     compiled = {r["what changed"]: r["compiled"] for r in rows}
@@ -175,7 +176,7 @@ def test_call_story_compiles_for_each_new_key_part_and_explains():
 
 
 def test_event_grid_matches_the_strategies_behaviour():
-    from jitbook import methods
+    from jitbook.chapters import methods
 
     rows = methods.event_grid(methods.STRATEGIES[:1] + methods.STRATEGIES[5:6])
     cell = {(r["strategy"][:2], r["event"]): r for r in rows}
@@ -187,7 +188,7 @@ def test_event_grid_matches_the_strategies_behaviour():
 
 
 def test_level_curves_reach_and_bad_input():
-    from jitbook.pln.levels import FitResult, level_curves
+    from jitbook.chapters.pln.levels import FitResult, level_curves
 
     fast = FitResult(np.array([100.0, 10.0, 2.0, 1.0]), None, None, None)
     slow = FitResult(np.array([100.0, 50.0]), None, None, None)
@@ -202,7 +203,7 @@ def test_level_curves_reach_and_bad_input():
 
 
 def test_axes_read_as_counts_powers_of_ten_and_no_si_suffixes():
-    from jitbook import explore
+    from jitbook.site import explore
 
     counts = explore.slider([{"n": n, "compiles": c} for n, c in [(1, 0), (10, 1), (100, 3)]],
                             x="n", ys=["compiles"], title="t", log_x=True)

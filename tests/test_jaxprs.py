@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 from jax import lax
 
-from jitbook import count_compiles, errors, jaxprs, programs, tracing, why_compile
+from jitbook import count_compiles, errors, programs
+from jitbook.chapters import jaxprs, tracing, why_compile
 from jitbook.exercises import check
 
 

@@ -11,9 +11,10 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jitbook import error_line, methods, raised
+from jitbook import error_line, raised
+from jitbook.chapters import methods
+from jitbook.chapters.methods import count_each
 from jitbook.exercises import check
-from jitbook.methods import count_each
 
 WEIGHT = jnp.array([1.0, -2.0, 0.5])
 NEW_WEIGHT = jnp.array([-1.0, 2.0, 0.5])
@@ -574,7 +575,7 @@ def test_jit_in_an_equinox_class_body_is_a_function_of_a_pytree_instance():
 
 @pytest.mark.claim("sec-methods-closures")
 def test_a_closure_per_dataset_copies_it_into_each_executable_and_compiles_per_dataset():
-    from jitbook.pln import load_oaks
+    from jitbook.chapters.pln import load_oaks
 
     data = jnp.asarray(load_oaks(repeat=2).Y)
     closed, passed = methods.dataset_costs([data, data + 1, data + 2])

@@ -8,7 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jitbook import jaxprs, minijit, recompilation, tracing
+from jitbook.chapters import jaxprs, minijit, recompilation, tracing
 
 if "aval" not in inspect.signature(jax._src.core.Tracer.__init__).parameters:
     pytest.skip(

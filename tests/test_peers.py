@@ -13,7 +13,7 @@ import pytest
 
 import jitbook  # noqa: F401
 from jitbook import bench
-from jitbook.pln import (
+from jitbook.chapters.pln import (
     closed_form_sigma,
     fit,
     init_params,

@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 from jax.experimental import checkify
 
-from jitbook import count_compiles, pitfalls, timing
+from jitbook import count_compiles, timing
+from jitbook.chapters import pitfalls
 from jitbook.exercises import check
 
 # --- state

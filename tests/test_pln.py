@@ -9,7 +9,7 @@ import pytest
 
 import jitbook  # noqa: F401  (sets the XLA flag before JAX computes)
 from jitbook import count_compiles
-from jitbook.pln import (
+from jitbook.chapters.pln import (
     Params,
     check_data,
     closed_form_sigma,
@@ -19,12 +19,12 @@ from jitbook.pln import (
     neg_elbo_grads,
     seed,
 )
-from jitbook.pln.converge import fit_newton
-from jitbook.pln.data import PLNData
-from jitbook.pln.fast import FastState, fast_program, loss_and_grads, precision
-from jitbook.pln.levels import LEVELS, PLN, fit_levels
-from jitbook.pln.profile import compiled_fit
-from jitbook.pln.radam import radam_scalars
+from jitbook.chapters.pln.converge import fit_newton
+from jitbook.chapters.pln.data import PLNData
+from jitbook.chapters.pln.fast import FastState, fast_program, loss_and_grads, precision
+from jitbook.chapters.pln.levels import LEVELS, PLN, fit_levels
+from jitbook.chapters.pln.profile import compiled_fit
+from jitbook.chapters.pln.radam import radam_scalars
 
 N_ITER = 60
 
@@ -169,7 +169,7 @@ def test_fast_loss_and_grads_match_reference(jdata):
     g = params.M.T @ params.M + jnp.diag(jnp.sum(params.S**2, axis=0))
     Omega, logdet = precision(g, n)
     state = FastState(params, None, g, Omega, logdet)
-    const = jnp.sum(Y * O) + 0.5 * n * p - jnp.sum(jitbook.pln.log_stirling(Y))
+    const = jnp.sum(Y * O) + 0.5 * n * p - jnp.sum(jitbook.chapters.pln.log_stirling(Y))
     loss, grads = loss_and_grads(params, jdata, state, const, X.T @ Y)
     assert float(loss) == pytest.approx(numpy_neg_elbo(params, jdata, Omega), rel=2e-5)
     for a, h in zip(jax.grad(neg_elbo)(params, jdata, Omega), grads, strict=False):
@@ -215,7 +215,7 @@ def test_eager_level_agrees_to_float32_rounding_amplified_by_radam(runs):
 @pytest.mark.claim("sec-pln-cost")
 def test_radam_rectifier_differs_between_eager_and_jit():
     """optax's RAdam computes its rectifier r with cancellation (1999 - 1993); float32 rounding differs."""
-    from jitbook.pln.radam import rectifier_float64, unit_steps
+    from jitbook.chapters.pln.radam import rectifier_float64, unit_steps
 
     eager = np.asarray(unit_steps(8))
     jitted = np.asarray(jax.jit(unit_steps, static_argnums=0)(8))
@@ -265,7 +265,7 @@ def test_learning_rate_is_traced_one_compile_for_two_rates(data):
 
 @pytest.mark.claim("sec-pln-levels")
 def test_jit_iteration_compiles_one_iteration_once_and_matches_scan(data):
-    from jitbook.pln.levels import one_iteration
+    from jitbook.chapters.pln.levels import one_iteration
 
     with count_compiles() as log:
         fit(data, 2, "jit_iteration")
@@ -293,7 +293,7 @@ def test_stirling_and_exact_log_factorial_differ_by_a_constant(jdata):
 
     from jax.scipy.special import gammaln
 
-    per_count = np.asarray(jitbook.pln.log_stirling(jdata.Y) - gammaln(jdata.Y + 1), np.float64)
+    per_count = np.asarray(jitbook.chapters.pln.log_stirling(jdata.Y) - gammaln(jdata.Y + 1), np.float64)
     gap = float(per_count.sum())  # summed in float64: two float32 totals would cancel most digits
     k = np.asarray(jdata.Y, np.float64).ravel()
     k1 = np.where(k == 0, 1.0, k)
@@ -315,13 +315,13 @@ def test_pytree_class_round_trip_keeps_every_field(jdata):
 
 def test_newton_converges_past_the_radam_fit(jdata, runs):
     newton = fit_newton(jdata, 300)
-    assert isinstance(newton, jitbook.pln.FitResult) and np.all(np.isfinite(newton.losses))
+    assert isinstance(newton, jitbook.chapters.pln.FitResult) and np.all(np.isfinite(newton.losses))
     radam_1000 = fit(jdata, 1000, "fast").losses[-1]
     assert newton.losses[-1] < radam_1000 * 0.98  # at least 2% better than the seed's 1,000 RAdam steps
     Omega = np.linalg.inv(np.asarray(newton.Sigma, np.float64))
     np.testing.assert_allclose(Omega, newton.Omega, rtol=1e-2, atol=1e-3 * np.abs(Omega).max())
     assert numpy_neg_elbo(newton.params, jdata, Omega) == pytest.approx(float(newton.losses[-1]), rel=1e-5)
-    assert jitbook.pln.neg_elbo_numpy(newton.params, jdata, Omega) == pytest.approx(
+    assert jitbook.chapters.pln.neg_elbo_numpy(newton.params, jdata, Omega) == pytest.approx(
         numpy_neg_elbo(newton.params, jdata, Omega), rel=1e-12)
 
 
@@ -417,8 +417,8 @@ def test_optimization_barrier_is_in_the_fast_level_program(jdata):
 
 def test_blas_limited_is_scoped_and_fit_runs_inside_it(data, monkeypatch):
     """A plain fit runs with the OpenBLAS setting the chapter measures; the reader's setting comes back after."""
-    from jitbook.pln import levels
-    from jitbook.pln.threads import BLAS_THREADS, blas_limited, blas_threads
+    from jitbook.chapters.pln import levels
+    from jitbook.chapters.pln.threads import BLAS_THREADS, blas_limited, blas_threads
 
     before = blas_threads()
     with blas_limited(1):
@@ -438,7 +438,7 @@ def test_threadpoolctl_sees_the_openblas_that_jax_lapack_uses():
     """JAX's CPU LAPACK calls go through SciPy's bundled OpenBLAS; threadpoolctl must find it to limit it."""
     from threadpoolctl import threadpool_info
 
-    import jitbook.pln.threads  # noqa: F401  (loads scipy.linalg)
+    import jitbook.chapters.pln.threads  # noqa: F401  (loads scipy.linalg)
 
     assert any("scipy_openblas" in info["filepath"] and info["user_api"] == "blas" for info in threadpool_info())
 
@@ -448,7 +448,7 @@ def test_jit_step_compiles_nothing_in_a_second_fit_but_a_rebuilt_update_would(da
     """jit_step's pieces are built once, lr an argument: a warm fit compiles nothing. A
     jax.jit(opt.update) built per fit is a new function, lr a constant in it: it would
     compile at every fit."""
-    from jitbook.pln import init_params, make_optimizer
+    from jitbook.chapters.pln import init_params, make_optimizer
 
     fit(data, 2, "jit_step")
     with count_compiles() as log:
@@ -508,7 +508,7 @@ def test_compiled_fit_and_cost(data):
 
 
 def test_ms_of_sums_matching_operations():
-    from jitbook.pln.profile import ms_of
+    from jitbook.chapters.pln.profile import ms_of
 
     rows = [{"operation": "lu.3", "ms / iter": 0.5}, {"operation": "dot.1", "ms / iter": 0.25},
             {"operation": "triangular_solve.2", "ms / iter": 1.0}]
@@ -517,7 +517,7 @@ def test_ms_of_sums_matching_operations():
 
 
 def test_op_profile_top_none_returns_every_operation(jdata):
-    from jitbook.pln.profile import op_profile
+    from jitbook.chapters.pln.profile import op_profile
 
     fit(jdata, 3, "scan")
     every = op_profile(lambda: fit(jdata, 3, "scan").losses, 3, top=None)
@@ -530,7 +530,7 @@ def test_without_the_barrier_xla_fuses_the_gradient_into_more_updates(jdata, mon
     (each recomputes the gradient from it); the exponential itself is computed once either way."""
     import re
 
-    from jitbook.pln import fast
+    from jitbook.chapters.pln import fast
 
     def readers_of_exp():
         jax.clear_caches()  # jit caches the traced function: force a fresh trace
@@ -631,8 +631,8 @@ def test_exercise_pytree_rejects_int_as_child_and_arrays_as_aux():
 
 @pytest.mark.claim("sec-pln-profile")
 def test_the_reduce_window_is_the_guard_flags_doing():
+    from jitbook.chapters.pln.profile import big_sum_in_fresh_process
     from jitbook.guard import XLA_FLAG
-    from jitbook.pln.profile import big_sum_in_fresh_process
 
     default, guarded = (big_sum_in_fresh_process(flags, (11_600, 114)) for flags in ("", XLA_FLAG))
     assert not default["reduce-window"] and default["fusions"] >= 1
@@ -731,7 +731,7 @@ def test_scan_fit_is_the_jitted_fit_and_level4_needs_the_global(jdata, monkeypat
 @pytest.mark.claim("sec-pln-fast-level")
 def test_fast_level_factors_once_where_scan_factors_twice(jdata):
     """inv (an LU) plus slogdet (another LU) against one Cholesky; the two triangular solves stay."""
-    from jitbook.pln.lapack import lapack_calls
+    from jitbook.chapters.pln.lapack import lapack_calls
 
     lu, chol, trsm = "LU factorisation (getrf)", "Cholesky factorisation (potrf)", "triangular solve (trsm)"
     a = jnp.eye(5) * 2.0

@@ -9,7 +9,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jitbook import cache, capture_jax_logs, count_compiles, recompilation
+from jitbook import cache, capture_jax_logs, count_compiles
+from jitbook.chapters import recompilation
 from jitbook.exercises import check
 
 # --- static arguments ------------------------------------------------------------------------------------

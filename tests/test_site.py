@@ -13,7 +13,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from jitbook import book, display, explore
+from jitbook import display
+from jitbook.site import book, explore
 
 ROOT = book.ROOT
 WIDTH = display.COLUMN

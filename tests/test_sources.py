@@ -8,8 +8,9 @@ import jax
 import jax.numpy as jnp
 import pytest
 
-from jitbook import count_compiles, methods, raised, sources
-from jitbook.pln import load_oaks
+from jitbook import count_compiles, raised
+from jitbook.chapters import methods, sources
+from jitbook.chapters.pln import load_oaks
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = [ROOT / "index.qmd", *sorted((ROOT / "chapters").glob("*.qmd"))]

@@ -4,7 +4,9 @@ executed chapter (a chapter that shows a message the index lacks fails here)."""
 import nbformat
 import pytest
 
-from jitbook import book, display, symptoms
+from jitbook import display
+from jitbook.chapters import symptoms
+from jitbook.site import book
 
 
 def test_the_index_has_at_least_25_messages_each_with_a_known_section():

@@ -9,7 +9,8 @@ import pytest
 from jax import lax
 
 import jitbook
-from jitbook import count_compiles, programs, tracing
+from jitbook import count_compiles, programs
+from jitbook.chapters import tracing
 from jitbook.exercises import check
 from jitbook.exercises.tracing import reference_trace_count
 

@@ -7,7 +7,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jitbook import count_compiles, programs, why_compile
+from jitbook import count_compiles, programs
+from jitbook.chapters import why_compile
 from jitbook.exercises import check
 
 

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator, Sequence
 import jax
 import jax.monitoring
 
-from .display import fit
+from jitbook.display import fit
 
 _TRACE = "/jax/core/compile/jaxpr_trace_duration"
 _LOWER = "/jax/core/compile/jaxpr_to_mlir_module_duration"

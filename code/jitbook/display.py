@@ -85,18 +85,58 @@ def clip_lines(text: str, width: int = COLUMN) -> str:
 
 
 def number(value: float, digits: int = 4) -> str:
-    """A number as a book prints it: thousands separated (``16,008,000``), floats to
-    ``digits`` significant digits; four-digit integers such as years stay unseparated
-    (``2023``)."""
+    """A number as a book prints it: thousands separated (``1,024``, ``16,008,000``),
+    floats to ``digits`` significant digits, never in exponent form above 1."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise TypeError(
             f"number() takes an int or a float, got {type(value).__name__}."
         )
     if isinstance(value, int):
-        return f"{value:,}" if abs(value) >= 10_000 else str(value)
-    if math.isfinite(value) and 10_000 <= abs(value) < 10 ** (digits + 3):
+        return f"{value:,}"
+    if math.isfinite(value) and 1_000 <= abs(value) < 10 ** (digits + 9):
         return f"{value:,.0f}" if abs(value) >= 10**digits else f"{value:,.{digits}g}"
     return f"{value:.{digits}g}"
+
+
+def plural(count: int, noun: str, nouns: str | None = None) -> str:
+    """``count`` and its noun as a person writes them: ``1 compile``, ``3 compiles``,
+    ``12,000 iterations`` (``nouns`` for an irregular plural)."""
+    if isinstance(count, bool) or not isinstance(count, int):
+        raise TypeError(f"plural() takes an int count, got {type(count).__name__}.")
+    word = noun if count == 1 else (nouns or noun + "s")
+    return f"{count:,} {word}"
+
+
+def duration(seconds: float, digits: int = 2) -> str:
+    """A time in the unit a person picks for it: ``35 µs``, ``1.2 ms``, ``4.3 s``,
+    ``2.1 min``, to ``digits`` significant digits (at least the whole part)."""
+    if isinstance(seconds, bool) or not isinstance(seconds, int | float):
+        raise TypeError(
+            f"duration() takes seconds as a number, got {type(seconds).__name__}."
+        )
+    if not math.isfinite(seconds) or seconds < 0:
+        raise ValueError(f"duration() takes a finite time >= 0, got {seconds!r}.")
+    for unit, scale in (("min", 60.0), ("s", 1.0), ("ms", 1e-3), ("µs", 1e-6)):
+        if seconds >= scale or unit == "µs":
+            value = seconds / scale
+            break
+    whole = len(str(int(value)))
+    return f"{value:,.{max(digits - whole, 0)}f} {unit}"
+
+
+def span(low: float, high: float, show=duration) -> str:
+    """A measured range: ``between 12 ms and 15 ms``, or one value when both ends read
+    the same once written (``12 ms``), never ``between 12 ms and 12 ms``."""
+    a, b = show(low), show(high)
+    return a if a == b else f"between {a} and {b}"
+
+
+def agreement(difference: float) -> str:
+    """How two results compare: ``identical`` for no difference at all, else ``within
+    2.1e-05`` of each other (never ``agree to 0.0e+00``)."""
+    if difference == 0:
+        return "identical"
+    return f"within {difference:.2g}"
 
 
 def _cell(value) -> str:

@@ -6,8 +6,8 @@ from collections.abc import Callable
 
 import jax
 
-from .cache import without_paths
-from .timing import check_callable
+from jitbook.cache import without_paths
+from jitbook.timing import check_callable
 
 
 def raised(fn: Callable, *args, **kwargs) -> BaseException | None:

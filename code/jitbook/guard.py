@@ -170,10 +170,10 @@ def main_programs(
     levels scan and fast."""
     import jax
 
-    from .pln import device_data, load_oaks
-    from .pln.fast import fast_program
-    from .pln.levels import scan_program
-    from .why_compile import standardize_softplus
+    from jitbook.chapters.pln import device_data, load_oaks
+    from jitbook.chapters.pln.fast import fast_program
+    from jitbook.chapters.pln.levels import scan_program
+    from jitbook.chapters.why_compile import standardize_softplus
 
     data = device_data(load_oaks(repeat))
     programs = {}
@@ -201,8 +201,8 @@ def price(rows: int, cols: int, repeat: int, iters: int, min_time: float) -> dic
     """
     import jax
 
-    from .pln.threads import blas_limited
-    from .timing import race
+    from jitbook.chapters.pln.threads import blas_limited
+    from jitbook.timing import race
 
     out = {}
     with blas_limited():  # as pln.fit runs the PLN programs
@@ -227,7 +227,7 @@ def price_rows(rounds: dict) -> list[dict]:
 
     Taught in Why compile?, What the guard costs.
     """
-    from .timing import Race
+    from jitbook.timing import Race
 
     rows = []
     for program, times in rounds.items():

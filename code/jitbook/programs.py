@@ -16,8 +16,8 @@ import jax
 import jax.extend.core
 import numpy as np
 
-from . import timing
-from .display import Markdown, clip_lines, table
+from jitbook import timing
+from jitbook.display import Markdown, clip_lines, table
 
 
 def equations(jaxpr) -> Iterator:

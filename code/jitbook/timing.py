@@ -17,8 +17,8 @@ from typing import Any
 
 import jax
 
-from .cache import fresh_jit
-from .display import Markdown, table
+from jitbook.cache import fresh_jit
+from jitbook.display import Markdown, table
 
 MIN_ROUNDS = 5  # fewer rounds than this never make a decisive verdict
 WIN_SHARE = 0.9  # the faster variant must win at least this share of the rounds

@@ -21,7 +21,7 @@ import traceback
 from collections.abc import Callable
 from pathlib import Path
 
-from ..display import fit
+from jitbook.display import fit
 
 DEFAULT_TIME_LIMIT = 30.0
 # display metadata key: tests and grading read reports from executed notebooks
@@ -207,7 +207,7 @@ def error_line(err: BaseException) -> str:
     """``TypeError: first line`` of an error, going on past a first line that ends in a
     colon.
     """
-    from ..errors import error_line as line
+    from jitbook.errors import error_line as line
 
     return line(err)
 

@@ -10,9 +10,17 @@ import jax.numpy as jnp
 import numpy as np
 from jax import export
 
-from .. import artifacts, programs
-from ..cache import count_compiles
-from . import Wrong, call_answer, error_line, exercise, expect, expect_jitted
+from jitbook import programs
+from jitbook.cache import count_compiles
+from jitbook.chapters import artifacts
+from jitbook.exercises import (
+    Wrong,
+    call_answer,
+    error_line,
+    exercise,
+    expect,
+    expect_jitted,
+)
 
 
 def _compile(answer, *args):

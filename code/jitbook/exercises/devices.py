@@ -7,9 +7,9 @@ import numpy as np
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from .. import devices
-from ..cache import count_compiles, fresh_jit
-from . import Wrong, call_answer, error_line, exercise, expect
+from jitbook.cache import count_compiles, fresh_jit
+from jitbook.chapters import devices
+from jitbook.exercises import Wrong, call_answer, error_line, exercise, expect
 
 
 def _mesh():

@@ -4,9 +4,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .. import jaxprs, programs, tracing
-from ..cache import count_compiles
-from . import Wrong, call_answer, error_line, exercise, expect
+from jitbook import programs
+from jitbook.cache import count_compiles
+from jitbook.chapters import jaxprs, tracing
+from jitbook.exercises import Wrong, call_answer, error_line, exercise, expect
 
 
 def _affine(a, b):

@@ -12,9 +12,16 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .. import methods
-from ..cache import count_compiles
-from . import Wrong, call_answer, error_line, exercise, expect, is_jitted
+from jitbook.cache import count_compiles
+from jitbook.chapters import methods
+from jitbook.exercises import (
+    Wrong,
+    call_answer,
+    error_line,
+    exercise,
+    expect,
+    is_jitted,
+)
 
 
 def _compiles(fn, *args):

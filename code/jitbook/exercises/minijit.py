@@ -4,9 +4,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .. import minijit
-from ..cache import count_compiles, fresh_jit
-from . import call_answer, exercise, expect
+from jitbook.cache import count_compiles, fresh_jit
+from jitbook.chapters import minijit
+from jitbook.exercises import call_answer, exercise, expect
 
 
 @exercise(

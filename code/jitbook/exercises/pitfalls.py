@@ -10,8 +10,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..cache import count_compiles
-from . import Wrong, call_answer, exercise, expect, expect_jitted
+from jitbook.cache import count_compiles
+from jitbook.exercises import Wrong, call_answer, exercise, expect, expect_jitted
 
 _sizes = itertools.count(11)
 

@@ -4,10 +4,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..cache import count_compiles
-from ..pln import Params, neg_elbo
-from ..pln.seed import seed_neg_elbo
-from . import Wrong, call_answer, close, error_line, exercise, expect
+from jitbook.cache import count_compiles
+from jitbook.chapters.pln import Params, neg_elbo
+from jitbook.chapters.pln.seed import seed_neg_elbo
+from jitbook.exercises import Wrong, call_answer, close, error_line, exercise, expect
 
 N, P = (
     40,

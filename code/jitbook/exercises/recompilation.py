@@ -5,9 +5,16 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .. import recompilation
-from ..cache import count_compiles, fresh_jit
-from . import Wrong, call_answer, error_line, exercise, expect, expect_jitted
+from jitbook.cache import count_compiles, fresh_jit
+from jitbook.chapters import recompilation
+from jitbook.exercises import (
+    Wrong,
+    call_answer,
+    error_line,
+    exercise,
+    expect,
+    expect_jitted,
+)
 
 
 def _sgd_step(w, x, y, lr):

@@ -4,9 +4,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .. import tracing
-from ..cache import count_compiles
-from . import Wrong, call_answer, error_line, exercise, expect
+from jitbook.cache import count_compiles
+from jitbook.chapters import tracing
+from jitbook.exercises import Wrong, call_answer, error_line, exercise, expect
 
 
 def _explained(err: Wrong) -> Wrong:

@@ -6,9 +6,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .. import why_compile
-from ..cache import count_compiles
-from . import Wrong, call_answer, exercise, expect
+from jitbook.cache import count_compiles
+from jitbook.chapters import why_compile
+from jitbook.exercises import Wrong, call_answer, exercise, expect
 
 
 class _SlowResult:

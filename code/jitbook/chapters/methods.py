@@ -1,0 +1,769 @@
+"""The examples of the chapter "Jitting methods and classes": one small layer class per
+strategy, the pitfalls, and the helpers that measure each strategy for the decision
+guide.
+
+Every class holds the same two things, so the strategies compare like for like:
+``weight``, an array that training changes, and ``activation``, a name that selects code
+(configuration).
+"""
+
+import dataclasses
+import functools
+from collections.abc import Callable, Sequence
+from typing import NamedTuple
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.tree_util import register_pytree_node_class
+
+from jitbook.cache import count_compiles
+
+ACTIVATIONS: dict[str, Callable] = {"relu": jax.nn.relu, "tanh": jnp.tanh}
+
+
+def activate(name: str, z: jax.Array) -> jax.Array:
+    """Apply the activation called ``name``; a Python lookup, so ``name`` must be known
+    when tracing.
+
+    Taught in Jitting methods and classes, The problem.
+    """
+    if name not in ACTIVATIONS:
+        raise ValueError(
+            f"unknown activation {name!r}; use one of {sorted(ACTIVATIONS)}."
+        )
+    return ACTIVATIONS[name](z)
+
+
+# The problem: jax.jit on a method of a plain class.
+class DecoratedLayer:
+    """A plain class with ``@jax.jit`` on its method: ``self`` becomes an argument jit
+    cannot read.
+
+    Taught in Jitting methods and classes, The problem: `@jax.jit` on a method.
+    """
+
+    def __init__(self, weight, activation: str) -> None:
+        self.weight = weight
+        self.activation = activation
+
+    @jax.jit
+    def predict(self, x):
+        return activate(self.activation, self.weight * x)
+
+
+# Strategy 1: jit the bound method.
+class Layer:
+    """A plain, mutable Python class, as most Python code writes one.
+
+    Taught in Jitting methods and classes, Strategy 1: jit the bound method.
+    """
+
+    def __init__(self, weight, activation: str) -> None:
+        self.weight = weight
+        self.activation = activation
+
+    def predict(self, x):
+        return activate(self.activation, jnp.asarray(self.weight) * x)
+
+
+# Strategy 1, done right: the method calls a module-level jitted function (JAX's FAQ).
+@functools.partial(jax.jit, static_argnames="activation")
+def predict_weights(weight, x, activation: str):
+    """The layer's computation as a jitted function of arrays and one static name.
+
+    Taught in Jitting methods and classes, A jitted function the method calls.
+    """
+    return activate(activation, weight * x)
+
+
+class HelperLayer(Layer):
+    """A plain, mutable class whose method passes its attributes to ``predict_weights``.
+
+    Taught in Jitting methods and classes, A jitted function the method calls.
+    """
+
+    def predict(self, x):
+        return predict_weights(self.weight, x, activation=self.activation)
+
+
+# Strategy 2: self as a static argument.
+class StaticLayer(Layer):
+    """``self`` static, with the default ``__hash__``: the hash is the object's
+    identity.
+
+    Taught in Jitting methods and classes, Strategy 2: `self` as a static argument.
+    """
+
+    @functools.partial(jax.jit, static_argnums=0)
+    def predict(self, x):
+        return activate(self.activation, jnp.asarray(self.weight) * x)
+
+
+@dataclasses.dataclass(frozen=True)
+class HashedLayer:
+    """``self`` static and frozen: hashed and compared by its fields, so equal layers
+    share a compile.
+
+    A static argument must never change (JAX's FAQ); to change a layer, build a new one.
+    Taught in Jitting methods and classes, Strategy 2: `self` as a static argument.
+    """
+
+    weight: tuple
+    activation: str
+
+    @functools.partial(jax.jit, static_argnums=0)
+    def predict(self, x):
+        return activate(self.activation, jnp.asarray(self.weight) * x)
+
+
+# Strategy 3: the class is a pytree.
+@register_pytree_node_class
+class PytreeLayer:
+    """Arrays are the pytree's children (traced); the configuration its static metadata.
+
+    Taught in Jitting methods and classes, Strategy 3: the class as a pytree.
+    """
+
+    def __init__(self, weight, activation: str) -> None:
+        self.weight = weight
+        self.activation = activation
+
+    def tree_flatten(self):
+        return (self.weight,), (self.activation,)
+
+    @classmethod
+    def tree_unflatten(cls, aux_data, children):
+        return cls(*children, *aux_data)
+
+    @jax.jit
+    def predict(self, x):
+        return activate(self.activation, self.weight * x)
+
+    @jax.jit
+    def sgd_step(self, grad, learning_rate):
+        """A method that changes the weights returns a new layer instead of assigning to
+        ``self``."""
+        return PytreeLayer(self.weight - learning_rate * grad, self.activation)
+
+
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass(frozen=True)
+class DataclassLayer:
+    """The same pytree from a frozen dataclass: fields marked ``static`` become
+    metadata.
+
+    Taught in Jitting methods and classes, Strategy 3: the class as a pytree.
+    """
+
+    weight: jax.Array
+    activation: str = jax.tree.static()  # older JAX: dataclasses.field(metadata=...)
+
+    @jax.jit
+    def predict(self, x):
+        return activate(self.activation, self.weight * x)
+
+    @jax.jit
+    def sgd_step(self, grad, learning_rate):
+        return dataclasses.replace(self, weight=self.weight - learning_rate * grad)
+
+
+# Strategy 3, done wrong: the three bugs of the 2023 tutorial's pytree class, one class
+# each.
+@register_pytree_node_class
+class ArrayMetadataLayer:
+    """Bug: an array (``offset``) in the metadata, which must be hashable and immutable.
+
+    Taught in Jitting methods and classes, Pitfall: an array in the static metadata.
+    """
+
+    def __init__(self, weight, offset, activation: str) -> None:
+        self.weight = weight
+        self.offset = offset
+        self.activation = activation
+
+    def tree_flatten(self):
+        return (self.weight,), (self.offset, self.activation)
+
+    @classmethod
+    def tree_unflatten(cls, aux_data, children):
+        offset, activation = aux_data
+        return cls(children[0], offset, activation)
+
+    @jax.jit
+    def predict(self, x):
+        return activate(self.activation, self.weight * x + self.offset)
+
+
+@register_pytree_node_class
+class DroppingLayer:
+    """Bug: ``tree_unflatten`` rebuilds through ``__init__`` and forgets the trained
+    ``bias``.
+
+    Taught in Jitting methods and classes, Pitfall: an unflatten that drops a field.
+    """
+
+    def __init__(self, weight, activation: str) -> None:
+        self.weight = weight
+        self.activation = activation
+        self.bias = jnp.zeros_like(weight)  # initial value; training sets it later
+
+    def tree_flatten(self):
+        return (self.weight, self.bias), (self.activation,)
+
+    @classmethod
+    def tree_unflatten(cls, aux_data, children):
+        weight, bias = children
+        return cls(weight, *aux_data)  # bias is dropped: the new object keeps zeros
+
+    @jax.jit
+    def predict(self, x):
+        return activate(self.activation, self.weight * x + self.bias)
+
+
+@register_pytree_node_class
+class MutatingLayer(PytreeLayer):
+    """Bug: a jitted method assigns to ``self``, which inside jit is a copy rebuilt from
+    tracers.
+
+    Taught in Jitting methods and classes, Pitfall: a method that assigns to `self`.
+    """
+
+    @jax.jit
+    def sgd_step(self, grad, learning_rate):
+        self.weight = self.weight - learning_rate * grad
+
+
+@jax.tree_util.register_static
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    """Configuration only, registered with ``register_static``: a pytree with no leaves.
+
+    Taught in Jitting methods and classes, Static classes with register_static.
+    """
+
+    activation: str
+
+
+@jax.jit
+def predict_with(settings: Settings, weight, x):
+    """A jitted function taking ``Settings`` as an ordinary argument: no static_argnums.
+
+    Taught in Jitting methods and classes, Static classes with register_static.
+    """
+    return activate(settings.activation, weight * x)
+
+
+@register_pytree_node_class
+class CheckedLayer(PytreeLayer):
+    """``__init__`` converts ``weight`` with ``jnp.asarray``; tree_unflatten calls it.
+
+    Taught in Jitting methods and classes, What tree_unflatten receives.
+    """
+
+    def __init__(self, weight, activation: str) -> None:
+        super().__init__(jnp.asarray(weight), activation)
+
+
+@register_pytree_node_class
+class UncheckedUnflattenLayer(CheckedLayer):
+    """The same class, rebuilt without ``__init__``: checks run only for its users.
+
+    Taught in Jitting methods and classes, What tree_unflatten receives.
+    """
+
+    @classmethod
+    def tree_unflatten(cls, aux_data, children):
+        layer = object.__new__(cls)
+        (layer.weight,), (layer.activation,) = children, aux_data
+        return layer
+
+
+def unflatten_receives(layer: PytreeLayer) -> list[dict]:
+    """The types of ``weight`` that ``tree_unflatten`` passes on, per transformation.
+
+    Taught in Jitting methods and classes, What tree_unflatten receives.
+    """
+    if type(layer).tree_unflatten.__func__ is not PytreeLayer.tree_unflatten.__func__:
+        raise TypeError("unflatten_receives takes a methods.PytreeLayer.")
+    seen: list[str] = []
+
+    @register_pytree_node_class
+    class Recording(PytreeLayer):
+        @classmethod
+        def tree_unflatten(cls, aux_data, children):
+            seen.append(type(children[0]).__name__)
+            return super().tree_unflatten(aux_data, children)
+
+    recording = Recording(layer.weight, layer.activation)
+    transformations = {
+        "jax.jit(f) for an array result": lambda: jax.jit(lambda t: t.weight)(
+            recording
+        ),
+        "jax.jit(f) returning the layer": lambda: jax.jit(lambda t: t)(recording),
+        "jax.vmap(f) returning the layer": lambda: jax.vmap(lambda t: t)(recording),
+        "jax.jacobian(f) of the layer": lambda: jax.jacobian(lambda t: t)(recording),
+        "jax.tree.map(lambda _: None, layer)": lambda: jax.tree.map(
+            lambda _: None, recording
+        ),
+    }
+    rows = []
+    for name, run in transformations.items():
+        seen.clear()
+        run()
+        rows.append(
+            {"call": name, "weight passed to __init__": ", ".join(sorted(set(seen)))}
+        )
+    return rows
+
+
+# Strategy 4: Equinox modules.
+class EqxLayer(eqx.Module):
+    """An Equinox module is a frozen dataclass and a pytree; ``static=True`` marks
+    configuration.
+
+    Taught in Jitting methods and classes, Strategy 4: Equinox modules.
+    """
+
+    weight: jax.Array
+    activation: str = eqx.field(static=True)
+
+    @eqx.filter_jit
+    def predict(self, x):
+        return activate(self.activation, self.weight * x)
+
+
+class SignedEqx(eqx.Module):
+    """The French notebook's module: an array, a static string, and a method jitted in
+    the class body.
+
+    Taught in Jitting methods and classes, Methods are pytrees too.
+    """
+
+    values: jax.Array
+    sign: str = eqx.field(static=True)
+
+    def apply(self):
+        return self.values if self.sign == "plus" else -self.values
+
+    @jax.jit
+    def jit_apply(self):
+        return self.apply()
+
+
+class MappedEqx(eqx.Module):
+    """A module whose static field is a function, compared by identity like any other.
+
+    Taught in Jitting methods and classes, Static functions are compared by identity.
+    """
+
+    values: jax.Array
+    fn: Callable = eqx.field(static=True)
+
+    @jax.jit
+    def run(self):
+        return self.fn(self.values)
+
+
+def signed_loss(model: SignedEqx, scale) -> jax.Array:
+    """A loss that takes the model as an argument: differentiable in ``scale``, traced
+    in the model's arrays.
+
+    Taught in Jitting methods and classes, `jit(grad(loss))` and static fields.
+    """
+    return jnp.sum(scale * model.apply())
+
+
+@eqx.filter_jit
+def eqx_sgd_step(layer: EqxLayer, learning_rate):
+    """One step that shrinks the weight by ``learning_rate``: under ``filter_jit`` a
+    Python float is static.
+
+    Taught in Jitting methods and classes, Strategy 4: Equinox modules.
+    """
+    return eqx.tree_at(lambda m: m.weight, layer, layer.weight * (1.0 - learning_rate))
+
+
+class Recorded:
+    """A value that records each ``__hash__`` and ``__eq__`` call made on it: what does
+    jit ask of metadata?"""
+
+    def __init__(self, value, calls: list[str]) -> None:
+        self.value, self.calls = value, calls
+
+    def __hash__(self) -> int:
+        self.calls.append("hash")
+        return hash(self.value)
+
+    def __eq__(self, other) -> bool:
+        self.calls.append("eq")
+        return isinstance(other, Recorded) and self.value == other.value
+
+
+def sum_scaled(data: jax.Array, scale) -> jax.Array:
+    """A one-line computation over a dataset, with the data as an argument."""
+    return jnp.sum(data * scale)
+
+
+def closed_sum(data: jax.Array) -> Callable:
+    """The same computation as a closure over ``data``: a new function per dataset."""
+
+    def sum_scaled(scale):
+        return jnp.sum(data * scale)
+
+    return sum_scaled
+
+
+def dataset_costs(datasets: Sequence[jax.Array]) -> list[dict]:
+    """A jitted closure per dataset against one jitted function taking the data.
+
+    Counts compiles over all the datasets, and the bytes of the first serialized
+    executable.
+    Taught in Jitting methods and classes, Closures against arguments.
+    """
+    from jax.experimental import serialize_executable
+
+    if isinstance(datasets, jax.Array) or len(datasets) < 1:
+        raise TypeError(
+            "dataset_costs takes a list of arrays, e.g. [data, other_data]."
+        )
+    as_argument = jax.jit(sum_scaled)
+    ways = {
+        "closure": lambda data: (jax.jit(closed_sum(data)), (1.0,)),
+        "argument": lambda data: (as_argument, (data, 1.0)),
+    }
+    rows = []
+    for how, program in ways.items():
+        with count_compiles() as log:
+            for data in datasets:
+                fn, args = program(data)
+                jax.block_until_ready(fn(*args))
+        fn, args = program(datasets[0])
+        executable = fn.lower(*args).compile()
+        rows.append(
+            {
+                "data": how,
+                "datasets": len(datasets),
+                "compiles": log.count_for("sum_scaled"),
+                "executable bytes": len(serialize_executable.serialize(executable)[0]),
+                "dataset bytes": int(datasets[0].nbytes),
+            }
+        )
+    return rows
+
+
+# Strategy 5: a state pytree and pure functions.
+class LayerParams(NamedTuple):
+    """The layer's arrays only; a NamedTuple is a pytree with no registration.
+
+    Taught in Jitting methods and classes, Strategy 5: functions over a state pytree.
+    """
+
+    weight: jax.Array
+
+
+@functools.partial(jax.jit, static_argnames="activation")
+def layer_predict(params: LayerParams, x, *, activation: str):
+    """The method as a function: state in, configuration as a static argument.
+
+    Taught in Jitting methods and classes, Strategy 5: functions over a state pytree.
+    """
+    return activate(activation, params.weight * x)
+
+
+@jax.jit
+def layer_sgd_step(params: LayerParams, grad, learning_rate) -> LayerParams:
+    """A gradient step that returns new parameters.
+
+    Taught in Jitting methods and classes, Strategy 5: functions over a state pytree.
+    """
+    return params._replace(weight=params.weight - learning_rate * grad)
+
+
+# Closures against arguments.
+def make_loss(layer) -> Callable:
+    """A loss factory: the returned function closes over ``layer``, a new function each
+    call.
+
+    Taught in Jitting methods and classes, Closures against arguments.
+    """
+
+    def loss(x):
+        return jnp.sum(layer.predict(x))
+
+    return loss
+
+
+def layer_loss(layer, x) -> jax.Array:
+    """The same loss with the layer as an argument, so one jitted function serves every
+    layer.
+
+    Taught in Jitting methods and classes, Closures against arguments.
+    """
+    return jnp.sum(layer.predict(x))
+
+
+# Measuring.
+def count_each(*calls: Callable, name: str | None = None) -> list[int]:
+    """Run each no-argument callable in turn; return the XLA compiles each caused (only
+    of ``name`` if given)."""
+    counts = []
+    for call in calls:
+        if not callable(call):
+            raise TypeError(
+                "count_each takes no-argument callables (lambdas), got "
+                f"{type(call).__name__}."
+            )
+        with count_compiles() as log:
+            jax.block_until_ready(call())
+        counts.append(log.count if name is None else log.count_for(name))
+    return counts
+
+
+def array_constants(jitted: Callable, *args) -> list[str]:
+    """The array constants (``stablehlo.constant dense<[...]>``) baked into the program
+    ``jitted`` compiles for ``args``."""
+    if not hasattr(jitted, "lower"):
+        raise TypeError(
+            "array_constants takes a jax.jit-wrapped function, got "
+            f"{type(jitted).__name__}; wrap it first: array_constants(jax.jit(f), x)."
+        )
+    text = jitted.lower(*args).as_text()
+    return [
+        line.split("=", 1)[1].strip()
+        for line in text.splitlines()
+        if "stablehlo.constant dense<[" in line
+    ]
+
+
+def reference_predict(weight, x, activation: str) -> np.ndarray:
+    """The layer's output in NumPy float64: the independent check the measurements
+    compare to."""
+    z = np.asarray(weight, dtype=np.float64) * np.asarray(x, dtype=np.float64)
+    if activation not in ACTIVATIONS:
+        raise ValueError(
+            f"unknown activation {activation!r}; use one of {sorted(ACTIVATIONS)}."
+        )
+    return np.maximum(z, 0.0) if activation == "relu" else np.tanh(z)
+
+
+def reference_grad(weight, x, activation: str) -> np.ndarray:
+    """d/dweight of sum(predict(x)), in NumPy float64."""
+    w, xs = np.asarray(weight, dtype=np.float64), np.asarray(x, dtype=np.float64)
+    slope = (
+        (w * xs > 0).astype(np.float64)
+        if activation == "relu"
+        else 1.0 - np.tanh(w * xs) ** 2
+    )
+    return slope * xs
+
+
+@dataclasses.dataclass(frozen=True)
+class Strategy:
+    """How one strategy builds a layer, calls its jitted predict, and gives it new
+    weights."""
+
+    name: str
+    build: Callable  # (weight, activation) -> layer
+    # (layer, x, activation) -> output, through the strategy's jitted code
+    call: Callable
+    # (layer, new_weight) -> layer: in place for mutable classes, a new object otherwise
+    update: Callable
+
+
+def _jit_bound_once(layer: Layer, x, activation: str):
+    """Strategy 1 as one writes it: ``jax.jit(layer.predict)`` made once per layer, then
+    reused."""
+    if "fast_predict" not in vars(layer):
+        layer.fast_predict = jax.jit(layer.predict)
+    return layer.fast_predict(x)
+
+
+def _set_weight(layer, weight):
+    layer.weight = weight
+    return layer
+
+
+def _hashable(weight) -> tuple[float, ...]:
+    return tuple(float(v) for v in np.asarray(weight).ravel())
+
+
+STRATEGIES: tuple[Strategy, ...] = (
+    Strategy("1. jax.jit(layer.predict)", Layer, _jit_bound_once, _set_weight),
+    Strategy(
+        "2. self static, identity hash",
+        StaticLayer,
+        lambda l, x, a: l.predict(x),
+        _set_weight,
+    ),
+    Strategy(
+        "2. self static, frozen, by value",
+        lambda w, a: HashedLayer(_hashable(w), a),
+        lambda l, x, a: l.predict(x),
+        lambda l, w: dataclasses.replace(l, weight=_hashable(w)),
+    ),
+    Strategy(
+        "3. pytree class",
+        PytreeLayer,
+        lambda l, x, a: l.predict(x),
+        lambda l, w: PytreeLayer(w, l.activation),
+    ),
+    Strategy(
+        "3. register_dataclass",
+        DataclassLayer,
+        lambda l, x, a: l.predict(x),
+        lambda l, w: dataclasses.replace(l, weight=w),
+    ),
+    Strategy(
+        "4. Equinox module",
+        EqxLayer,
+        lambda l, x, a: l.predict(x),
+        lambda l, w: eqx.tree_at(lambda m: m.weight, l, w),
+    ),
+    Strategy(
+        "5. NamedTuple + functions",
+        lambda w, a: LayerParams(w),
+        lambda p, x, a: layer_predict(p, x, activation=a),
+        lambda p, w: p._replace(weight=w),
+    ),
+    # Last, so the strategies above keep their places; sort by number to read in order.
+    Strategy(
+        "1b. method calls a jitted function",
+        HelperLayer,
+        lambda l, x, a: l.predict(x),
+        _set_weight,
+    ),
+)
+
+
+def _outcome(fn: Callable, expected: np.ndarray) -> str:
+    """'yes' if ``fn()`` matches ``expected``, 'no: stale' if it runs but differs, 'no:
+    <Error>' if it raises."""
+    try:
+        got = np.asarray(jax.block_until_ready(fn()), dtype=np.float64)
+    # a strategy that cannot do it gets a row saying why
+    except Exception as err:  # noqa: BLE001
+        return f"no: {type(err).__name__}"
+    return "yes" if np.allclose(got, expected, atol=1e-5) else "no: stale"
+
+
+def evaluate(strategy: Strategy, size: int = 3) -> dict:
+    """Measure one strategy: right after new weights, compiles per new layer / new
+    activation, grad, vmap, scan.
+
+    Clears JAX's caches first, so the compile counts do not depend on what ran before.
+
+    Taught in Jitting methods and classes, Which strategy for my class?.
+    """
+    if not isinstance(strategy, Strategy):
+        raise TypeError(
+            "evaluate takes a methods.Strategy (see methods.STRATEGIES), got "
+            f"{type(strategy).__name__}."
+        )
+    jax.clear_caches()
+    rng = np.random.default_rng(
+        size
+    )  # NumPy-made inputs: no op-by-op compiles outside the counted calls
+    w1, w2, w3, x = (
+        jnp.asarray(rng.normal(size=size), dtype=jnp.float32) for _ in range(4)
+    )
+    batch = jnp.asarray(np.stack([w1, w2]))
+
+    layer = strategy.build(w1, "relu")
+    strategy.call(layer, x, "relu")
+    layer = strategy.update(layer, w2)
+    after_update = _outcome(
+        lambda: strategy.call(layer, x, "relu"), reference_predict(w2, x, "relu")
+    )
+
+    new_layer, new_config = strategy.build(w3, "relu"), strategy.build(w1, "tanh")
+    per_layer, per_config = count_each(
+        lambda: strategy.call(new_layer, x, "relu"),
+        lambda: strategy.call(new_config, x, "tanh"),
+    )
+
+    def loss(lay):
+        return jnp.sum(strategy.call(lay, x, "relu"))
+
+    def body(lay, _):
+        return strategy.update(lay, lay.weight * 0.5), strategy.call(lay, x, "relu")
+
+    # Each transformation is jitted as a whole, as a training loop would be: one
+    # compile, not one per op.
+    grads = _outcome(
+        lambda: jax.jit(jax.grad(loss))(strategy.build(w1, "relu")).weight,
+        reference_grad(w1, x, "relu"),
+    )
+    vmapped = _outcome(
+        lambda: jax.jit(jax.vmap(lambda lay: strategy.call(lay, x, "relu")))(
+            strategy.build(batch, "relu")
+        ),
+        np.stack([reference_predict(w, x, "relu") for w in (w1, w2)]),
+    )
+    scanned = _outcome(
+        lambda: jax.jit(lambda lay: jax.lax.scan(body, lay, length=2)[1])(
+            strategy.build(w1, "relu")
+        ),
+        np.stack([reference_predict(w1 * s, x, "relu") for s in (1.0, 0.5)]),
+    )
+    return {
+        "strategy": strategy.name,
+        "right after new weights": after_update,
+        "compiles: new layer": per_layer,
+        "compiles: new activation": per_config,
+        "jit(grad) w.r.t. layer": grads,
+        "vmap over layers": vmapped,
+        "scan carry": scanned,
+    }
+
+
+# --- explorer
+
+EVENTS = ("new weights", "new layer", "new activation")
+
+
+def event_grid(
+    strategies: Sequence[Strategy] = STRATEGIES, size: int = 3
+) -> list[dict]:
+    """For each strategy and event (new weights, new layer, new activation): compiles,
+    and whether the result is right.
+
+    Each strategy starts from empty caches and a layer already called once.
+    Taught in Jitting methods and classes, Explore it.
+    """
+    rng = np.random.default_rng(size)
+    w1, w2, w3, x = (
+        jnp.asarray(rng.normal(size=size), dtype=jnp.float32) for _ in range(4)
+    )
+    rows = []
+    for strategy in strategies:
+        if not isinstance(strategy, Strategy):
+            raise TypeError(
+                "event_grid takes methods.Strategy objects (see methods.STRATEGIES), "
+                f"got {type(strategy).__name__}."
+            )
+        jax.clear_caches()
+        layer = strategy.build(w1, "relu")
+        strategy.call(layer, x, "relu")
+        changed = {
+            "new weights": (strategy.update(layer, w2), "relu", w2),
+            "new layer": (strategy.build(w3, "relu"), "relu", w3),
+            "new activation": (strategy.build(w1, "tanh"), "tanh", w1),
+        }
+        for event in EVENTS:
+            new, activation, weight = changed[event]
+            with count_compiles() as log:
+                outcome = _outcome(
+                    functools.partial(strategy.call, new, x, activation),
+                    reference_predict(weight, x, activation),
+                )
+            rows.append(
+                {
+                    "strategy": strategy.name,
+                    "event": event,
+                    "compiles": log.count,
+                    "right result": outcome,
+                }
+            )
+    return rows

@@ -1,0 +1,232 @@
+"""Measuring the levels with the book's one timing method (``timing.race``): compile
+time apart from run time, the thread contention, time to a target ELBO."""
+
+from __future__ import annotations
+
+from time import perf_counter
+
+import jax
+import numpy as np
+from threadpoolctl import threadpool_limits
+
+from jitbook.cache import count_compiles
+from jitbook.chapters.pln.converge import newton_program
+from jitbook.chapters.pln.data import PLNData, check_n_iter, device_data
+from jitbook.chapters.pln.levels import LEVELS, fit, fit_jit_iteration_donated
+from jitbook.chapters.pln.model import neg_elbo_numpy
+from jitbook.chapters.pln.profile import PROGRAMS
+from jitbook.chapters.pln.threads import blas_limited, blas_threads
+from jitbook.timing import Race, race
+
+# Levels known to be the same compiled loop written differently (their HLO differs only
+# in extra outputs): a page shows them agreeing, or says the machine was too noisy.
+SAME_LOOP = ("scan", "namedtuple", "pytree", "equinox")
+
+
+def _check_rounds(rounds: int, eager_iters: int) -> None:
+    for name, value in (("rounds", rounds), ("eager_iters", eager_iters)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be a whole number >= 1, got {value!r}.")
+
+
+def first_fit(data: PLNData, n_iter: int, level: str) -> dict:
+    """A level's first fit from cold caches: XLA compiles, compile and call seconds.
+
+    The caches are cleared first, so no level reuses programs an earlier one compiled.
+    """
+    jax.clear_caches()
+    with count_compiles() as log:
+        start = perf_counter()
+        fit(data, n_iter, level)
+        first = perf_counter() - start
+    return {
+        "level": level,
+        "compiles": log.count,
+        "compile s": round(log.compile_seconds, 2),
+        "first call s": round(first, 2),
+    }
+
+
+def benchmark_levels(
+    data,
+    n_iter: int,
+    levels=tuple(LEVELS),
+    rounds: int = 5,
+    eager_iters: int = 3,
+    min_time: float = 0.0,
+) -> tuple[list[dict], Race]:
+    """Every level's first fit (cold caches), then warm fits raced in rounds.
+
+    The eager level runs `eager_iters` iterations, in a race of its own; its times are
+    per iteration like the others' (the note says so). Returns one row per level and
+    the race of the other levels (``per=n_iter``: times per iteration).
+    Taught in A worked example, What each level costs.
+    """
+    _check_rounds(rounds, eager_iters)
+    n_iter, data = check_n_iter(n_iter), device_data(data)
+    k = min(eager_iters, n_iter)
+    rows = [first_fit(data, k if lv == "eager" else n_iter, lv) for lv in levels]
+    compiled = [lv for lv in levels if lv != "eager"]
+    # each first fit cleared the caches of the levels before it: warm them all again
+    raced = race(
+        {lv: lambda lv=lv: fit(data, n_iter, lv).losses for lv in compiled},
+        rounds=rounds,
+        min_time=min_time,
+        per=n_iter,
+    )
+    eager = None
+    if "eager" in levels:
+        eager = race(
+            {"eager": lambda: fit(data, k, "eager").losses},
+            rounds=rounds,
+            min_time=0.0,
+            max_rounds=rounds,
+            per=k,
+        )
+    for row in rows:
+        timed = eager if row["level"] == "eager" else raced
+        lv = row["level"]
+        row["ms / iter (min)"] = round(timed.min(lv) * 1e3, 2)
+        row["ms / iter (median)"] = round(timed.median(lv) * 1e3, 2)
+        row["ms / iter (max)"] = round(timed.max(lv) * 1e3, 2)
+        row["rounds"] = timed.rounds
+        row["note"] = (
+            f"{k} iterations, raced alone" if lv == "eager" and k != n_iter else ""
+        )
+    return rows, raced
+
+
+def level_row(
+    data: PLNData, n_iter: int, level: str, rounds: int = 5, eager_iters: int = 3
+) -> dict:
+    """One level's row of `benchmark_levels`, raced alone."""
+    return benchmark_levels(data, n_iter, [level], rounds, eager_iters)[0][0]
+
+
+def donation_race(data, n_iter: int, rounds: int = 5, min_time: float = 0.0) -> Race:
+    """The Python loop over one jitted iteration, without and with donating its state,
+    raced against the scan level (per iteration).
+
+    Taught in A worked example, What each level costs.
+    """
+    n_iter, data = check_n_iter(n_iter), device_data(data)
+    with blas_limited():
+        return race(
+            {
+                "jit_iteration": lambda: fit(data, n_iter, "jit_iteration").losses,
+                "jit_iteration, state donated": lambda: (
+                    fit_jit_iteration_donated(data, n_iter).losses
+                ),
+                "scan": lambda: fit(data, n_iter, "scan").losses,
+            },
+            rounds=rounds,
+            min_time=min_time,
+            per=n_iter,
+        )
+
+
+def thread_contention(
+    data, n_iter: int, level: str = "scan", rounds: int = 5, min_time: float = 0.0
+) -> tuple[list[dict], Race]:
+    """The compiled loop of `level` with OpenBLAS's pool as the process has it, raced
+    against the same loop with the pool limited as `fit` limits it.
+
+    Taught in The PLN model, made fast, Two thread pools.
+    """
+    n_iter, data = check_n_iter(n_iter), device_data(data)
+    program = PROGRAMS[level]
+    default_threads = blas_threads()
+    with blas_limited():
+        limited_threads = blas_threads()
+
+    def limited():
+        with blas_limited():
+            return program(data, n_iter, 1.0)[0]
+
+    def default():
+        # threadpool_limits acts when it is built: build it at every call
+        with threadpool_limits(limits=None):
+            return program(data, n_iter, 1.0)[0]
+
+    names = {
+        f"{default_threads} (as the process has it)": default,
+        f"{limited_threads} (limited, as in fit)": limited,
+    }
+    raced = race(names, rounds=rounds, min_time=min_time, per=n_iter)
+    rows = [
+        {"OpenBLAS threads": name, "level": level, **_per_iter(raced, name)}
+        for name in names
+    ]
+    return rows, raced
+
+
+def _per_iter(raced: Race, name: str) -> dict:
+    return {
+        "ms / iter (min)": round(raced.min(name) * 1e3, 2),
+        "ms / iter (median)": round(raced.median(name) * 1e3, 2),
+        "ms / iter (max)": round(raced.max(name) * 1e3, 2),
+        "rounds": raced.rounds,
+    }
+
+
+def time_to_target(losses, ms_per_iter: float, target: float) -> dict:
+    """When a loss curve first reaches `target`: the iteration, and the seconds at
+    `ms_per_iter` per iteration."""
+    losses = np.asarray(losses)
+    hit = np.flatnonzero(losses <= target)
+    first = int(hit[0]) + 1 if hit.size else None
+    return {
+        "iterations": len(losses),
+        "ms / iter": ms_per_iter,
+        "iterations to target": first,
+        "seconds to target": None
+        if first is None
+        else round(first * ms_per_iter / 1e3, 3),
+        "final loss": f"{float(losses[-1]):,.1f}",
+        "target loss": f"{float(target):,.1f}",
+    }
+
+
+def target_curves(
+    fits: dict[str, tuple[np.ndarray, float]], target: float
+) -> tuple[dict, list[dict]]:
+    """For each fit (its losses and ms per iteration): the gap to ``target`` against
+    seconds, and its ``time_to_target`` row; the explorer of the converging fit draws
+    them.
+
+    Taught in The PLN model, made fast and convergent, Explore it.
+    """
+    series, rows = {}, []
+    for name, (losses, ms_per_iter) in fits.items():
+        losses = np.asarray(losses, dtype=np.float64)
+        seconds = np.arange(1, len(losses) + 1) * ms_per_iter / 1e3
+        # |gap| on a log axis: a loss at (or a rounding below) the reference is drawn at
+        # 1e-8, not dropped
+        series[name] = (seconds, np.maximum(np.abs(losses / target - 1), 1e-8))
+        rows.append({"fit": name, **time_to_target(losses, ms_per_iter, target)})
+    return series, rows
+
+
+def newton_time_to_target(data, target: float, n_iter: int, rounds: int = 5) -> dict:
+    """Run the Newton fit for `n_iter` iterations (compiled first, then raced alone for
+    its minimum); see `time_to_target`."""
+    n_iter, data = check_n_iter(n_iter), device_data(data)
+    with blas_limited():
+        with count_compiles() as log:
+            newton_program(data, n_iter)[0].block_until_ready()
+        raced = race(
+            {"newton": lambda: newton_program(data, n_iter)[0]},
+            rounds=rounds,
+            min_time=0.0,
+            max_rounds=rounds,
+            warmup=0,
+        )
+        losses, state = newton_program(data, n_iter)
+    Omega64 = np.linalg.inv(np.asarray(state.gram, np.float64) / data.Y.shape[0])
+    ms_per_iter = round(raced.min("newton") / n_iter * 1e3, 2)
+    return {
+        "compile s": round(log.compile_seconds, 2),
+        "run s (min)": round(raced.min("newton"), 3),
+        **time_to_target(losses, ms_per_iter, target),
+        "final loss, float64": f"{neg_elbo_numpy(state.params, data, Omega64):,.1f}",
+    }

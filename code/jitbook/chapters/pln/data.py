@@ -1,0 +1,132 @@
+"""The oaks counts, and the checks that turn bad input into a clear error."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import NamedTuple
+
+import jax.numpy as jnp
+import numpy as np
+
+DATA_DIR = Path(__file__).resolve().parents[4] / "data" / "oaks"
+
+
+class PLNData(NamedTuple):
+    """Counts `Y` (n x p), log offsets `O` (n x p) and covariates `X` (n x d), all
+    float32."""
+
+    Y: np.ndarray
+    O: np.ndarray
+    X: np.ndarray
+
+
+def _read_csv(name: str) -> np.ndarray:
+    path = DATA_DIR / name
+    if not path.exists():
+        raise FileNotFoundError(
+            f"{path} is missing: the oaks CSVs ship in the repository's data/oaks/."
+        )
+    return np.loadtxt(path, delimiter=",", skiprows=1, dtype=np.float64)
+
+
+# the 2023 tutorial repeated every row this many times to get a problem worth timing
+TUTORIAL_REPEAT = 100
+
+
+def load_oaks(repeat: int = 1) -> PLNData:
+    """Oaks amplicon counts (leaves x taxa), each row repeated `repeat` times; `X` is an
+    intercept column.
+
+    `repeat=TUTORIAL_REPEAT` gives the problem size of the 2023 tutorial.
+    """
+    if (
+        isinstance(repeat, bool)
+        or not isinstance(repeat, (int, np.integer))
+        or repeat < 1
+    ):
+        raise ValueError(
+            "repeat must be a positive integer (1 gives the data as measured), got "
+            f"{repeat!r}."
+        )
+    counts = _read_csv("counts.csv")
+    offsets = _read_csv("offsets.csv")
+    Y = np.repeat(counts, repeat, axis=0)
+    O = np.log(np.repeat(offsets, repeat, axis=0))
+    X = np.ones((Y.shape[0], 1))
+    return check_data(Y, O, X)
+
+
+def _as_matrix(name: str, a) -> np.ndarray:
+    arr = np.asarray(a)
+    if arr.ndim != 2:
+        raise ValueError(
+            f"{name} must be a 2-D array (rows = samples), got shape {arr.shape}; "
+            "reshape it."
+        )
+    if not np.issubdtype(arr.dtype, np.number) or np.iscomplexobj(arr):
+        raise ValueError(f"{name} must hold real numbers, got dtype {arr.dtype}.")
+    if not np.all(np.isfinite(arr)):
+        bad = np.argwhere(~np.isfinite(arr))[0]
+        raise ValueError(
+            f"{name} has a NaN or infinite value (first at row {bad[0]}, column "
+            f"{bad[1]}); "
+            "drop or impute those entries before fitting."
+        )
+    return arr
+
+
+def check_data(Y, O, X) -> PLNData:
+    """Validate counts, log offsets and covariates and return them as float32 arrays."""
+    Y, O, X = (
+        _as_matrix("Y (counts)", Y),
+        _as_matrix("O (log offsets)", O),
+        _as_matrix("X (covariates)", X),
+    )
+    if np.any(Y < 0):
+        bad = np.argwhere(Y < 0)[0]
+        raise ValueError(
+            f"Y (counts) must be non-negative, found {Y[tuple(bad)]} at row {bad[0]}, "
+            f"column {bad[1]}; "
+            "counts are numbers of reads, so check the input for sign errors."
+        )
+    if np.any(Y != np.round(Y)):
+        bad = np.argwhere(Y != np.round(Y))[0]
+        raise ValueError(
+            f"Y (counts) must be whole numbers, found {Y[tuple(bad)]} at row {bad[0]}, "
+            f"column {bad[1]}; "
+            "pass raw counts, not normalised or transformed values."
+        )
+    if O.shape != Y.shape:
+        raise ValueError(
+            f"O (log offsets) must have the shape of Y {Y.shape}, got {O.shape}; "
+            "give one log offset per count (np.log of the sequencing depth, broadcast "
+            "over columns)."
+        )
+    if X.shape[0] != Y.shape[0]:
+        raise ValueError(
+            f"X (covariates) must have one row per sample, i.e. {Y.shape[0]} rows like "
+            f"Y, got {X.shape[0]}; "
+            "use np.ones((n, 1)) for an intercept only."
+        )
+    f32 = np.float32
+    return PLNData(Y.astype(f32), O.astype(f32), X.astype(f32))
+
+
+def device_data(data) -> PLNData:
+    """Check `(Y, O, X)` and hand it to JAX as float32 arrays: the one way data enters a
+    fit."""
+    return PLNData(*map(jnp.asarray, check_data(*data)))
+
+
+def check_n_iter(n_iter) -> int:
+    """A positive Python int of iterations, or a clear error (n_iter is the one static
+    argument of a fit)."""
+    if (
+        isinstance(n_iter, bool)
+        or not isinstance(n_iter, (int, np.integer))
+        or n_iter < 1
+    ):
+        raise ValueError(
+            f"n_iter must be a positive integer number of iterations, got {n_iter!r}."
+        )
+    return int(n_iter)

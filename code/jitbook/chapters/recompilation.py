@@ -1,0 +1,941 @@
+"""What makes jit compile again, measured: static arguments, the cache key, loop traps,
+buckets, the disk cache.
+
+Every helper jits a *fresh* wrapper of its function (as ``timing.stages`` does), so a
+measurement starts from an empty in-memory cache however often the chapter or a test
+runs it.
+"""
+
+import dataclasses
+import functools
+import gc
+import os
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jitbook import timing
+from jitbook.cache import (
+    capture_jax_logs,
+    count_compiles,
+    count_dispatch_misses,
+    fresh_jit,
+    messages_about,
+)
+from jitbook.errors import raised
+from jitbook.guard import run_for_json
+
+# --- static arguments -----------------------------------------------------------------
+
+
+def power(x: jax.Array, n) -> jax.Array:
+    """``x ** n`` with ``n`` meant to be static: an int exponent traces to
+    ``integer_pow``, a float to ``pow``.
+
+    Taught in Static arguments and compiling again, Static arguments.
+    """
+    return x**n
+
+
+def static_sweep(values: Sequence, x: jax.Array | None = None) -> list[dict]:
+    """Call ``power(x, n)`` jitted with static ``n`` once per value in ``values``: did
+    each call compile, how long."""
+    if (
+        isinstance(values, (str, bytes))
+        or not isinstance(values, Sequence)
+        or not values
+    ):
+        raise ValueError(
+            "static_sweep takes a non-empty list of exponents, e.g. [2, 3, 2, 2.0]."
+        )
+    x = jnp.linspace(0.5, 1.5, 1000) if x is None else x
+    jitted = fresh_jit(power, static_argnums=1)
+    rows = []
+    for n in values:
+        with count_compiles() as log:
+            start = time.perf_counter()
+            out = jax.block_until_ready(jitted(x, n))
+            seconds = time.perf_counter() - start
+        rows.append(
+            {
+                "n": repr(n),
+                "type": type(n).__name__,
+                "compiled": log.count_for("power"),
+                "call (ms)": 1e3 * seconds,
+                "result dtype": str(out.dtype),
+            }
+        )
+    return rows
+
+
+def times_first(x: jax.Array, factors: tuple) -> jax.Array:
+    """``x * factors[0]`` with ``factors`` static: the factor's type sets the result's.
+
+    Taught in Static arguments and compiling again, Static arguments.
+    """
+    return x * factors[0]
+
+
+def static_tuple_rows(x: jax.Array | None = None) -> list[dict]:
+    """One jitted ``times_first`` on an int array, called with ``(2,)`` then ``(2.0,)``,
+    and the same with bare ``2`` then ``2.0``: what compiled and what came back."""
+    x = jnp.arange(3) if x is None else x
+    rows = []
+    for first, second in (((2,), (2.0,)), (2, 2.0)):
+        fn = times_first if isinstance(first, tuple) else _times_bare
+        jitted = fresh_jit(fn, static_argnums=1)
+        for factors in (first, second):
+            with count_compiles() as log:
+                out = jitted(x, factors)
+            rows.append(
+                {
+                    "static argument": repr(factors),
+                    "compiled": log.count_for(fn.__name__),
+                    "result": str(out.tolist()),
+                    "result dtype": str(out.dtype),
+                    "op by op": str(fn(x, factors).dtype),
+                }
+            )
+    return rows
+
+
+def _times_bare(x, factor):
+    return x * factor
+
+
+def static_error(value) -> Exception:
+    """The exception jit raises when ``value`` is passed as a static argument of
+    ``power`` (e.g. an array)."""
+    err = raised(fresh_jit(power, static_argnums=1), jnp.ones(3), value)
+    if err is not None:  # the chapter shows this exception's class and message
+        return err
+    raise ValueError(
+        f"{type(value).__name__} {value!r} was accepted as a static argument; "
+        "pass an unhashable one."
+    )
+
+
+# --- the cache key: arguments ---------------------------------------------------------
+
+
+def add_one(x):
+    """The smallest function whose program depends on its argument's shape, dtype and
+    weak type."""
+    return x + 1
+
+
+def argument_cases() -> list[tuple[str, object]]:
+    """Arguments passed in turn to one jitted ``add_one``: which of them make a new
+    program?"""
+    return [
+        ("1.0 (Python float)", 1.0),
+        ("2.0 (another Python float)", 2.0),
+        ("jnp.float32(1.0)", jnp.float32(1.0)),
+        ("np.float32(3.0)", np.float32(3.0)),
+        ("jnp.array(1.0)", jnp.array(1.0)),
+        ("1 (Python int)", 1),
+        ("jnp.ones(3)", jnp.ones(3)),
+        ("jnp.zeros(3)", jnp.zeros(3)),
+        ("jnp.ones(4)", jnp.ones(4)),
+        ("jnp.ones(3, dtype=jnp.int32)", jnp.ones(3, dtype=jnp.int32)),
+    ]
+
+
+# --- the cache key: the function ------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class ScaleBy:
+    """A callable object equal to (and hashing like) any other ``ScaleBy`` with the same
+    factor.
+
+    Taught in Static arguments and compiling again, The function: by hash and equality.
+    """
+
+    factor: float
+
+    def __call__(self, x):
+        return x * self.factor
+
+
+class ScaleByIdentity:
+    """The same callable, but with Python's default hash and equality: by identity."""
+
+    def __init__(self, factor: float) -> None:
+        self.factor = factor
+
+    def __call__(self, x):
+        return x * self.factor
+
+
+def identity_rows(x: jax.Array | None = None) -> list[dict]:
+    """Two callables that do the same thing: jitted one after the other, does the second
+    compile?"""
+    x = jnp.ones(3) if x is None else x
+    pairs = [
+        ("the same function twice", add_one, add_one),
+        ("two equal ScaleBy(2.0) objects", ScaleBy(2.0), ScaleBy(2.0)),
+        (
+            "two ScaleByIdentity(2.0) objects",
+            ScaleByIdentity(2.0),
+            ScaleByIdentity(2.0),
+        ),
+        (
+            "functools.partial(add_one), twice",
+            functools.partial(add_one),
+            functools.partial(add_one),
+        ),
+    ]
+    rows = []
+    for label, first, second in pairs:
+        # each pair starts from an empty cache; the objects stay alive during the pair
+        jax.clear_caches()
+        jax.jit(first)(x)
+        with count_compiles() as log:
+            jax.jit(second)(x)
+        rows.append(
+            {
+                "callables": label,
+                "equal": first == second,
+                "second traced": len(log.traces),
+                "second compiled": log.count,
+            }
+        )
+    return rows
+
+
+def total(tree):
+    """The sum of every leaf of a pytree: one function for probing how the pytree's
+    structure enters the key."""
+    return sum(jnp.sum(leaf) for leaf in jax.tree.leaves(tree))
+
+
+def structure_cases() -> list[tuple[str, object]]:
+    """Pytrees of the same two arrays passed in turn to one jitted ``total``: which make
+    a new program?"""
+    a, b = jnp.ones(3), jnp.zeros(3)
+    return [
+        ('{"a": a, "b": b}', {"a": a, "b": b}),
+        ('{"b": b, "a": a} (insertion order)', {"b": b, "a": a}),
+        ('{"a": a, "c": b} (a new key)', {"a": a, "c": b}),
+        ("(a, b) (a tuple)", (a, b)),
+        ("[a, b] (a list)", [a, b]),
+    ]
+
+
+def add(x, y):
+    return x + y
+
+
+def calling_rows() -> list[dict]:
+    """Compiles of one jitted ``add`` for the same two arrays passed by position and by
+    keyword."""
+    x = jnp.ones(3)
+    jitted = fresh_jit(add)
+    calls = [
+        ("add(x, y)", lambda: jitted(x, x)),
+        ("add(x, y=y)", lambda: jitted(x, y=x)),
+        ("add(x=x, y=y)", lambda: jitted(x=x, y=x)),
+        ("add(x, y) again", lambda: jitted(x, x)),
+    ]
+    rows = []
+    for label, call in calls:
+        with count_compiles() as log:
+            call()
+        rows.append({"call": label, "compiled": log.count_for("add")})
+    return rows
+
+
+def miss_cases() -> list[tuple[str, tuple]]:
+    """Calls of one jitted ``add_one``, in turn: the same array, a new shape, the array
+    committed to a device."""
+    x = jnp.ones(3)
+    return [
+        ("ones(3)", (x,)),
+        ("ones(3) again", (x,)),
+        ("ones(4)", (jnp.ones(4),)),
+        ("device_put(ones(3))", (jax.device_put(x, jax.devices()[0]),)),
+    ]
+
+
+def cache_misses(
+    fn: Callable = None, cases: Sequence[tuple[str, tuple]] | None = None
+) -> list[dict]:
+    """Which of jit's three caches each call missed (trace, lower, compile), and what
+    each diagnostic saw.
+
+    ``explained``: lines ``jax_explain_cache_misses`` wrote (no persistent cache here);
+    ``logged compiles``: "Finished XLA compilation" lines of ``jax.log_compiles()``.
+    """
+    from jitbook.cache import capture_jax_logs
+
+    fn = add_one if fn is None else fn
+    jitted = fresh_jit(fn)
+    rows = []
+    for label, args in miss_cases() if cases is None else cases:
+        with count_compiles() as log, capture_jax_logs() as messages:
+            jitted(*args)
+        name = fn.__name__
+        rows.append(
+            {
+                "call": label,
+                "traced": log.traces.count(name),
+                "lowered": log.lowerings.count(name),
+                "compiled": log.count_for(name),
+                "explained": sum(
+                    "CACHE MISS" in m and f"for {name} defined" in m for m in messages
+                ),
+                "logged compiles": sum(
+                    f"XLA compilation of jit({name})" in m for m in messages
+                ),
+            }
+        )
+    return rows
+
+
+def wrapper_race(calls: int = 100, rounds: int = 31) -> "timing.Race":
+    """Race ``calls`` calls of ``plus_one`` per round: through one reused wrapper,
+    through new wrappers built beforehand (the first call of each), through a new
+    ``jax.jit(plus_one)`` built at each call, and building it without calling.
+
+    Taught in Static arguments and compiling again, The dispatch cache.
+    """
+    for label, value in (("calls", calls), ("rounds", rounds)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{label} must be a positive int, got {value!r}.")
+    reused = jax.jit(plus_one)
+    # one wrapper per timed call and per warm-up call, all built before the race
+    prebuilt = iter([jax.jit(plus_one) for _ in range(calls * (rounds + 1))])
+
+    def repeat(call: Callable) -> Callable:
+        def many():
+            for _ in range(calls):
+                out = call()
+            return out
+
+        return many
+
+    variants = {
+        "one reused wrapper": repeat(lambda: reused(0)),
+        "first call of a wrapper built beforehand": repeat(lambda: next(prebuilt)(0)),
+        "a new jax.jit(plus_one) per call": repeat(lambda: jax.jit(plus_one)(0)),
+        "building jax.jit(plus_one), no call": repeat(lambda: jax.jit(plus_one) and 0),
+    }
+    # As timeit does: the garbage of the new wrappers would otherwise be collected
+    # during whichever variant runs next, and land in its round.
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        return timing.race(
+            variants,
+            rounds=rounds,
+            min_time=0.0,
+            max_rounds=rounds,
+            per=calls,
+            per_what="call",
+        )
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def rejit_cost(calls: int = 200) -> dict:
+    """Microseconds per call of ``plus_one``: one wrapper reused, a new one at each
+    call.
+
+    Both reach the same program through jit's global dispatch cache, which is keyed on
+    the function and jit's options, not on the wrapper: ``slow-path calls`` counts the
+    calls that missed it (0). The difference is the cost of building the wrapper.
+    Minimum per call over the rounds of ``wrapper_race``.
+    """
+    if isinstance(calls, bool) or not isinstance(calls, int) or calls < 1:
+        raise ValueError(f"calls must be a positive int, got {calls!r}.")
+    jax.jit(plus_one)(0)  # compile outside the count
+    with count_compiles() as log, count_dispatch_misses() as dispatch:
+        race = wrapper_race(calls)
+    return {
+        "calls": calls,
+        "compiles": log.count_for("plus_one"),
+        "slow-path calls": dispatch.count_for("plus_one"),
+        "reused wrapper (us)": 1e6 * race.min("one reused wrapper"),
+        "jax.jit(plus_one) per call (us)": 1e6
+        * race.min("a new jax.jit(plus_one) per call"),
+        "building jax.jit(plus_one) only (us)": 1e6
+        * race.min("building jax.jit(plus_one), no call"),
+    }
+
+
+def plus_one_noted(i):
+    """``plus_one`` with a ``jax.debug.callback`` that does nothing: a program with an
+    effect, which jit never puts in its dispatch cache."""
+    jax.debug.callback(lambda v: None, i)
+    return i + 1
+
+
+def _new_wrapper(fn: Callable, **options) -> Callable:
+    """A maker of ``(fn, jax.jit(fn, **options))``: the callable is kept alive with
+    it."""
+    return lambda: (fn, jax.jit(fn, **options))
+
+
+def dispatch_rows(wrappers: int = 100) -> list[dict]:
+    """Calls through many jit wrappers: which leave the C++ dispatch cache, which
+    compile.
+
+    Each row calls ``wrappers`` new wrappers once each (or one wrapper that many times).
+    The callables of a row stay alive until it is counted, as in a loop that keeps them.
+
+    Taught in Static arguments and compiling again, The dispatch cache.
+    """
+    if isinstance(wrappers, bool) or not isinstance(wrappers, int) or wrappers < 1:
+        raise ValueError(f"wrappers must be a positive int, got {wrappers!r}.")
+    # made before counting: eager operations compile programs of their own
+    x = jnp.ones(3)
+    jax.clear_caches()
+    reused, noted = jax.jit(plus_one), jax.jit(plus_one_noted)
+    noted(0)
+    n = wrappers
+    cases = [  # row, calls, name to count, argument, maker of (callable, wrapper)
+        ("first call of jax.jit(plus_one)", 1, "plus_one", 0, _new_wrapper(plus_one)),
+        ("a new jax.jit(plus_one) per call", n, "plus_one", 0, _new_wrapper(plus_one)),
+        ("one reused wrapper", n, "plus_one", 0, lambda: (plus_one, reused)),
+        (
+            "a new jax.jit(plus_one, static_argnums=0)",
+            n,
+            "plus_one",
+            0,
+            _new_wrapper(plus_one, static_argnums=0),
+        ),
+        (
+            "a new jax.jit(ScaleBy(2.0))",
+            n,
+            "ScaleBy",
+            x,
+            lambda: _new_wrapper(ScaleBy(2.0))(),
+        ),
+        (
+            "a new jax.jit(functools.partial(plus_one))",
+            n,
+            "partial",
+            0,
+            lambda: _new_wrapper(functools.partial(plus_one))(),
+        ),
+        (
+            "one reused wrapper of plus_one_noted (a debug callback)",
+            n,
+            "plus_one_noted",
+            0,
+            lambda: (plus_one_noted, noted),
+        ),
+    ]
+    rows = []
+    for label, calls, name, arg, make in cases:
+        kept = []
+        with count_compiles() as log, count_dispatch_misses() as dispatch:
+            for _ in range(calls):
+                fn, wrapper = make()
+                kept.append(fn)
+                wrapper(arg)
+            jax.effects_barrier()
+        rows.append(
+            {
+                "calls": label,
+                "how many": calls,
+                "dispatch-cache misses": dispatch.count_for(name),
+                "traces": len(log.traces),
+                "compiles": log.count,
+            }
+        )
+    return rows
+
+
+# --- the cache key: configuration -----------------------------------------------------
+
+
+def matmul(a, b):
+    return a @ b
+
+
+CONFIG_CASES = [
+    ("jax_enable_x64", True),
+    ("jax_default_matmul_precision", "highest"),
+    ("jax_numpy_rank_promotion", "raise"),
+    ("jax_debug_nans", True),
+    ("jax_log_compiles", True),
+]
+
+
+def config_compiles(name: str, value) -> dict:
+    """Compiles of a warm ``jit(matmul)`` after setting option ``name`` to ``value``,
+    and after setting it back."""
+    if name not in jax.config.values:
+        raise ValueError(
+            f"{name!r} is not a JAX config option; see jax.config.values for the names."
+        )
+    a = jnp.ones((8, 8), dtype=jnp.float32)
+    jitted = fresh_jit(matmul)
+    jitted(a, a)
+    old = jax.config.values[name]
+    try:
+        with count_compiles() as changed:
+            jax.config.update(name, value)
+            jitted(a, a)
+    finally:
+        jax.config.update(name, old)
+    with count_compiles() as restored:
+        jitted(a, a)
+    return {
+        "option": name,
+        "set to": repr(value),
+        "compiles when set": changed.count_for("matmul"),
+        "compiles when set back": restored.count_for("matmul"),
+    }
+
+
+# --- loop traps and notebooks ---------------------------------------------------------
+
+
+def plus_one(i):
+    return i + 1
+
+
+def jit_in_a_loop(how: str, steps: int = 10) -> dict:
+    """Apply ``plus_one`` ``steps`` times through ``jax.jit(...)`` built in the loop,
+    three ways.
+
+    Taught in Static arguments and compiling again, jit built inside a loop.
+    """
+    makers = {
+        "jax.jit(partial(plus_one))": lambda: jax.jit(functools.partial(plus_one)),
+        "jax.jit(lambda i: plus_one(i))": lambda: jax.jit(lambda i: plus_one(i)),
+        "jax.jit(plus_one)": lambda: jax.jit(plus_one),
+    }
+    if how not in makers:
+        raise ValueError(f"how must be one of {list(makers)}, got {how!r}.")
+    jax.clear_caches()  # start cold, so the three ways are compared on equal terms
+    i = 0
+    with count_compiles() as log:
+        for _ in range(steps):
+            i = makers[how]()(i)
+    return {"loop body": how, "steps": steps, "result": int(i), "compiles": log.count}
+
+
+def add_multiply(a, b, scale):
+    """``(a + b) * scale``: the example of JAX's "Debugging slow tracing" page."""
+    return (a + b) * scale
+
+
+def docs_partial_rows(steps: int = 5) -> list[dict]:
+    """The docs' ``jax.jit(functools.partial(add_multiply, scale=s))(x, y)`` run
+    ``steps`` times in a loop, against the forms without bound arguments.
+
+    Taught in Static arguments and compiling again, jit built inside a loop.
+    """
+    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
+        raise ValueError(f"steps must be a positive int, got {steps!r}.")
+    x = y = jnp.ones(3)
+    forms = {
+        "jax.jit(partial(add_multiply, scale=2.0))(x, y), the same scale": (
+            lambda s: jax.jit(functools.partial(add_multiply, scale=2.0))(x, y)
+        ),
+        "jax.jit(partial(add_multiply, scale=s))(x, y), a new s each step": (
+            lambda s: jax.jit(functools.partial(add_multiply, scale=s))(x, y)
+        ),
+        "jax.jit(partial(add_multiply))(x, y, s), nothing bound": (
+            lambda s: jax.jit(functools.partial(add_multiply))(x, y, s)
+        ),
+        "jax.jit(add_multiply)(x, y, s), no partial": (
+            lambda s: jax.jit(add_multiply)(x, y, s)
+        ),
+    }
+    rows = []
+    for label, step in forms.items():
+        jax.clear_caches()  # each form starts cold
+        with count_compiles() as log:
+            for i in range(steps):
+                step(float(i + 1))
+        rows.append(
+            {
+                "loop body": label,
+                "steps": steps,
+                "traces": log.traces.count("add_multiply"),
+                "compiles": log.count_for("add_multiply"),
+            }
+        )
+    return rows
+
+
+# --- buckets --------------------------------------------------------------------------
+
+
+def soft_mean(x: jax.Array, mask: jax.Array) -> jax.Array:
+    """Mean of softplus(x) where ``mask`` is true: padding is ignored, so results do not
+    move.
+
+    Taught in Static arguments and compiling again, Variable sizes: padding to buckets.
+    """
+    y = jnp.logaddexp(x, 0.0)
+    return jnp.sum(jnp.where(mask, y, 0.0)) / jnp.sum(mask)
+
+
+def next_bucket(n: int, smallest: int = 16) -> int:
+    """The padded length for ``n``: the next power of two, at least ``smallest``.
+
+    Taught in Static arguments and compiling again, Variable sizes: padding to buckets.
+    """
+    if not isinstance(n, (int, np.integer)) or n < 1:
+        raise ValueError(f"n must be a positive int (a sequence length), got {n!r}.")
+    return max(smallest, 1 << (int(n) - 1).bit_length())
+
+
+def stream_lengths(count: int, longest: int, seed: int = 0) -> list[int]:
+    """A reproducible stream of ``count`` sequence lengths between 1 and ``longest``."""
+    return [
+        int(n) for n in np.random.default_rng(seed).integers(1, longest + 1, size=count)
+    ]
+
+
+@dataclasses.dataclass
+class StreamRun:
+    """One pass over a stream of sequences: compiles, wall time, and the results (to
+    check them)."""
+
+    how: str
+    compiles: int
+    seconds: float
+    shapes: int
+    results: np.ndarray
+
+    def row(self) -> dict:
+        return {
+            "how": self.how,
+            "distinct shapes": self.shapes,
+            "compiles": self.compiles,
+            "total (s)": self.seconds,
+        }
+
+
+def run_stream(lengths: Sequence[int], bucketed: bool, seed: int = 1) -> StreamRun:
+    """Apply ``soft_mean`` to one random sequence per length, padded to buckets or at
+    its own length."""
+    if not lengths:
+        raise ValueError("run_stream needs at least one length.")
+    rng = np.random.default_rng(seed)
+    data = [rng.normal(size=n).astype(np.float32) for n in lengths]
+    jitted = fresh_jit(soft_mean)
+    out, shapes = [], set()
+    with count_compiles() as log:
+        start = time.perf_counter()
+        for x in data:
+            size = next_bucket(len(x)) if bucketed else len(x)
+            padded = np.zeros(size, np.float32)
+            padded[: len(x)] = x
+            shapes.add(size)
+            out.append(jitted(padded, np.arange(size) < len(x)))
+        results = np.asarray(jax.block_until_ready(jnp.stack(out)))
+        seconds = time.perf_counter() - start
+    return StreamRun(
+        "padded to buckets" if bucketed else "each length as it comes",
+        log.count_for("soft_mean"),
+        seconds,
+        len(shapes),
+        results,
+    )
+
+
+# --- control flow without recompiling -------------------------------------------------
+
+
+def shrink(x, mode):
+    """Three ways to shrink values, chosen by ``mode`` (0, 1 or 2) with ``lax.switch``:
+    one program.
+
+    Taught in Static arguments and compiling again, Control flow without recompiling.
+    """
+    branches = [
+        lambda v: jnp.clip(v, -1.0, 1.0),
+        jnp.tanh,
+        lambda v: v / (1.0 + jnp.abs(v)),
+    ]
+    return jax.lax.switch(mode, branches, x)
+
+
+def shrink_static(x, mode: int):
+    """The same choice with a Python ``if`` on a static ``mode``: one program per
+    mode."""
+    if mode == 0:
+        return jnp.clip(x, -1.0, 1.0)
+    if mode == 1:
+        return jnp.tanh(x)
+    return x / (1.0 + jnp.abs(x))
+
+
+def sqrt_newton(a, tol):
+    """Square root by Newton's method until the step is below ``tol``: a traced stop,
+    ``lax.while_loop``.
+
+    Taught in Static arguments and compiling again, Control flow without recompiling.
+    """
+
+    def not_done(state):
+        x, step = state
+        return step > tol
+
+    def improve(state):
+        x, _ = state
+        new = 0.5 * (x + a / x)
+        return new, jnp.abs(new - x)
+
+    return jax.lax.while_loop(not_done, improve, (a, jnp.inf))[0]
+
+
+def soft_threshold(x, t):
+    """Shrink ``x`` towards 0 by ``t``, zero inside ``[-t, t]``: a branch per element,
+    with ``jnp.where``."""
+    return jnp.where(jnp.abs(x) > t, x - jnp.sign(x) * t, 0.0)
+
+
+def first_k(x, k: int):
+    """The first ``k`` entries: the output's shape depends on ``k``, so ``k`` has to be
+    static."""
+    return x[:k]
+
+
+def control_flow_rows() -> list[dict]:
+    """Compiles of each tool over several values of its control argument."""
+    x = jnp.linspace(-3.0, 3.0, 7)
+    rows = []
+
+    def measure(tool, fn, calls, **jit_kwargs):
+        jitted = fresh_jit(fn, **jit_kwargs)
+        with count_compiles() as log:
+            for args in calls:
+                jitted(*args)
+        rows.append(
+            {"tool": tool, "calls": len(calls), "compiles": log.count_for(fn.__name__)}
+        )
+
+    measure("lax.switch on a traced mode", shrink, [(x, m) for m in (0, 1, 2)])
+    measure(
+        "Python if on a static mode",
+        shrink_static,
+        [(x, m) for m in (0, 1, 2)],
+        static_argnums=1,
+    )
+    measure(
+        "lax.while_loop with a traced tolerance",
+        sqrt_newton,
+        [(2.0, t) for t in (1e-2, 1e-4, 1e-6)],
+    )
+    measure(
+        "jnp.where with a traced threshold",
+        soft_threshold,
+        [(x, t) for t in (0.5, 1.0, 2.0)],
+    )
+    measure(
+        "static k (output shape depends on it)",
+        first_k,
+        [(x, k) for k in (2, 3, 4)],
+        static_argnums=1,
+    )
+    return rows
+
+
+# --- the persistent compilation cache -------------------------------------------------
+
+
+def deep(x, steps: int):
+    """A program that takes XLA a noticeable time to compile: ``steps`` unrolled
+    matmul-tanh layers.
+
+    Taught in Static arguments and compiling again, A cache that outlives the process.
+    """
+    for i in range(steps):
+        x = jnp.tanh(x @ x.T * 0.01 + i)
+    return x
+
+
+_CHILD = """
+import json, os, sys, time
+start = time.perf_counter()
+import jitbook, jax, jax.numpy as jnp
+from jitbook.chapters import recompilation
+cache_dir, min_seconds, steps = sys.argv[1], float(sys.argv[2]), int(sys.argv[3])
+jax.config.update("jax_compilation_cache_dir", cache_dir)
+jax.config.update("jax_persistent_cache_min_compile_time_secs", min_seconds)
+x = jnp.ones((32, 32))
+ready = time.perf_counter()
+with jitbook.count_compiles() as log:
+    jax.block_until_ready(jax.jit(recompilation.deep, static_argnums=1)(x, steps))
+done = time.perf_counter()
+print(json.dumps({
+    "traces": log.traces.count("deep"), "lowerings": log.lowerings.count("deep"),
+    "compile events": log.count_for("deep"), "compile (s)": log.compile_seconds,
+    "disk cache hits": log.persistent_cache_hits, "first call (s)": done - ready,
+    "process start to result (s)": done - start,
+    "files in cache dir": len(os.listdir(cache_dir)),
+}))
+"""
+
+
+def cold_start(cache_dir: str, min_compile_seconds: float, steps: int) -> dict:
+    """Run ``jit(deep)`` once in a new Python process using the disk cache in
+    ``cache_dir``; what it cost."""
+    if not os.path.isdir(cache_dir):
+        raise ValueError(
+            f"cache_dir {cache_dir!r} is not a directory; "
+            "create it first (tempfile.mkdtemp())."
+        )
+    return run_for_json(
+        ["-c", _CHILD, cache_dir, str(min_compile_seconds), str(steps)],
+        "the cold-start process",
+    )
+
+
+def persistent_cache_runs(
+    steps: int, min_compile_seconds: float | None = None
+) -> list[dict]:
+    """Two fresh processes sharing one new cache directory: the first compiles, does the
+    second load from disk?
+
+    ``min_compile_seconds=None`` keeps JAX's default threshold (programs faster to
+    compile are not written).
+    """
+    threshold = (
+        jax.config.values["jax_persistent_cache_min_compile_time_secs"]
+        if min_compile_seconds is None
+        else min_compile_seconds
+    )
+    with tempfile.TemporaryDirectory(prefix="jitbook-cache-") as cache_dir:
+        rows = []
+        for process in ("first", "second"):
+            row = {"min compile time (s)": threshold, "process": process}
+            row.update(cold_start(cache_dir, threshold, steps))
+            rows.append(row)
+    return rows
+
+
+_LATE_CHILD = """
+import json, os, sys
+import jitbook, jax, jax.numpy as jnp
+first, second = sys.argv[1], sys.argv[2]
+jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+jax.config.update("jax_compilation_cache_dir", first)
+jax.jit(lambda x: x * 2.0)(jnp.ones(2))
+jax.config.update("jax_compilation_cache_dir", second)
+jax.jit(lambda x: jnp.tanh(x) @ x)(jnp.ones((4, 4)))
+print(json.dumps({"files in the first directory": len(os.listdir(first)),
+                  "files in the second directory": len(os.listdir(second))}))
+"""
+
+
+_EXPLAIN_CHILD = """
+import json, sys
+import jitbook, jax, jax.numpy as jnp
+from jitbook import cache
+from jitbook.chapters import recompilation
+jax.config.update("jax_compilation_cache_dir", sys.argv[1])
+jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+x = jnp.ones(3)
+with jitbook.capture_jax_logs(log_compiles=False) as messages:
+    jax.jit(recompilation.add_one)(x)
+print(json.dumps([cache.without_paths(m) for m in messages]))
+"""
+
+
+def explained_with_disk_cache() -> list[str]:
+    """What ``jax_explain_cache_misses`` writes for a first call in a new process whose
+    persistent cache is on (threshold 0): the messages, paths and addresses masked."""
+    with tempfile.TemporaryDirectory(prefix="jitbook-explain-") as cache_dir:
+        return run_for_json(["-c", _EXPLAIN_CHILD, cache_dir], "the child process")
+
+
+def moved_cache_dir() -> dict:
+    """A new process sets a cache directory, compiles, then points the cache elsewhere
+    and compiles again.
+
+    JAX reads the directory once, at the first compile that uses the cache: the later
+    setting is ignored.
+    """
+    with (
+        tempfile.TemporaryDirectory(prefix="jitbook-a-") as first,
+        tempfile.TemporaryDirectory(prefix="jitbook-b-") as second,
+    ):
+        return run_for_json(["-c", _LATE_CHILD, first, second], "the child process")
+
+
+# --- explorer
+
+
+def call_sequence(x: jax.Array | None = None) -> list[tuple[str, object, object, dict]]:
+    """Calls of ``power(x, n)`` (``n`` static) in turn: (what changed, x, n, config
+    options set for the call)."""
+    x = jnp.linspace(0.5, 1.5, 8) if x is None else x
+    return [
+        ("first call: f32[8], n=2", x, 2, {}),
+        ("new values, same shape", x + 1.0, 2, {}),
+        ("new shape: f32[9]", jnp.ones(9), 2, {}),
+        ("new dtype: i32[8]", jnp.arange(8), 2, {}),
+        ("a Python float: weak f32[]", 1.5, 2, {}),
+        ("jnp.float32: strong f32[]", jnp.float32(1.5), 2, {}),
+        ("new static value: n=3", x, 3, {}),
+        ("static n=2.0, equal to 2", x, 2.0, {}),
+        ("config: matmul precision", x, 2, {"jax_default_matmul_precision": "highest"}),
+        ("back to the first call", x, 2, {}),
+    ]
+
+
+def call_story(
+    calls: Sequence[tuple[str, object, object, dict]] | None = None,
+) -> tuple[list[dict], list[dict]]:
+    """One fresh ``jax.jit(power, static_argnums=1)`` called on each of ``calls``:
+    compiled or not, and JAX's reason.
+
+    Taught in Static arguments and compiling again, Explore it.
+    """
+    jitted = fresh_jit(power, static_argnums=1)
+    rows, panels = [], []
+    for i, (label, x, n, config) in enumerate(
+        call_sequence() if calls is None else calls
+    ):
+        old = {k: jax.config.values[k] for k in config}
+        try:
+            with (
+                capture_jax_logs(log_compiles=False) as messages,
+                count_compiles() as log,
+            ):
+                for k, v in config.items():
+                    jax.config.update(k, v)
+                jitted(x, n)
+        finally:
+            for k, v in old.items():
+                jax.config.update(k, v)
+        aval = jax.typeof(x)
+        compiled = log.count_for("power")
+        rows.append(
+            {
+                "call": i + 1,
+                "what changed": label,
+                "jit sees": f"{aval.str_short(short_dtypes=True)}, n={n!r}",
+                "weak type": bool(aval.weak_type),
+                "compiled": compiled,
+                "compiles so far": compiled
+                + (rows[-1]["compiles so far"] if rows else 0),
+            }
+        )
+        why = messages_about(messages, "power", max_lines=12)
+        panels.append(
+            {
+                "JAX's explanation (jax_explain_cache_misses)": why
+                or (
+                    "no message: the call found its program in jit's cache"
+                    if not compiled
+                    else "no message"
+                )
+            }
+        )
+    return rows, panels

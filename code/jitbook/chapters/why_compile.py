@@ -1,0 +1,229 @@
+"""The examples of the first chapter: one function run op by op and compiled, and when
+jit pays off.
+
+``python -m jitbook.chapters.why_compile headline`` races the chapter's headline
+comparison in a process of its own (``guard.in_fresh_process`` starts it with or
+without the guard).
+"""
+
+import argparse
+import json
+import math
+import sys
+import time
+from collections.abc import Callable, Sequence
+
+import jax
+import jax.numpy as jnp
+
+from jitbook import timing
+from jitbook.cache import count_compiles, fresh_jit
+
+
+def standardize_softplus(x: jax.Array) -> jax.Array:
+    """Softplus of each row standardized to mean 0 and variance 1: elementwise ops and
+    reductions, counted by the chapter.
+
+    Op by op, each ``jnp`` function is its own small compiled program that writes its
+    whole result; compiled, XLA fuses them into fewer passes over memory.
+
+    Taught in Why compile?, Two ways to run the same function.
+    """
+    y = jnp.log1p(jnp.exp(-jnp.abs(x))) + jnp.maximum(
+        x, 0.0
+    )  # softplus, stable for large |x|
+    mean = jnp.mean(y, axis=1, keepdims=True)
+    centered = y - mean
+    std = jnp.sqrt(jnp.mean(centered**2, axis=1, keepdims=True) + 1e-6)
+    return centered / std
+
+
+def tiny(x: jax.Array) -> jax.Array:
+    """A function too small to be worth compiling when it runs once."""
+    return x + 1.0
+
+
+def heavy_matmul(n: int) -> jax.Array:
+    """A computation long enough that dispatch returns well before it ends."""
+    a = jnp.ones((n, n), dtype=jnp.float32)
+    return (a @ a) @ a
+
+
+def break_even_calls(compile_s: float, eager_s: float, jit_s: float) -> float:
+    """After how many calls compiling pays off: compile time over the time saved per
+    call (inf if none).
+
+    Taught in Why compile?, Op by op against compiled, measured.
+    """
+    for name, value in (
+        ("compile_s", compile_s),
+        ("eager_s", eager_s),
+        ("jit_s", jit_s),
+    ):
+        if not isinstance(value, (int, float)) or value < 0 or math.isnan(value):
+            raise ValueError(
+                f"{name} must be a non-negative number of seconds, got {value!r}."
+            )
+    saved = eager_s - jit_s
+    return math.inf if saved <= 0 else compile_s / saved
+
+
+def op_by_op_programs(fn: Callable, x: jax.Array) -> list[str]:
+    """The compiled programs one op-by-op call of ``fn(x)`` runs, by name, each once.
+
+    Clears jit's caches first (every function in the process compiles again after it),
+    so every program the call dispatches compiles and ``count_compiles`` sees it.
+    Taught in Why compile?, Two ways to run the same function.
+    """
+    jax.clear_caches()
+    with count_compiles() as log:
+        jax.block_until_ready(fn(x))
+    return log.compiles
+
+
+def headline(x: jax.Array, min_time: float = 1.0) -> timing.Race:
+    """``standardize_softplus(x)`` op by op against ``jax.jit``, raced.
+
+    Taught in Why compile?, Op by op against compiled, measured.
+    """
+    jitted = jax.jit(standardize_softplus)
+    return timing.race(
+        {
+            "op by op": lambda: standardize_softplus(x),
+            "jax.jit": lambda: jitted(x),
+        },
+        rounds=15,
+        min_time=min_time,
+    )
+
+
+def cold_and_warm(
+    fn: Callable, x: jax.Array, min_time: float = 0.2
+) -> tuple[list[dict], timing.Race]:
+    """First and later calls of ``fn(x)``, op by op and jitted, each first call cold.
+
+    Pass an ``x`` of a shape nothing has used yet: op by op, the first call compiles
+    each primitive for that shape, as the first jitted call compiles the whole
+    function. A first call happens once, so it is one measurement; the later calls are
+    raced. Taught in Why compile?, When compiling does not pay off.
+    """
+    ways = {"op by op": fn, "jax.jit": fresh_jit(fn)}
+    rows = []
+    for way, callable_ in ways.items():
+        with count_compiles() as log:
+            start = time.perf_counter()
+            jax.block_until_ready(callable_(x))
+            first = time.perf_counter() - start
+        rows.append(
+            {
+                "way": way,
+                "first call (ms)": 1e3 * first,
+                "compiles in first call": log.count,
+            }
+        )
+    later = timing.race(
+        {way: lambda c=c: c(x) for way, c in ways.items()}, min_time=min_time, warmup=0
+    )
+    for row in rows:
+        row["later calls, min (ms)"] = 1e3 * later.min(row["way"])
+    return rows, later
+
+
+def wrapper_per_call(fn: Callable, x: jax.Array, min_time: float = 0.5) -> timing.Race:
+    """One ``jax.jit(fn)`` called again, raced against a new ``jax.jit(fn)`` per call.
+
+    Both find the compiled program in jit's global C++ dispatch cache, the new wrapper
+    on its first call too; what the new wrapper adds is the cost of building it.
+    Taught in Why compile?, Two ways to run the same function.
+    """
+    kept = jax.jit(fn)
+    return timing.race(
+        {
+            "one jax.jit, called again": lambda: kept(x),
+            "a new jax.jit at every call": lambda: jax.jit(fn)(x),
+        },
+        min_time=min_time,
+    )
+
+
+HUGE = 3e38  # near float32's largest (3.4e38): its reciprocal is below the normal range
+
+
+def divide_by_huge(x: jax.Array) -> jax.Array:
+    """``x / 3e38``: exact op by op for ``x = 3e38`` (the divisor reaches the division
+    as an argument), but compiled, XLA sees a constant, rewrites it, loses the answer.
+
+    Taught in Why compile?, Two ways to run the same function.
+    """
+    return x / HUGE
+
+
+# --- explorer
+
+
+def size_sweep(
+    rows: Sequence[int], columns: int = 256, min_time: float = 0.3
+) -> list[dict]:
+    """``standardize_softplus`` on ``rows`` x ``columns`` arrays: op by op and compiled
+    raced, compile time, and the calls after which compiling pays off.
+
+    Taught in Why compile?, Explore it.
+    """
+    if (
+        isinstance(rows, (str, bytes))
+        or not isinstance(rows, Sequence)
+        or not rows
+        or not all(
+            isinstance(r, int) and not isinstance(r, bool) and r > 0 for r in rows
+        )
+    ):
+        raise ValueError(
+            "rows must be a non-empty list of positive array heights, e.g. "
+            f"[16, 256, 4096]; got {rows!r}."
+        )
+    table = []
+    for n in rows:
+        x = jax.random.normal(jax.random.key(n), (n, columns))
+        first = timing.stages(standardize_softplus, x)
+        raced = timing.race(
+            {
+                "op by op": lambda x=x: standardize_softplus(x),
+                "compiled": lambda x=x, c=first.compiled: c(x),  # no second compile
+            },
+            min_time=min_time,
+        )
+        compile_s = first.trace + first.lower + first.compile
+        verdict = raced.verdict("compiled", "op by op")
+        eager_s, jit_s = raced.min("op by op"), raced.min("compiled")
+        if verdict.faster:
+            pays = math.ceil(break_even_calls(compile_s, eager_s, jit_s))
+        else:
+            pays = "never" if verdict.faster is False else "no clear saving"
+        table.append(
+            {
+                "rows": n,
+                "elements": n * columns,
+                "op by op (ms)": 1e3 * eager_s,
+                "compiled (ms)": 1e3 * jit_s,
+                "compiled was": f"{verdict} op by op",
+                "compile (ms)": 1e3 * compile_s,
+                "calls to pay off": pays,
+            }
+        )
+    return table
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``headline --rows R --cols C``: the headline race's rounds, as JSON."""
+    parser = argparse.ArgumentParser(prog="python -m jitbook.chapters.why_compile")
+    parser.add_argument("what", choices=["headline"])
+    parser.add_argument("--rows", type=int, default=4000)
+    parser.add_argument("--cols", type=int, default=1000)
+    parser.add_argument("--min-time", type=float, default=1.0)
+    args = parser.parse_args(argv)
+    x = jax.random.normal(jax.random.key(0), (args.rows, args.cols))
+    print(json.dumps(headline(x, args.min_time).times))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

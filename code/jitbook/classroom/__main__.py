@@ -1,0 +1,7 @@
+"""``python -m jitbook.classroom``: see the package docstring."""
+
+import sys
+
+from jitbook.classroom import main
+
+sys.exit(main())

@@ -1,0 +1,7 @@
+"""``python -m jitbook.ledger``: see the package docstring."""
+
+import sys
+
+from jitbook.ledger import main
+
+sys.exit(main())
