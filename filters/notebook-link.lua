@@ -7,7 +7,7 @@ local function small()
 end
 
 -- Solutions are folded on the page: drop their nbgrader marker lines from the code shown and mark
--- the cell. Quarto 1.7 still indexes its text, so the post-render step (jitbook.site.book.unsearchable)
+-- the cell. Quarto 1.7 still indexes its text, so the post-render step (jitbook.site.post_render.unsearchable)
 -- takes the solutions out of search.json.
 local BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
 

@@ -9,6 +9,6 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "code"))  # this checkout's jitbook, installed or not
 
-from jitbook.site import book  # noqa: E402
+from jitbook.site import cli  # noqa: E402
 
-sys.exit(book.main(["site"]))
+sys.exit(cli.main(["site"]))

@@ -8,7 +8,7 @@ import nbformat  # noqa: E402
 import pytest  # noqa: E402
 
 import jitbook  # noqa: E402,F401  (sets the XLA flag before any test starts JAX)
-from jitbook.site import book  # noqa: E402
+from jitbook.site import downloads, harness  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -21,7 +21,7 @@ def executed(tmp_path_factory):
     def get(page) -> nbformat.NotebookNode:
         path = folder / f"{page.stem}.ipynb"
         if not path.exists():
-            nbformat.write(book.reader_notebook(book.execute(page)), path)
+            nbformat.write(downloads.reader_notebook(harness.execute(page)), path)
         return nbformat.read(path, as_version=4)
 
     return get

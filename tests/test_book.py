@@ -9,15 +9,15 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from jitbook.site import book
+from jitbook.site import backlinks, cli, harness
 
-ROOT = book.ROOT
+ROOT = harness.ROOT
 REF = re.compile(r"(?<![\w@])@((?:sec|fig|tbl|lst|exr)-[\w-]+)")
 LABEL = re.compile(r"#((?:sec|fig|tbl|lst|exr)-[\w-]+)")
 
 
 def pages() -> list[Path]:
-    return book.chapter_files()
+    return harness.chapter_files()
 
 
 def _as_list(value) -> list:
@@ -34,7 +34,7 @@ def _named_files(config) -> list[str]:
 
 
 def test_every_file_the_quarto_config_names_exists():
-    config = book.book_config()
+    config = harness.book_config()
     named = _named_files(config)
     assert "theme.scss" in named, "the theme that drops web fonts must be in both light and dark themes"
     missing = [n for n in named if not (ROOT / n.split()[-1]).exists()]
@@ -42,7 +42,7 @@ def test_every_file_the_quarto_config_names_exists():
 
 
 def test_the_site_loads_no_web_fonts_or_math_scripts():
-    html = book.book_config()["format"]["html"]
+    html = harness.book_config()["format"]["html"]
     assert html.get("html-math-method") == "mathml", "math must render offline: other methods load a CDN script"
     assert re.search(r"^\$web-font-path:\s*false\s*;", (ROOT / "theme.scss").read_text(), re.M), (
         "theme.scss must set `$web-font-path: false;` or Bootswatch themes load Google Fonts")
@@ -93,7 +93,7 @@ def test_harness_keeps_options_and_honours_eval_and_error(tmp_path):
         "```{python}\n#| eval: false\nraise SystemExit('must not run')\n```\n\n"
         "```{python}\n#| error: true\n1 / 0\n```\n\n"
         "```{python}\nprint('after')\n```\n")
-    nb = book.execute(qmd)
+    nb = harness.execute(qmd)
     code = [c for c in nb.cells if c.cell_type == "code"]
     assert code[0].metadata["jitbook"]["options"] == {"eval": False} and code[0].outputs == []
     assert code[1].outputs[0]["ename"] == "ZeroDivisionError"
@@ -104,8 +104,8 @@ def test_harness_keeps_options_and_honours_eval_and_error(tmp_path):
 def test_harness_failure_names_chapter_cell_and_line(tmp_path):
     qmd = tmp_path / "broken.qmd"
     qmd.write_text("# Broken {#sec-broken}\n\n```{python}\nx = 1\n```\n\nProse.\n\n```{python}\nundefined_name\n```\n")
-    with pytest.raises(book.ChapterError) as err:
-        book.execute(qmd)
+    with pytest.raises(harness.ChapterError) as err:
+        harness.execute(qmd)
     message = str(err.value)
     assert "broken.qmd" in message and "line 9" in message and "NameError" in message
 
@@ -113,8 +113,8 @@ def test_harness_failure_names_chapter_cell_and_line(tmp_path):
 def test_harness_cli_writes_the_notebook(tmp_path, monkeypatch):
     qmd = tmp_path / "tiny.qmd"
     qmd.write_text("# Tiny {#sec-tiny}\n\n```{python}\n1 + 1\n```\n")
-    monkeypatch.setattr(book, "BUILD", tmp_path / "out")
-    assert book.main(["run", str(qmd)]) == 0
+    monkeypatch.setattr(harness, "BUILD", tmp_path / "out")
+    assert cli.main(["run", str(qmd)]) == 0
     nb = nbformat.read(tmp_path / "out" / "tiny.ipynb", as_version=4)
     assert nb.cells[-1].outputs[0]["data"]["text/plain"] == "2"
 
@@ -147,7 +147,7 @@ def test_notebook_link_filter_links_each_chapter_to_its_notebook(tmp_path):
 def test_every_page_imports_jitbook_before_jax():
     """The guard flag must be set before JAX starts its backend, so jitbook comes first in each page."""
     for page in pages():
-        nb = book.to_notebook(page)
+        nb = harness.to_notebook(page)
         first = next(c for c in nb.cells if c.cell_type == "code").source.splitlines()
         imports = [line for line in first if line.startswith(("import ", "from "))]
         jax_like = [i for i, line in enumerate(imports) if re.match(r"(import|from) (jax|equinox|optax)\b", line)]
@@ -165,13 +165,13 @@ def test_docstring_back_links_read_taught_in_chapter_section():
     (a heading may be shortened to its start); `python -m jitbook.site backlinks` rewrites old forms."""
     import ast
 
-    assert book.backlink_files() == [], "old back-link forms: run `python -m jitbook.site backlinks`"
-    titles = book.chapter_titles()
+    assert backlinks.backlink_files() == [], "old back-link forms: run `python -m jitbook.site backlinks`"
+    titles = harness.chapter_titles()
     headings = {stem: [_plain(re.sub(r"\s*\{[^}]*\}\s*$", "", h))
-                       for h in re.findall(r"^#{1,4} (.+)$", (book.ROOT / "chapters" / f"{stem}.qmd").read_text(), re.M)]
+                       for h in re.findall(r"^#{1,4} (.+)$", (harness.ROOT / "chapters" / f"{stem}.qmd").read_text(), re.M)]
                 for stem in titles}
     stale = []
-    for path in sorted((book.ROOT / "code" / "jitbook").rglob("*.py")):
+    for path in sorted((harness.ROOT / "code" / "jitbook").rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text())):
             if not isinstance(node, ast.Module | ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
                 continue
@@ -180,7 +180,7 @@ def test_docstring_back_links_read_taught_in_chapter_section():
                 splits = [(link[:k], link[k + 2:]) for k in range(len(link)) if link.startswith(", ", k)]
                 if not any(chapter.lower() in title.lower() and any(h.startswith(_plain(section)) for h in headings[stem])
                            for chapter, section in splits for stem, title in titles.items()):
-                    stale.append(f"{path.relative_to(book.ROOT)}: {getattr(node, 'name', 'module')}: {link}")
+                    stale.append(f"{path.relative_to(harness.ROOT)}: {getattr(node, 'name', 'module')}: {link}")
     assert not stale, "back-links to no chapter section (rename them to a heading of the page):\n" + "\n".join(stale)
 
 
@@ -189,7 +189,7 @@ def test_old_back_links_are_rewritten_for_readers():
     old = ('    Taught in "Tracing", "Explore it" (sec-tracing-explore).\n'
            '    Taught in recompilation.qmd, "Static arguments".\n'
            '    Defined in chapter "jit across devices", section "Which mesh?".\n')
-    assert book.reader_backlinks(old, titles) == (
+    assert backlinks.reader_backlinks(old, titles) == (
         "    Taught in Tracing, Explore it.\n"
         "    Taught in Static arguments and compiling again, Static arguments.\n"
         "    Taught in jit across devices, Which mesh?\n")

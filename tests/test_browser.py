@@ -17,7 +17,7 @@ import nbformat
 import pytest
 from nbconvert import HTMLExporter
 
-from jitbook.site import book, explore
+from jitbook.site import explore, harness, post_render
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
@@ -33,8 +33,8 @@ OFFLINE_TEMPLATE = """{%- extends 'lab/index.html.j2' -%}
 
 def chapters() -> list[Path]:
     """The book's chapters: every page in a part, not the preface or the appendices."""
-    appendices = {book.ROOT / p for p in book.book_config()["book"].get("appendices", [])}
-    return [p for p in book.chapter_files() if p.parent.name == "chapters" and p not in appendices]
+    appendices = {harness.ROOT / p for p in harness.book_config()["book"].get("appendices", [])}
+    return [p for p in harness.chapter_files() if p.parent.name == "chapters" and p not in appendices]
 
 
 def explorer_specs(nb: nbformat.NotebookNode) -> list[dict]:
@@ -49,10 +49,10 @@ def export(nb: nbformat.NotebookNode, folder: Path) -> Path:
     exporter = HTMLExporter(template_file=str(template))
     body, _ = exporter.from_notebook_node(nb)
     # As the site does: the page points at one shared plotly.js (downloads carry none).
-    lib = folder / book.PLOTLY_LIB
+    lib = folder / post_render.PLOTLY_LIB
     lib.parent.mkdir(parents=True, exist_ok=True)
     lib.write_text(explore.plotly_js(), encoding="utf-8")
-    body = body.replace("<head>", f'<head><script src="{book.PLOTLY_LIB}"></script>', 1)
+    body = body.replace("<head>", f'<head><script src="{post_render.PLOTLY_LIB}"></script>', 1)
     path = folder / "page.html"
     path.write_text(body, encoding="utf-8")
     return path
@@ -176,7 +176,7 @@ def test_every_kind_of_explorer_works_on_one_page(browser, tmp_path):
              "explore.curves({'one': ([0, 1, 2], [3, 2, 1]), 'two': ([0, 1], [2, 1])}, [{'k': 'one'}, {'k': 'two'}], "
              "key='k', title='curves', x_title='i', y_title='y', log_y=True)"]
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
-    NotebookClient(nb, kernel_name="python3", extra_arguments=book.QUIET_KERNEL, timeout=120).execute()
+    NotebookClient(nb, kernel_name="python3", extra_arguments=harness.QUIET_KERNEL, timeout=120).execute()
     specs = explorer_specs(nb)
     assert [s["title"] for s in specs] == ["slider", "picker", "grid", "curves"]
     html = [o["data"]["text/html"] for c in nb.cells for o in c.outputs if "text/html" in o.get("data", {})]
@@ -203,7 +203,7 @@ def test_jupyterlab_draws_an_untrusted_explorer_with_plotlys_own_menu(browser, t
             "key='v', bar='flops', title='picker', panels=[{'jaxpr': 'sin a'}, {'jaxpr': 'cos a'}])")
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(cell)])
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    NotebookClient(nb, kernel_name="python3", extra_arguments=book.QUIET_KERNEL, timeout=120).execute()
+    NotebookClient(nb, kernel_name="python3", extra_arguments=harness.QUIET_KERNEL, timeout=120).execute()
     nbformat.write(nb, tmp_path / "explorer.ipynb")  # written, not signed: JupyterLab treats it as untrusted
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -265,25 +265,25 @@ def site(tmp_path_factory):
                     "the site is built from are checked in tests/test_site.py without it")
     env = {k: v for k, v in __import__("os").environ.items() if k != "QUARTO_PYTHON"}
     status = ["git", "status", "--porcelain", "--untracked-files=all"]
-    before = subprocess.run(status, cwd=book.ROOT, capture_output=True, text=True).stdout
+    before = subprocess.run(status, cwd=harness.ROOT, capture_output=True, text=True).stdout
     out = tmp_path_factory.mktemp("site") / "_book"
-    run = subprocess.run([quarto, "render", "--to", "html", "--output-dir", str(out)], cwd=book.ROOT,
+    run = subprocess.run([quarto, "render", "--to", "html", "--output-dir", str(out)], cwd=harness.ROOT,
                          capture_output=True, text=True, env=env)
-    after = subprocess.run(status, cwd=book.ROOT, capture_output=True, text=True).stdout
+    after = subprocess.run(status, cwd=harness.ROOT, capture_output=True, text=True).stdout
     assert run.returncode == 0, f"quarto render failed:\n{run.stderr[-4000:]}"
     return {"dir": out, "log": run.stdout + run.stderr, "before": before, "after": after}
 
 
 def test_quarto_builds_an_offline_site_with_every_download(site):
     out = site["dir"]
-    for page in book.chapter_pages():
+    for page in harness.chapter_pages():
         html = (out / "chapters" / f"{page.stem}.html").read_text()
         assert f'href="../notebooks/{page.stem}.ipynb"' in html
         assert (out / "notebooks" / f"{page.stem}.ipynb").exists(), f"{page.name}: its download is missing"
     for html in out.rglob("*.html"):
-        assert book.remote_loads(html.read_text()) == [], f"{html.relative_to(out)} loads remote resources"
+        assert post_render.remote_loads(html.read_text()) == [], f"{html.relative_to(out)} loads remote resources"
     search = (out / "search.json").read_text()
-    solutions = [line.strip() for page in book.chapter_pages() for cell in book.to_notebook(page).cells
+    solutions = [line.strip() for page in harness.chapter_pages() for cell in harness.to_notebook(page).cells
                  if "### BEGIN SOLUTION" in cell.source
                  for line in cell.source.split("### BEGIN SOLUTION")[1].splitlines()[1:2]]
     assert solutions, "the chapters' exercises have solution cells"
@@ -304,7 +304,7 @@ def test_pages_are_light_and_share_one_plotly(site):
     assert not heavy, f"pages over {PAGE_LIMIT:,} bytes of HTML: {heavy}"
     total = sum(p.stat().st_size for p in out.rglob("*") if p.is_file())
     assert total <= SITE_LIMIT, f"the site weighs {total:,} bytes, over {SITE_LIMIT:,}"
-    assert (out / book.PLOTLY_LIB).exists(), "the explorers' pages need the site's one plotly.js"
+    assert (out / post_render.PLOTLY_LIB).exists(), "the explorers' pages need the site's one plotly.js"
 
 
 @pytest.fixture(scope="module")

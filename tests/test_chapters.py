@@ -10,11 +10,11 @@ import pytest
 
 from jitbook import exercises
 from jitbook.exercises import registry
-from jitbook.site import book
+from jitbook.site import harness
 
 
 @pytest.mark.chapter
-@pytest.mark.parametrize("page", book.chapter_files(), ids=lambda p: p.name)
+@pytest.mark.parametrize("page", harness.chapter_files(), ids=lambda p: p.name)
 def test_page_executes_and_its_exercises_pass(page, executed):
     nb = executed(page)  # runs the chapter in a fresh kernel, once per session (see conftest.py)
     reports = {r["exercise"]: r for r in exercises.reports(nb.cells)}
@@ -25,6 +25,6 @@ def test_page_executes_and_its_exercises_pass(page, executed):
 
 
 def test_every_exercise_belongs_to_a_listed_chapter():
-    stems = {p.stem for p in book.chapter_files()}
+    stems = {p.stem for p in harness.chapter_files()}
     orphans = [id for id, ex in registry().items() if ex.chapter not in stems]
     assert not orphans, f"exercises whose chapter is not in the book: {orphans}"

@@ -13,14 +13,14 @@ import pytest
 
 from jitbook import classroom
 from jitbook.exercises import registry
-from jitbook.site import book
+from jitbook.site import downloads, harness
 
 NBGRADER_KEYS = {"schema_version", "grade", "locked", "solution", "task", "grade_id", "points", "checksum",
                  "cell_type"}  # nbgrader/nbgraderformat/v3.json (nbgrader 0.9) allows no other key
 
 
 def chapters() -> list[Path]:
-    return [p for p in book.chapter_files() if p.exists()]
+    return [p for p in harness.chapter_files() if p.exists()]
 
 
 def code_lines(nb) -> list[str]:
@@ -59,7 +59,7 @@ def test_broken_markers_in_a_chapter_name_the_chapter_and_line(tmp_path):
 
 def test_notebooks_command_writes_student_and_instructor_notebooks_for_every_chapter(tmp_path):
     assert classroom.main(["notebooks", str(tmp_path), "--no-values"]) == 0
-    with_exercises = [p for p in chapters() if classroom.has_exercises(book.to_notebook(p))]
+    with_exercises = [p for p in chapters() if classroom.has_exercises(harness.to_notebook(p))]
     assert any(p.stem == "why-compile" for p in with_exercises)
     assert sorted(p.name for p in (tmp_path / "student").iterdir()) == sorted(f"{p.stem}.ipynb" for p in with_exercises)
     for qmd in with_exercises:
@@ -109,14 +109,14 @@ def _assert_no_quarto_markup(nb, name):
 
 
 def test_student_notebook_fills_values_from_the_executed_chapter(executed):
-    page = book.ROOT / "chapters" / "why-compile.qmd"
+    page = harness.ROOT / "chapters" / "why-compile.qmd"
     ran = executed(page)
     student = classroom.student_notebook(page, ran)
     _assert_no_quarto_markup(student, page.name)
-    filled = [c.source for c in ran.cells if c.cell_type == "markdown" and c.source != book.SMALL_NOTE]
+    filled = [c.source for c in ran.cells if c.cell_type == "markdown" and c.source != downloads.SMALL_NOTE]
     shown = [c.source for c in student.cells if c.cell_type == "markdown" and c.source != classroom.STUDENT_NOTE]
     assert len(shown) == len(filled)
-    with_values = [text for text in book.to_notebook(page).cells if "{python}" in text.source]
+    with_values = [text for text in harness.to_notebook(page).cells if "{python}" in text.source]
     assert with_values and all(classroom.FENCE.sub("", f).strip("\n") == s for f, s in zip(filled, shown, strict=True))
 
 
@@ -144,7 +144,7 @@ def test_notebooks_command_rejects_a_missing_chapter(tmp_path, capsys):
 
 @pytest.mark.parametrize("page", chapters(), ids=lambda p: p.name)
 def test_every_solution_cell_is_folded_on_the_site(page):
-    for cell in book.to_notebook(page).cells:
+    for cell in harness.to_notebook(page).cells:
         if classroom.is_solution_cell(cell):
             options = cell.metadata["jitbook"]["options"]
             line = cell.metadata["jitbook"]["qmd_line"]
@@ -267,7 +267,7 @@ def make_class(handout: Path, subs: Path, outside: Path) -> None:
     put("cheat-jitbook", instructor, body=CHEAT_JITBOOK)
     put("overwrite", instructor, body=OVERWRITE.replace("SUBMISSIONS", repr(str(subs))))
     targets = [str(outside / "escaped.txt"), str(subs / "escaped.txt"), "/etc/escaped.txt",
-               str(book.ROOT / "code" / "escaped.txt"), "../escaped.txt"]
+               str(harness.ROOT / "code" / "escaped.txt"), "../escaped.txt"]
     put("outside", instructor, body=OUTSIDE.replace("TARGETS", repr(targets)))
     put("endless-loop", instructor, {ready: ENDLESS})
     put("helper", instructor, {ready: "def run_and_wait(fn, *args):\n    return wait_for_all(fn(*args))\n"},
@@ -282,7 +282,7 @@ def make_class(handout: Path, subs: Path, outside: Path) -> None:
 def graded_class(tmp_path_factory):
     """Grade the class with the command line; return the rows, the seconds it took and the folders."""
     root = tmp_path_factory.mktemp("class")
-    classroom.write_notebooks(root / "handout", [book.ROOT / "chapters" / "why-compile.qmd"])
+    classroom.write_notebooks(root / "handout", [harness.ROOT / "chapters" / "why-compile.qmd"])
     subs, outside = root / "submissions", root / "outside"
     outside.mkdir()
     make_class(root / "handout", subs, outside)
@@ -338,7 +338,7 @@ def test_no_submission_reaches_another_or_outside_its_folder(graded_class):
         pytest.skip("bubblewrap is not installed or cannot make namespaces here")
     assert {p: p.read_bytes() for p in subs.rglob("*.ipynb")} == before
     assert list(outside.iterdir()) == [] and not (subs / "escaped.txt").exists()
-    assert not (book.ROOT / "code" / "escaped.txt").exists()
+    assert not (harness.ROOT / "code" / "escaped.txt").exists()
 
 
 def test_the_executed_submissions_are_kept_beside_the_grade_sheet(graded_class):
@@ -423,7 +423,7 @@ def test_grade_command_rejects_a_missing_folder(tmp_path, capsys):
 
 
 def test_grade_sheet_goes_under_build_by_default():
-    assert classroom.GRADES.relative_to(book.ROOT).parts[0] == "_build"
+    assert classroom.GRADES.relative_to(harness.ROOT).parts[0] == "_build"
 
 
 def test_a_notebook_of_no_known_chapter_gets_one_row_saying_so(tmp_path):
@@ -435,7 +435,7 @@ def test_a_notebook_of_no_known_chapter_gets_one_row_saying_so(tmp_path):
 
 def test_nbgrader_accepts_the_notebooks_when_it_is_installed(tmp_path):
     formats = pytest.importorskip("nbgrader.nbgraderformat", reason="nbgrader is not installed (it is optional)")
-    classroom.write_notebooks(tmp_path, [book.ROOT / "chapters" / "why-compile.qmd"])
+    classroom.write_notebooks(tmp_path, [harness.ROOT / "chapters" / "why-compile.qmd"])
     assert formats.SCHEMA_VERSION == classroom.NBGRADER_SCHEMA
     for path in sorted(tmp_path.glob("*/*.ipynb")):
         formats.MetadataValidator().validate_nb(nbformat.read(path, as_version=4))
@@ -501,7 +501,7 @@ def test_lab_starts_without_nbgrader_and_without_errors(tmp_path):
 
 
 def test_the_makefile_runs_lab_with_the_config_and_allow_root_as_root():
-    recipe = (book.ROOT / "Makefile").read_text().split("\nlab:")[1].split("\n\n")[0]
+    recipe = (harness.ROOT / "Makefile").read_text().split("\nlab:")[1].split("\n\n")[0]
     assert "lab-config _build/jupyter" in recipe and "JUPYTER_CONFIG_DIR=_build/jupyter" in recipe
     assert "--allow-root" in recipe and "Running as root" in recipe
 
@@ -510,10 +510,10 @@ def test_every_command_on_the_teachers_page_runs_as_printed():
     """From a fresh clone after `make setup`: make targets that exist, the venv's Python, valid arguments."""
     import shlex
 
-    text = (book.ROOT / "chapters" / "teachers.qmd").read_text()
+    text = (harness.ROOT / "chapters" / "teachers.qmd").read_text()
     commands = [line for block in re.findall(r"```bash\n(.*?)```", text, re.S) for line in block.splitlines()]
     assert commands
-    targets = set(re.findall(r"^([\w-]+):", (book.ROOT / "Makefile").read_text(), re.M))
+    targets = set(re.findall(r"^([\w-]+):", (harness.ROOT / "Makefile").read_text(), re.M))
     for command in commands:
         words = shlex.split(command)
         if words[0] == "make":

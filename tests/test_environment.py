@@ -5,7 +5,7 @@ import tomllib
 
 import yaml
 
-from jitbook.site.book import ROOT
+from jitbook.site.harness import ROOT
 
 
 def locked() -> dict[str, str]:

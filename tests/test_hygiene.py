@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from jitbook.site.book import ROOT
+from jitbook.site.harness import ROOT
 
 
 def ruff() -> str | None:

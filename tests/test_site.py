@@ -14,9 +14,9 @@ import nbformat
 import pytest
 
 from jitbook import display
-from jitbook.site import book, explore
+from jitbook.site import cli, downloads, explore, harness, post_render
 
-ROOT = book.ROOT
+ROOT = harness.ROOT
 WIDTH = display.COLUMN
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 ADDRESS = re.compile(r"\b0x[0-9a-fA-F]{6,}\b|\bid=\d{6,}")  # repr()'s hex address, JAX's cache-miss `id=`
@@ -41,7 +41,7 @@ QUARTO_CDN_HEAD = (
 
 
 def chapters() -> list[Path]:
-    return [p for p in book.chapter_files() if p.exists()]
+    return [p for p in harness.chapter_files() if p.exists()]
 
 
 def known(failing: dict[str, str]) -> list:
@@ -78,7 +78,7 @@ def _code_lines(text: str) -> list[str]:
 def test_every_shown_line_of_chapter_code_fits_the_column(page):
     """The site's code column holds display.COLUMN characters at 1280 px (theme.scss): no cell scrolls."""
     wide = [(cell.metadata["jitbook"]["qmd_line"] + 1 + k, len(line))
-            for cell in book.to_notebook(page).cells
+            for cell in harness.to_notebook(page).cells
             if cell.cell_type == "code" and cell.metadata["jitbook"]["options"].get("echo", True)
             for k, line in enumerate(cell.source.splitlines())
             if len(line) > WIDTH and not line.startswith("#|")]
@@ -110,12 +110,12 @@ def test_outputs_carry_no_build_paths_or_memory_addresses(page, executed):
 def test_html_outputs_need_nothing_from_a_cdn(page, executed):
     """Quarto adds CDN require.js/jQuery for these outputs; the site step drops them, so nothing may need them."""
     nb = executed(page)
-    for index, mime in book.cdn_triggers(nb):
+    for index, mime in post_render.cdn_triggers(nb):
         for out in nb.cells[index].outputs:
             html = out.get("data", {}).get("text/html", "")
             html = "".join(html) if isinstance(html, list) else html
-            assert not book.remote_loads(html), f"{page.name}, cell {index}: loads {book.remote_loads(html)}"
-            assert not book.needs_require_or_jquery(html), (
+            assert not post_render.remote_loads(html), f"{page.name}, cell {index}: loads {post_render.remote_loads(html)}"
+            assert not post_render.needs_require_or_jquery(html), (
                 f"{page.name}, cell {index}: a {mime} output uses require.js or jQuery, which the offline site lacks")
             if mime == "application/javascript":
                 pytest.fail(f"{page.name}, cell {index}: JavaScript output needs a loader the site does not ship")
@@ -125,12 +125,12 @@ def test_html_outputs_need_nothing_from_a_cdn(page, executed):
 @pytest.mark.parametrize("page", chapters(), ids=lambda p: p.name)
 def test_notebook_cross_references_read_as_words(page, executed):
     nb = executed(page)
-    raw = [(i, m.group(0)) for i, c in enumerate(nb.cells) if c.cell_type == "markdown" for m in book.REF.finditer(c.source)]
+    raw = [(i, m.group(0)) for i, c in enumerate(nb.cells) if c.cell_type == "markdown" for m in downloads.REF.finditer(c.source)]
     assert not raw, f"{page.name}: raw Quarto cross-references in the downloaded notebook: {raw}"
     labels = [(i, line) for i, c in enumerate(nb.cells) if c.cell_type == "markdown"
               for line in c.source.splitlines() if re.match(r"#+ .*\{[#.][\w-]+\}\s*$", line)]
     assert not labels, f"{page.name}: Quarto heading attributes left in the notebook: {labels}"
-    inline = [i for i, c in enumerate(nb.cells) if c.cell_type == "markdown" and book.INLINE.search(c.source)]
+    inline = [i for i, c in enumerate(nb.cells) if c.cell_type == "markdown" and harness.INLINE.search(c.source)]
     assert not inline, f"{page.name}: inline `{{python}}` expressions left unevaluated in cells {inline}"
 
 
@@ -186,7 +186,7 @@ def test_reader_notebook_drops_quarto_markup_and_kernel_paths(monkeypatch):
                                   "path": "/home/builder/book/.venv/share/jupyter/kernels/python3"},
                    "language_info": {"name": "python", "version": "3.12.1"},
                    "quarto": {"execute": {"dir": "/home/builder/book/chapters"}}}
-    reader = book.reader_notebook(nb, {})
+    reader = downloads.reader_notebook(nb, {})
     assert reader.cells[0].source == "### Do it\n\nText.\n" and reader.cells[1].source == "x = 1"
     assert "/home/builder" not in str(dict(reader.metadata)) and reader.metadata["kernelspec"]["name"] == "python3"
 
@@ -196,19 +196,19 @@ def test_site_pages_share_one_plotly_js(tmp_path):
     inline = f"<script>{explore.plotly_js()}</script>"
     page = site / "chapters" / "x.html"
     page.parent.mkdir(parents=True)
-    light = book.shared_plotly(f"<body>{inline}<p>x</p></body>", page.relative_to(site), site)
-    assert light == f'<body><script src="../{book.PLOTLY_LIB}"></script><p>x</p></body>'
-    assert (site / book.PLOTLY_LIB).read_text() == explore.plotly_js()
-    assert book.shared_plotly("<body>plain</body>", Path("index.html"), site) == "<body>plain</body>"
+    light = post_render.shared_plotly(f"<body>{inline}<p>x</p></body>", page.relative_to(site), site)
+    assert light == f'<body><script src="../{post_render.PLOTLY_LIB}"></script><p>x</p></body>'
+    assert (site / post_render.PLOTLY_LIB).read_text() == explore.plotly_js()
+    assert post_render.shared_plotly("<body>plain</body>", Path("index.html"), site) == "<body>plain</body>"
 
 
 def test_offline_html_removes_what_quarto_adds_and_keeps_the_rest():
     page = f"<html><head>{QUARTO_CDN_HEAD}<script src=\"../site_libs/quarto.js\"></script>" \
            f"<link href=\"https://fonts.googleapis.com/css?family=Lato\" rel=\"stylesheet\"></head>" \
            f"<body><a href=\"https://jax.readthedocs.io\">JAX</a></body></html>"
-    assert len(book.remote_loads(page)) == 3
-    offline = book.offline_html(page)
-    assert book.remote_loads(offline) == [] and "define('jquery'" not in offline
+    assert len(post_render.remote_loads(page)) == 3
+    offline = post_render.offline_html(page)
+    assert post_render.remote_loads(offline) == [] and "define('jquery'" not in offline
     assert '<script src="../site_libs/quarto.js"></script>' in offline
     assert '<a href="https://jax.readthedocs.io">JAX</a>' in offline, "links to read elsewhere are not loads"
 
@@ -217,17 +217,17 @@ def test_the_check_report_is_html_without_scripts():
     from jitbook.exercises import check
 
     bundle, _ = check("no.such-exercise")._repr_mimebundle_()
-    assert "text/html" in bundle and not book.needs_require_or_jquery(bundle["text/html"])
-    assert book.needs_require_or_jquery("<script>require(['plotly'], function(p) {})</script>")
+    assert "text/html" in bundle and not post_render.needs_require_or_jquery(bundle["text/html"])
+    assert post_render.needs_require_or_jquery("<script>require(['plotly'], function(p) {})</script>")
 
 
 def test_cross_references_become_the_titles_they_point_to():
-    titles = book.label_titles()
+    titles = downloads.label_titles()
     assert titles["sec-miscompile"].startswith("Why `import jitbook` comes first")
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell(
         "See @sec-miscompile and [-@tbl-versions], or @sec-nowhere-known.")])
     nb.cells.append(nbformat.v4.new_markdown_cell("# Preface {.unnumbered}\n\n## Loops {#sec-loops}\nText {#not-a-heading}"))
-    reader = book.reader_notebook(nb, titles)
+    reader = downloads.reader_notebook(nb, titles)
     assert reader.cells[-1].source == "# Preface\n\n## Loops\nText {#not-a-heading}"
     text = reader.cells[0].source
     assert "@" not in text and "section “Why `import jitbook` comes first" in text
@@ -238,16 +238,16 @@ def test_quarto_inline_results_are_filled_in():
     cell = nbformat.v4.new_markdown_cell("It ran `{python} speedup` faster on `{python} n` cores.")
     cell.metadata["user_expressions"] = [{"expression": "speedup", "result": {"data": {"text/plain": "'3.2 times'"}}},
                                          {"expression": "n", "result": {"data": {"text/plain": "2"}}}]
-    text = book.reader_notebook(nbformat.v4.new_notebook(cells=[cell]), {}).cells[0].source
+    text = downloads.reader_notebook(nbformat.v4.new_notebook(cells=[cell]), {}).cells[0].source
     assert text == "It ran 3.2 times faster on 2 cores."
 
 
 def test_small_runs_say_so_in_the_notebook(monkeypatch):
     monkeypatch.setenv("JITBOOK_SMALL", "1")
-    nb = book.reader_notebook(nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# T")]), {})
-    assert nb.cells[1].source == book.SMALL_NOTE
+    nb = downloads.reader_notebook(nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# T")]), {})
+    assert nb.cells[1].source == downloads.SMALL_NOTE
     monkeypatch.setenv("JITBOOK_SMALL", "0")
-    assert book.SMALL_NOTE not in [c.source for c in book.reader_notebook(
+    assert downloads.SMALL_NOTE not in [c.source for c in downloads.reader_notebook(
         nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# T")]), {}).cells]
 
 
@@ -256,7 +256,7 @@ def _fake_render(root: Path, tmp_path: Path) -> Path:
     site = tmp_path / "_book"
     (site / "chapters").mkdir(parents=True)
     (site / "index.html").write_text(f"<head>{QUARTO_CDN_HEAD}</head>")
-    for qmd in book.chapter_pages(root):
+    for qmd in harness.chapter_pages(root):
         (site / "chapters" / f"{qmd.stem}.html").write_text(f"<head>{QUARTO_CDN_HEAD}</head><body>x</body>")
     return site
 
@@ -266,37 +266,37 @@ def test_site_step_gives_every_chapter_its_notebook_and_strips_the_cdn(tmp_path,
     shutil.copytree(ROOT / "chapters", root / "chapters")
     shutil.copy(ROOT / "_quarto.yml", root / "_quarto.yml")
     shutil.copy(ROOT / "index.qmd", root / "index.qmd")
-    monkeypatch.setattr(book, "BUILD", tmp_path / "_build")
+    monkeypatch.setattr(harness, "BUILD", tmp_path / "_build")
     site = _fake_render(root, tmp_path)
-    with_code = [q for q in book.chapter_pages(root) if book.has_code(q)]
-    nbformat.write(book.to_notebook(root / "index.qmd"), root / "index.quarto_ipynb")
+    with_code = [q for q in harness.chapter_pages(root) if post_render.has_code(q)]
+    nbformat.write(harness.to_notebook(root / "index.qmd"), root / "index.quarto_ipynb")
     for qmd in with_code:  # what `keep-ipynb` leaves: a stale copy and the fresh one
-        nbformat.write(book.to_notebook(qmd), qmd.with_suffix(".quarto_ipynb"))
-        nbformat.write(book.to_notebook(qmd), qmd.parent / f"{qmd.stem}.quarto_ipynb_1")
-    written = book.build_site(site, root)
-    assert sorted(p.name for p in written) == sorted(f"{q.stem}.ipynb" for q in book.chapter_pages(root))
+        nbformat.write(harness.to_notebook(qmd), qmd.with_suffix(".quarto_ipynb"))
+        nbformat.write(harness.to_notebook(qmd), qmd.parent / f"{qmd.stem}.quarto_ipynb_1")
+    written = post_render.build_site(site, root)
+    assert sorted(p.name for p in written) == sorted(f"{q.stem}.ipynb" for q in harness.chapter_pages(root))
     assert not list(root.rglob("*.quarto_ipynb*")), "kept notebooks are cleaned up"
     for page in site.rglob("*.html"):
-        assert book.remote_loads(page.read_text()) == [], page.name
+        assert post_render.remote_loads(page.read_text()) == [], page.name
     assert sorted(p.name for p in (tmp_path / "_build").iterdir()) == sorted(p.name for p in written)
 
     (site / "notebooks" / f"{with_code[0].stem}.ipynb").unlink()
     with pytest.raises(FileNotFoundError, match=rf"no executed notebook for chapters/{with_code[0].stem}.qmd"):
-        book.build_site(site, root)
+        post_render.build_site(site, root)
 
 
 def test_solutions_leave_the_search_index(tmp_path):
-    solutions = book.solution_lines()
+    solutions = post_render.solution_lines()
     assert solutions, "the chapters have exercises with solutions"
     docs = [{"href": "chapters/x.html", "text": f"Prose stays.\n{solutions[0]}\nMore prose."}]
     (tmp_path / "search.json").write_text(json.dumps(docs))
-    book.unsearchable(tmp_path)
+    post_render.unsearchable(tmp_path)
     text = json.loads((tmp_path / "search.json").read_text())[0]["text"]
     assert text == "Prose stays.\nMore prose."
 
 
 def test_site_command_fails_with_a_message_without_a_site(tmp_path, capsys):
-    assert book.main(["site", str(tmp_path / "nope")]) == 1
+    assert cli.main(["site", str(tmp_path / "nope")]) == 1
     assert "no rendered site at" in capsys.readouterr().err
 
 
@@ -327,7 +327,7 @@ def test_flags_and_tags_are_written_where_markdown_keeps_them(page, executed):
 
 @pytest.mark.parametrize("page", known(KNOWN_CAPTIONS), ids=lambda p: p.name)
 def test_captions_keep_their_words(page):
-    for cell in book.to_notebook(page).cells:
+    for cell in harness.to_notebook(page).cells:
         options = cell.metadata.get("jitbook", {}).get("options", {}) if cell.cell_type == "code" else {}
         for key in ("tbl-cap", "fig-cap"):
             caption = _outside_code(str(options.get(key, "")))
@@ -339,7 +339,7 @@ def test_captions_keep_their_words(page):
 @pytest.mark.parametrize("page", known(KNOWN_STARS), ids=lambda p: p.name)
 def test_exercise_titles_carry_their_stars_one_level_under_exercises(page):
     section, problems = None, []
-    prose = book.to_notebook(page).cells
+    prose = harness.to_notebook(page).cells
     for cell in prose:
         if cell.cell_type != "markdown":
             continue

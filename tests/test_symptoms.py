@@ -6,11 +6,11 @@ import pytest
 
 from jitbook import display
 from jitbook.chapters import symptoms
-from jitbook.site import book
+from jitbook.site import downloads, harness
 
 
 def test_the_index_has_at_least_25_messages_each_with_a_known_section():
-    titles = book.label_titles()
+    titles = downloads.label_titles()
     assert len(symptoms.INDEX) >= 25
     for s in symptoms.INDEX:
         assert s.section in titles, f"{s.pattern!r} points at unknown {s.section}"
@@ -99,7 +99,7 @@ def test_every_message_the_chapters_show_is_in_the_index(executed):
         for s in symptoms.INDEX
     }
     missing, shown_at = [], {s: set() for s in symptoms.INDEX}
-    for page in book.chapter_files():
+    for page in harness.chapter_files():
         if page.stem in symptoms.NOT_INDEXED:
             continue
         cells = symptoms.shown(executed(page), page.read_text())

@@ -993,7 +993,7 @@ def rows(index: list[Symptom] | None = None) -> list[dict]:
 
     Taught in Symptom index, Looking a message up.
     """
-    from jitbook.site.book import label_titles
+    from jitbook.site.downloads import label_titles
 
     titles = label_titles()
     out = []

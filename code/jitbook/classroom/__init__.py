@@ -35,7 +35,7 @@ import nbformat
 
 from jitbook import size
 from jitbook.exercises import registry
-from jitbook.site import book
+from jitbook.site import downloads, harness
 
 BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
 STUB = ("# YOUR CODE HERE", "raise NotImplementedError()")
@@ -193,7 +193,7 @@ def instructor_notebook(qmd: Path) -> nbformat.NotebookNode:
     """The chapter as an unexecuted notebook with its solutions in place, exercise cells
     marked.
     """
-    return mark_exercises(book.to_notebook(qmd))
+    return mark_exercises(harness.to_notebook(qmd))
 
 
 def student_notebook(
@@ -266,16 +266,18 @@ def _reader_markdown(
     titles, no heading attributes and no ``:::`` fences.
     """
     done = [
-        c for c in (executed.cells if executed else []) if c.source != book.SMALL_NOTE
+        c
+        for c in (executed.cells if executed else [])
+        if c.source != downloads.SMALL_NOTE
     ]
     aligned = len(done) == len(nb.cells) and all(
         a.cell_type == b.cell_type for a, b in zip(done, nb.cells, strict=True)
     )
     for cell, ran in zip(nb.cells, done if aligned else nb.cells, strict=True):
         if cell.cell_type == "markdown":
-            cell.source = book.INLINE.sub(r"`\1`", ran.source)
-    cells = book.reader_notebook(nb).cells
-    nb.cells = [c for c in cells if c.source != book.SMALL_NOTE]
+            cell.source = harness.INLINE.sub(r"`\1`", ran.source)
+    cells = downloads.reader_notebook(nb).cells
+    nb.cells = [c for c in cells if c.source != downloads.SMALL_NOTE]
     for cell in nb.cells:
         if cell.cell_type == "markdown":
             cell.source = FENCE.sub("", cell.source).strip("\n")
@@ -292,7 +294,9 @@ def has_exercises(nb: nbformat.NotebookNode) -> bool:
     )
 
 
-def executed_copy(qmd: Path, folder: Path = book.BUILD) -> nbformat.NotebookNode | None:
+def executed_copy(
+    qmd: Path, folder: Path = harness.BUILD
+) -> nbformat.NotebookNode | None:
     """The chapter's executed notebook in ``folder`` if it is newer than the chapter,
     else None.
     """
@@ -318,7 +322,7 @@ def write_notebooks(
     """
     out_dir = Path(out_dir)
     written = []
-    for qmd in chapters if chapters is not None else book.chapter_files():
+    for qmd in chapters if chapters is not None else harness.chapter_files():
         qmd = Path(qmd)
         if not qmd.exists():
             raise FileNotFoundError(
@@ -333,7 +337,7 @@ def write_notebooks(
                 f"executing {qmd.name} to fill in the values its text quotes ...",
                 flush=True,
             )
-            executed = nbformat.read(book.run(qmd), as_version=4)
+            executed = nbformat.read(downloads.run(qmd), as_version=4)
         for kind, nb in (
             ("instructor", instructor),
             ("student", student_notebook(qmd, executed)),
@@ -393,9 +397,9 @@ def chapter_exercises(stem: str) -> list[str]:
     others registered for it.
     """
     ids = [id for id, ex in registry().items() if ex.chapter == stem]
-    qmd = next((p for p in book.chapter_files() if p.stem == stem), None)
+    qmd = next((p for p in harness.chapter_files() if p.stem == stem), None)
     order = (
-        [checked_exercise(c) for c in book.to_notebook(qmd).cells]
+        [checked_exercise(c) for c in harness.to_notebook(qmd).cells]
         if qmd and qmd.exists()
         else []
     )
@@ -580,7 +584,7 @@ def _read_only_paths() -> list[str]:
         sys.base_prefix,
         str(Path(sys.executable).resolve().parents[1]),
         str(code),
-        str(book.ROOT / "data"),
+        str(harness.ROOT / "data"),
     }
     system = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/etc")
     return sorted(
@@ -674,7 +678,7 @@ class Kernel:
             allow_errors=True,
             interrupt_on_timeout=False,
             shutdown_kernel="immediate",
-            extra_arguments=[*book.QUIET_KERNEL, "--HistoryManager.enabled=False"],
+            extra_arguments=[*harness.QUIET_KERNEL, "--HistoryManager.enabled=False"],
         )
         return client, env
 
@@ -1004,7 +1008,7 @@ def grade_notebook(
     kernel = kernel or Kernel(sandbox_mode(), env=GRADING_ENV if env is None else env)
     if env is not None:
         kernel = dataclasses.replace(kernel, env=env)
-    stems = [p.stem for p in book.chapter_files() if p.exists()]
+    stems = [p.stem for p in harness.chapter_files() if p.exists()]
     try:
         text = (content if content is not None else path.read_bytes()).decode()
         nb = nbformat.reads(text, as_version=4)
@@ -1031,7 +1035,7 @@ def grade_notebook(
             )
         )
         return [Grade(name, "", False, what)]
-    handout = handed_out(next(p for p in book.chapter_files() if p.stem == stem))
+    handout = handed_out(next(p for p in harness.chapter_files() if p.stem == stem))
     key = secrets.token_hex(32)
     limits = {
         id: registry()[id].time_limit if check_limit is None else check_limit
@@ -1195,7 +1199,7 @@ def exercise_rows() -> list[dict]:
     """One row per registered exercise, chapters in book order, exercises in chapter
     order.
     """
-    pages = {p.stem: p for p in book.chapter_files()}
+    pages = {p.stem: p for p in harness.chapter_files()}
     chapters = sorted(
         {ex.chapter for ex in registry().values()},
         key=lambda stem: (
@@ -1233,7 +1237,7 @@ def exercise_counts() -> dict[str, int]:
 # ---- command line --------------------------------------------------------------------
 
 
-GRADES = book.ROOT / "_build" / "grades" / "grades.csv"
+GRADES = harness.ROOT / "_build" / "grades" / "grades.csv"
 
 
 def parser() -> argparse.ArgumentParser:

@@ -207,7 +207,7 @@ def error_line(err: BaseException) -> str:
     """``TypeError: first line`` of an error, going on past a first line that ends in a
     colon.
     """
-    from jitbook.errors import error_line as line
+    from ..errors import error_line as line
 
     return line(err)
 

@@ -13,7 +13,8 @@ from jax import export
 from jitbook import programs
 from jitbook.cache import count_compiles
 from jitbook.chapters import artifacts
-from jitbook.exercises import (
+
+from . import (
     Wrong,
     call_answer,
     error_line,

@@ -9,7 +9,8 @@ from jax.sharding import PartitionSpec as P
 
 from jitbook.cache import count_compiles, fresh_jit
 from jitbook.chapters import devices
-from jitbook.exercises import Wrong, call_answer, error_line, exercise, expect
+
+from . import Wrong, call_answer, error_line, exercise, expect
 
 
 def _mesh():

@@ -7,7 +7,8 @@ import numpy as np
 from jitbook import programs
 from jitbook.cache import count_compiles
 from jitbook.chapters import jaxprs, tracing
-from jitbook.exercises import Wrong, call_answer, error_line, exercise, expect
+
+from . import Wrong, call_answer, error_line, exercise, expect
 
 
 def _affine(a, b):

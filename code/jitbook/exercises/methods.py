@@ -14,7 +14,8 @@ import numpy as np
 
 from jitbook.cache import count_compiles
 from jitbook.chapters import methods
-from jitbook.exercises import (
+
+from . import (
     Wrong,
     call_answer,
     error_line,

@@ -6,7 +6,8 @@ import numpy as np
 
 from jitbook.cache import count_compiles, fresh_jit
 from jitbook.chapters import minijit
-from jitbook.exercises import call_answer, exercise, expect
+
+from . import call_answer, exercise, expect
 
 
 @exercise(

@@ -11,7 +11,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from jitbook.cache import count_compiles
-from jitbook.exercises import Wrong, call_answer, exercise, expect, expect_jitted
+
+from . import Wrong, call_answer, exercise, expect, expect_jitted
 
 _sizes = itertools.count(11)
 

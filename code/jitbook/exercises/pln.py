@@ -7,7 +7,8 @@ import numpy as np
 from jitbook.cache import count_compiles
 from jitbook.chapters.pln import Params, neg_elbo
 from jitbook.chapters.pln.seed import seed_neg_elbo
-from jitbook.exercises import Wrong, call_answer, close, error_line, exercise, expect
+
+from . import Wrong, call_answer, close, error_line, exercise, expect
 
 N, P = (
     40,

@@ -4,9 +4,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jitbook.exercises import Wrong, call_answer, error_line, exercise, expect
-from jitbook.exercises.pln import N, P, random_point
 from jitbook.programs import equations
+
+from . import Wrong, call_answer, error_line, exercise, expect
+from .pln import N, P, random_point
 
 
 @exercise(

@@ -7,7 +7,8 @@ import numpy as np
 
 from jitbook.cache import count_compiles, fresh_jit
 from jitbook.chapters import recompilation
-from jitbook.exercises import (
+
+from . import (
     Wrong,
     call_answer,
     error_line,

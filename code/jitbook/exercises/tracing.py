@@ -6,7 +6,8 @@ import numpy as np
 
 from jitbook.cache import count_compiles
 from jitbook.chapters import tracing
-from jitbook.exercises import Wrong, call_answer, error_line, exercise, expect
+
+from . import Wrong, call_answer, error_line, exercise, expect
 
 
 def _explained(err: Wrong) -> Wrong:

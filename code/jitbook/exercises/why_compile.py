@@ -8,7 +8,8 @@ import numpy as np
 
 from jitbook.cache import count_compiles
 from jitbook.chapters import why_compile
-from jitbook.exercises import Wrong, call_answer, exercise, expect
+
+from . import Wrong, call_answer, exercise, expect
 
 
 class _SlowResult:

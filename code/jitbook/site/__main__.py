@@ -2,6 +2,6 @@
 
 import sys
 
-from jitbook.site.book import main
+from jitbook.site.cli import main
 
 sys.exit(main())

@@ -1,0 +1,111 @@
+"""``python -m jitbook.site``: run chapters (``run``), Quarto's post-render step
+(``site``), docstring back-links (``backlinks``).
+
+    python -m jitbook.site run chapters/why-compile.qmd  # one chapter
+    python -m jitbook.site run --all                   # every chapter in _quarto.yml
+    python -m jitbook.site site                        # after quarto render
+
+One execution per build: without Quarto, the harness executes the chapters; with Quarto,
+``quarto render`` executes each chapter once (``keep-ipynb`` keeps the executed
+notebook) and ``site`` turns those notebooks into the downloads.
+"""
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+from jitbook import size
+from jitbook.site.backlinks import backlink_files, reader_backlinks
+from jitbook.site.downloads import run
+from jitbook.site.harness import ROOT, SITE, ChapterError, chapter_files, chapter_titles
+from jitbook.site.post_render import build_site
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m jitbook.site", description=__doc__.split("\n\n")[0]
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    run_p = sub.add_parser(
+        "run", help="execute chapters and write notebooks to _build/notebooks/"
+    )
+    run_p.add_argument("chapters", nargs="*", type=Path)
+    run_p.add_argument(
+        "--all", action="store_true", help="every chapter listed in _quarto.yml"
+    )
+    site_p = sub.add_parser(
+        "site", help="Quarto's post-render step: offline pages, a notebook per chapter"
+    )
+    site_p.add_argument(
+        "site",
+        type=Path,
+        nargs="?",
+        default=Path(os.environ.get("QUARTO_PROJECT_OUTPUT_DIR", SITE)),
+    )
+    links_p = sub.add_parser(
+        "backlinks",
+        help="rewrite docstring back-links as 'Taught in Chapter, Section.'",
+    )
+    links_p.add_argument("--check", action="store_true", help="list files, change none")
+    args = parser.parse_args(argv)
+    if args.command == "backlinks":
+        files, titles = backlink_files(), chapter_titles()
+        for path in files:
+            print(_shown(path))
+            if not args.check:
+                path.write_text(reader_backlinks(path.read_text(), titles))
+        return 1 if args.check and files else 0
+    if args.command == "site":
+        try:
+            written = build_site(ROOT / args.site)
+        except FileNotFoundError as err:
+            print(err, file=sys.stderr)
+            return 1
+        print(
+            f"site: {len(written)} chapter notebooks written to {args.site}/notebooks, "
+            "remote scripts removed"
+        )
+        return 0
+    chapters = chapter_files() if args.all else args.chapters
+    if not chapters:
+        parser.error("name chapters to run, or pass --all")
+    sizes = (
+        "small problem sizes (JITBOOK_SMALL=1)"
+        if size.is_small()
+        else "full problem sizes"
+    )
+    print(
+        f"Executing {len(chapters)} chapter(s) at {sizes}, one fresh kernel each.",
+        flush=True,
+    )
+    total = time.perf_counter()
+    for n, qmd in enumerate(chapters, 1):
+        start = time.perf_counter()
+        print(f"[{n}/{len(chapters)}] {Path(qmd).name} ...", flush=True)
+        try:
+            path = run(qmd)
+        except (ChapterError, FileNotFoundError) as err:
+            print(err, file=sys.stderr)
+            return 1
+        print(
+            f"[{n}/{len(chapters)}] {Path(qmd).name}: "
+            f"ran in {time.perf_counter() - start:.1f} s -> "
+            f"{_shown(path)}",
+            flush=True,
+        )
+    print(
+        f"All {len(chapters)} chapter(s) ran in {time.perf_counter() - total:.1f} s.",
+        flush=True,
+    )
+    return 0
+
+
+def _shown(path: Path) -> str:
+    """A path relative to the project when it is inside it: what a reader types, not the
+    build machine's."""
+    try:
+        return str(Path(path).resolve().relative_to(ROOT))
+    except ValueError:
+        return str(path)

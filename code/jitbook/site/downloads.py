@@ -1,0 +1,183 @@
+"""The reader's download of a chapter: its executed notebook with inline values filled
+in, cross-references written as the titles they point to, no build paths."""
+
+import ast
+import re
+from pathlib import Path
+
+import nbformat
+
+from jitbook import size
+from jitbook.site import harness
+from jitbook.site.harness import (
+    INLINE,
+    ROOT,
+    _escape_markdown,
+    chapter_files,
+    execute,
+    to_notebook,
+)
+
+REF = re.compile(r"\[?-?@((sec|fig|tbl|lst|exr)-[\w-]*\w)\]?")
+HEADING_LABEL = re.compile(r"^#+\s+(.+?)\s*\{#((?:sec|exr)-[\w-]+)[^}]*\}\s*$", re.M)
+HEADING_ATTRIBUTES = re.compile(
+    r"^(#+ .*?)\s*\{[#.][^}]*\}[ \t]*$", re.M
+)  # `{#sec-x}`, `{.unnumbered}`
+QUARTO_FENCE = re.compile(
+    r"^:::+[^\n]*(?:\n|$)", re.M
+)  # `::: {#exr-x}` and its closing `:::`
+KINDS = {
+    "sec": "section",
+    "exr": "exercise",
+    "tbl": "table",
+    "fig": "figure",
+    "lst": "listing",
+}
+SMALL_NOTE = (
+    "*This notebook ran at the small problem sizes (`JITBOOK_SMALL=1`), "
+    "so its numbers are not the "
+    "full-size ones the book describes.*"
+)
+
+
+def label_titles(root: Path = ROOT) -> dict[str, str]:
+    """Every cross-reference label of the book with its words: a heading's title or a
+    table's caption."""
+    titles = {}
+    for qmd in chapter_files(root):
+        if not qmd.exists():
+            continue
+        titles.update(
+            {
+                label: title.strip()
+                for title, label in HEADING_LABEL.findall(qmd.read_text())
+            }
+        )
+        for cell in to_notebook(qmd).cells:
+            options = (
+                cell.metadata.get("jitbook", {}).get("options", {})
+                if cell.cell_type == "code"
+                else {}
+            )
+            label = str(options.get("label", ""))
+            caption = options.get(f"{label.split('-')[0]}-cap")
+            if label and caption:
+                titles[label] = str(caption)
+    return titles
+
+
+def words_for(label: str, titles: dict[str, str]) -> str:
+    """``@sec-tracing-loops`` as a Jupyter reader reads it: ``section “Python loops
+    unroll”``."""
+    kind = KINDS[label.split("-")[0]]
+    title = titles.get(label, label.split("-", 1)[1].replace("-", " "))
+    return f"{kind} “{title.rstrip('.')}”"
+
+
+def _inline_values(cell) -> str:
+    """Quarto keeps inline ``{python}`` results in a Markdown cell's
+    ``user_expressions``: put them in the text."""
+    results = iter(cell.metadata.get("user_expressions", []))
+
+    def value(match):
+        result = next(results, {}).get("result", {})
+        text = result.get("data", {}).get("text/plain", match.group(0))
+        try:
+            text = ast.literal_eval(text) if text[:1] in "'\"" else text
+        except (ValueError, SyntaxError):
+            pass
+        return _escape_markdown(str(text))
+
+    return INLINE.sub(value, cell.source)
+
+
+def _without_options(source: str) -> str:
+    """Code without its leading ``#|`` lines: Quarto's cell options read as noise in
+    Jupyter."""
+    lines = source.splitlines()
+    start = next((i for i, line in enumerate(lines) if not line.startswith("#|")), 0)
+    return "\n".join(lines[start:])
+
+
+def _without_plotly_js(out) -> None:
+    """An explorer's HTML without plotly.js: JupyterLab draws the figure from Plotly's
+    own MIME type (the ``jupyterlab-plotly`` extension bundles plotly.js), so the 4.8 MB
+    copy is dead weight."""
+    html = out.get("data", {}).get("text/html")
+    if html is None:
+        return
+    text = "".join(html) if isinstance(html, list) else html
+    inline = f"<script>{_plotly_js()}</script>"
+    if inline in text:
+        out["data"]["text/html"] = text.replace(inline, "")
+
+
+def _reader_metadata(metadata: dict) -> dict:
+    """Notebook metadata a reader can use: the kernel's name and language, no build
+    machine's paths."""
+    kernel = metadata.get("kernelspec", {})
+    kept = {
+        "kernelspec": {
+            "name": "python3",
+            "display_name": kernel.get("display_name", "Python 3"),
+            "language": "python",
+        },
+        "language_info": {"name": "python"},
+    }
+    version = metadata.get("language_info", {}).get("version")
+    if version:
+        kept["language_info"]["version"] = version
+    if "jitbook" in metadata:
+        kept["jitbook"] = metadata["jitbook"]
+    return kept
+
+
+def _plotly_js() -> str:
+    from jitbook.site.explore import plotly_js
+
+    return plotly_js()
+
+
+def reader_notebook(
+    nb: nbformat.NotebookNode, titles: dict[str, str] | None = None
+) -> nbformat.NotebookNode:
+    """The executed notebook as a Jupyter reader gets it: inline values filled,
+    cross-references in words."""
+    titles = label_titles() if titles is None else titles
+    for cell in nb.cells:
+        if cell.cell_type == "markdown":
+            source = (
+                _inline_values(cell)
+                if cell.metadata.get("user_expressions")
+                else cell.source
+            )
+            source = QUARTO_FENCE.sub("", HEADING_ATTRIBUTES.sub(r"\1", source))
+            cell.source = REF.sub(lambda m: words_for(m.group(1), titles), source)
+            cell.metadata.pop("user_expressions", None)
+        elif cell.cell_type == "code":
+            cell.source = _without_options(cell.source)
+            for out in cell.get("outputs", []):
+                _without_plotly_js(out)
+    nb.metadata = _reader_metadata(nb.metadata)
+    if size.is_small() and not any(SMALL_NOTE in c.source for c in nb.cells):
+        nb.cells.insert(
+            1 if nb.cells and nb.cells[0].cell_type == "markdown" else 0,
+            nbformat.v4.new_markdown_cell(SMALL_NOTE),
+        )
+    return nb
+
+
+# Quarto 1.7 adds require.js and jQuery from a CDN to a page whose notebook has any of
+# these outputs (src/core/jupyter/widgets.ts); the site step removes those tags, so the
+# book's HTML outputs must not need them.
+
+
+def run(qmd: Path, out_dir: Path | None = None) -> Path:
+    """Execute a chapter and write its reader's notebook to ``out_dir``
+    (``_build/notebooks``); return its path."""
+    nb = reader_notebook(execute(qmd))
+    out_dir = out_dir or harness.BUILD
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / (Path(qmd).stem + ".ipynb")
+    nbformat.write(nb, path)
+    return path

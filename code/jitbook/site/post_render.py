@@ -1,0 +1,204 @@
+"""Quarto's post-render step: offline pages (no remote scripts), one shared
+plotly.js, solutions out of search, a download beside every chapter page."""
+
+import json
+import re
+from pathlib import Path
+
+import nbformat
+
+from jitbook.site import harness
+from jitbook.site.downloads import _plotly_js, label_titles, reader_notebook
+from jitbook.site.harness import ROOT, chapter_files, chapter_pages, to_notebook
+
+CDN_TRIGGERS = (
+    "text/html",
+    "application/javascript",
+    "application/vnd.jupyter.widget-view+json",
+)
+REMOTE_TAG = re.compile(
+    r"""<script\b[^>]*\bsrc=["']?(?:https?:)?//[^>]*>\s*</script>\s*"""
+    r"""|<link\b[^>]*\bhref=["']?(?:https?:)?//[^>]*>\s*""",
+    re.I,
+)
+JQUERY_SHIM = re.compile(
+    r"""<script type="application/javascript">define\('jquery'.*?</script>\s*""", re.S
+)
+REMOTE_LOAD = re.compile(
+    r"""<(?:script|img|iframe|audio|video|source|embed)\b[^>]*"""
+    r"""\bsrc=["']?((?:https?:)?//[^"'\s>]+)"""
+    r"""|<link\b[^>]*\bhref=["']?((?:https?:)?//[^"'\s>]+)""",
+    re.I,
+)
+NEEDS_REQUIRE = re.compile(
+    r"\brequire(?:js)?\s*[(.\[]|\bdefine\s*\(|\bjQuery\b|\$\s*\("
+)
+
+
+def cdn_triggers(nb: nbformat.NotebookNode) -> list[tuple[int, str]]:
+    """The (cell index, MIME type) of each output that makes Quarto add its CDN scripts
+    to the page."""
+    return [
+        (i, mime)
+        for i, cell in enumerate(nb.cells)
+        if cell.cell_type == "code"
+        for out in cell.get("outputs", [])
+        for mime in out.get("data", {})
+        if mime in CDN_TRIGGERS
+    ]
+
+
+def remote_loads(html: str) -> list[str]:
+    """The URLs a page (or an HTML output) would load from the network: scripts, styles,
+    images, frames."""
+    return [a or b for a, b in REMOTE_LOAD.findall(html)]
+
+
+def needs_require_or_jquery(html: str) -> bool:
+    """Whether an HTML output's scripts use require.js or jQuery, which the offline site
+    does not ship."""
+    from jitbook.site.explore import plotly_js
+
+    vendored = (
+        plotly_js().strip()
+    )  # minified plotly.js has "$(" but no AMD branch (tests/test_browser.py)
+    scripts = re.findall(r"<script\b[^>]*>(.*?)</script>", html, re.S | re.I)
+    return any(NEEDS_REQUIRE.search(s) for s in scripts if s.strip() != vendored)
+
+
+def offline_html(html: str) -> str:
+    """A built page without its remote ``<script src>`` and ``<link href>`` tags and
+    Quarto's jQuery shim."""
+    return JQUERY_SHIM.sub("", REMOTE_TAG.sub("", html))
+
+
+PLOTLY_LIB = "site_libs/plotly/plotly.min.js"
+
+
+def _inline_plotly(html: str) -> re.Match | None:
+    """The ``<script>`` holding plotly.js in a page, as Quarto wrote it (Pandoc turns
+    the tabs of plotly.js into spaces, so the text is not the package's file byte for
+    byte)."""
+    head = re.escape(_plotly_js()[:200])
+    return re.search(rf"<script>{head}.*?</script>", html, re.S)
+
+
+def shared_plotly(html: str, page: Path, site: Path) -> str:
+    """A page whose explorers point at the site's one copy of plotly.js instead of
+    embedding it.
+
+    The browser caches ``site_libs/plotly/plotly.min.js`` once for every page; the copy
+    is written, the package's file unchanged, the first time a page needs it. ``page``
+    is the page's path inside ``site``.
+    """
+    found = _inline_plotly(html)
+    if found is None:
+        return html
+    lib = site / PLOTLY_LIB
+    if not lib.exists():
+        lib.parent.mkdir(parents=True, exist_ok=True)
+        lib.write_text(_plotly_js(), encoding="utf-8")
+    up = "../" * (len(Path(page).parts) - 1)
+    tag = f'<script src="{up}{PLOTLY_LIB}"></script>'
+    return html[: found.start()] + tag + html[found.end() :]
+
+
+def solution_lines(root: Path = ROOT) -> list[str]:
+    """Every line of code between the exercises' ``### BEGIN SOLUTION`` markers."""
+    lines = []
+    for qmd in chapter_pages(root):
+        for cell in to_notebook(qmd).cells:
+            for part in cell.source.split("### BEGIN SOLUTION")[1:]:
+                body = part.split("### END SOLUTION")[0]
+                lines += [line.strip() for line in body.splitlines() if line.strip()]
+    return lines
+
+
+def unsearchable(site: Path, root: Path = ROOT) -> None:
+    """The site's search index without the exercises' solutions.
+
+    The solutions are folded on the page, but Quarto 1.7 indexes every text of a page,
+    so a search would show them; this runs after Quarto wrote ``search.json``.
+    """
+    index = Path(site) / "search.json"
+    if not index.exists():
+        return
+    solutions = sorted(set(solution_lines(root)), key=len, reverse=True)
+    docs = json.loads(index.read_text())
+    for doc in docs:
+        text = doc.get("text", "")
+        for line in solutions:
+            text = text.replace(line, "")
+        doc["text"] = "\n".join(t for t in text.splitlines() if t.strip())
+    index.write_text(json.dumps(docs, indent=1, ensure_ascii=False))
+
+
+def quarto_notebook(qmd: Path) -> Path | None:
+    """The executed notebook Quarto kept for a chapter (``keep-ipynb``), newest first if
+    several were left."""
+    kept = sorted(
+        qmd.parent.glob(f"{qmd.stem}.quarto_ipynb*"), key=lambda p: p.stat().st_mtime
+    )
+    return kept[-1] if kept else None
+
+
+def has_code(qmd: Path) -> bool:
+    return any(c.cell_type == "code" for c in to_notebook(qmd).cells)
+
+
+def build_site(site: Path, root: Path = ROOT) -> list[Path]:
+    """Quarto's post-render step: make every page offline and put every chapter's
+    notebook beside it.
+
+    A chapter's notebook is the one Quarto just executed; a chapter without code gets
+    its unexecuted notebook; a chapter with code and no executed notebook (nor one from
+    an earlier render) stops the build.
+    """
+    site = Path(site)
+    if not site.is_dir():
+        raise FileNotFoundError(
+            f"no rendered site at {site}; run `quarto render` (or `make book`) first."
+        )
+    for page in site.rglob("*.html"):
+        text = page.read_text()
+        light = shared_plotly(offline_html(text), page.relative_to(site), site)
+        if light != text:
+            page.write_text(light)
+    unsearchable(site, root)
+    titles, written, missing = label_titles(root), [], []
+    target = site / "notebooks"
+    target.mkdir(exist_ok=True)
+    for qmd in chapter_pages(root):
+        kept, path = quarto_notebook(qmd), target / f"{qmd.stem}.ipynb"
+        if kept is not None:
+            nb = nbformat.read(kept, as_version=4)
+            for stale in qmd.parent.glob(f"{qmd.stem}.quarto_ipynb*"):
+                stale.unlink()
+        elif not has_code(qmd):
+            nb = to_notebook(qmd)
+        elif path.exists():
+            # a partial render (quarto preview re-rendering one page): the others
+            # keep their notebooks
+            continue
+        else:
+            missing.append(qmd)
+            continue
+        nb = reader_notebook(nb, titles)
+        nb.metadata["jitbook"] = {"source": qmd.name}
+        nbformat.write(nb, path)
+        harness.BUILD.mkdir(parents=True, exist_ok=True)
+        nbformat.write(nb, harness.BUILD / path.name)
+        written.append(path)
+    for page in chapter_files(
+        root
+    ):  # pages without a download (the preface) leave theirs too
+        for stale in page.parent.glob(f"{page.stem}.quarto_ipynb*"):
+            stale.unlink()
+    if missing:
+        names = ", ".join(str(q.relative_to(root)) for q in missing)
+        raise FileNotFoundError(
+            f"no executed notebook for {names}: Quarto keeps one as "
+            "chapters/<name>.quarto_ipynb only with `execute: keep-ipynb: true` in "
+            "_quarto.yml; render the whole book with `make book`."
+        )
+    return written
