@@ -1,3 +1,5 @@
+import dataclasses
+
 import jax
 import jax.numpy as jnp
 import pytest
@@ -38,7 +40,7 @@ def test_new_shape_compiles_again_and_counts_are_per_name():
     assert log.count_for("scale") == 1
     assert log.count_for("shift") == 1
     assert log.count == 2
-    assert log.traces.count("scale") == 1 and log.lowerings.count("shift") == 1
+    assert log.trace_events.count("scale") == 1 and log.lowerings.count("shift") == 1
     assert log.compile_seconds > 0
 
 
@@ -77,3 +79,59 @@ def test_messages_about_strips_paths_and_addresses_and_wraps():
     glued = cache.messages_about(["  * at x, now f32[] and before f32[]{weak_type=True}https://docs.jax.dev/x.html "
                                   "in jit(step)"], "step")
     assert "{weak_type=True} https://docs.jax.dev/x.html" in glued, "a glued link is set apart, so it wraps whole"
+
+
+@dataclasses.dataclass(frozen=True)
+class ScaleBy:
+    factor: float
+
+    @cache.count_body_runs
+    def __call__(self, x):
+        return x * self.factor
+
+
+@pytest.mark.claim("sec-recompilation-function", "clm-rec-equal-callables-one-body-run")
+def test_equal_callables_fire_a_trace_event_each_but_run_the_body_once():
+    """The trace event fires per new wrapper; the tracing cache, keyed by equality,
+    runs the body and compiles once."""
+    x = jnp.ones(3)
+    objects = [ScaleBy(2.0) for _ in range(100)]  # kept alive: no id reused
+    runs_before = ScaleBy.__call__.body_runs
+    with count_compiles() as log:
+        for obj in objects:
+            jax.jit(obj)(x)
+    assert len(log.trace_events) == 100
+    assert ScaleBy.__call__.body_runs - runs_before == 1
+    assert log.count == 1
+
+
+def test_body_runs_count_traces_not_calls():
+    counted = cache.count_body_runs(lambda x: x + 1.0)
+    f = jax.jit(counted)
+    f(jnp.ones(2))
+    f(jnp.ones(2))
+    f(jnp.ones(3))
+    assert counted.body_runs == 2
+    with pytest.raises(TypeError, match="takes a function"):
+        cache.count_body_runs(3)
+
+
+def test_count_compiles_misuse_says_how_to_write_it():
+    with pytest.raises(TypeError, match=r"write `with count_compiles\(\) as log:`"):
+        with count_compiles as log:  # noqa: F841
+            pass
+    counter = count_compiles()
+    with counter:
+        pass
+    with pytest.raises(RuntimeError, match="a new `with count_compiles"):
+        with counter:
+            pass
+
+
+def test_count_for_a_name_jit_never_saw_lists_what_compiled():
+    jax.jit(scale)(jnp.ones(4))
+    with count_compiles() as log:
+        jax.jit(shift)(jnp.ones(13))
+    assert log.count_for("scale") == 0  # a real function, no compile here: zero
+    with pytest.raises(ValueError, match=r"'doubel'.*compiled: .*shift"):
+        log.count_for("doubel")

@@ -1,6 +1,6 @@
-"""Count what jit does (traces, lowerings and XLA compilations, from JAX's public
-monitoring events), read JAX's own cache-miss explanations, and probe the cache with
-fresh jitted wrappers."""
+"""Count what jit does (trace events, lowerings and XLA compilations, from JAX's
+public monitoring events; Python body runs, with a wrapper), read JAX's own cache-miss
+explanations, and probe the cache with fresh jitted wrappers."""
 
 import contextlib
 import dataclasses
@@ -28,16 +28,31 @@ def _plain_name(fun_name: str) -> str:
     return fun_name
 
 
+_seen_names: set[str] = set()  # every function name jit traced in this process
+
+
+def _remember_name(event: str, duration: float, **kwargs) -> None:
+    """Note each traced function's name, so a misspelt ``count_for`` name is caught."""
+    if event == _TRACE:
+        _seen_names.add(_plain_name(str(kwargs.get("fun_name", "?"))))
+
+
+jax.monitoring.register_event_duration_secs_listener(_remember_name)
+
+
 @dataclasses.dataclass
 class CompileLog:
     """What jit did inside a ``count_compiles()`` block, one function name per event.
 
-    Eager ``jnp`` calls compile small programs of their own (``broadcast_in_dim``,
-    ``add``...); they are counted in ``count``, so ``count_for(name)`` is the number to
-    read for one function.
+    ``trace_events`` counts JAX's trace event, which fires each time jit asks its
+    tracing cache for a program (after a miss of its dispatch cache); that cache is
+    keyed by the callable's equality, so an event does not mean the Python body ran
+    (count that with ``count_body_runs``). Eager ``jnp`` calls compile small programs
+    of their own (``broadcast_in_dim``, ``add``...); they are counted in ``count``, so
+    ``count_for(name)`` is the number to read for one function.
     """
 
-    traces: list[str] = dataclasses.field(default_factory=list)
+    trace_events: list[str] = dataclasses.field(default_factory=list)
     lowerings: list[str] = dataclasses.field(default_factory=list)
     compiles: list[str] = dataclasses.field(default_factory=list)
     compile_seconds: float = 0.0
@@ -61,12 +76,20 @@ class CompileLog:
                 "count_for needs a newer JAX: this one's compile events name no "
                 "function, so compiles cannot be told apart by name; read .count."
             )
-        return sum(_plain_name(n) == name for n in self.compiles)
+        found = sum(_plain_name(n) == name for n in self.compiles)
+        if not found and name not in _seen_names and "?" not in _seen_names:
+            compiled = ", ".join(sorted(set(self.compiles))) or "nothing"
+            raise ValueError(
+                f"jit never traced a function called {name!r} in this process, so "
+                f"count_for({name!r}) cannot count it: check the spelling (this "
+                f"block compiled: {compiled})."
+            )
+        return found
 
     def _on_duration(self, event: str, duration: float, **kwargs) -> None:
         name = _plain_name(str(kwargs.get("fun_name", "?")))
         if event == _TRACE:
-            self.traces.append(name)
+            self.trace_events.append(name)
         elif event == _LOWER:
             self.lowerings.append(name)
         elif event == _COMPILE:
@@ -80,7 +103,8 @@ class CompileLog:
     def __repr__(self) -> str:
         return (
             f"CompileLog(count={self.count}, compiles={self.compiles}, "
-            f"traces={self.traces}, compile_seconds={self.compile_seconds:.3f})"
+            f"trace_events={self.trace_events}, "
+            f"compile_seconds={self.compile_seconds:.3f})"
         )
 
 
@@ -92,18 +116,61 @@ def _unregister(name: str) -> Callable:
     return public or getattr(monitoring, f"_unregister_{name}_by_callback")
 
 
-@contextlib.contextmanager
-def count_compiles() -> Iterator[CompileLog]:
-    """Count traces, lowerings and XLA compiles in the block:
-    ``with count_compiles() as log: ...``."""
-    log = CompileLog()
-    jax.monitoring.register_event_duration_secs_listener(log._on_duration)
-    jax.monitoring.register_event_listener(log._on_event)
-    try:
-        yield log
-    finally:
-        _unregister("event_duration_listener")(log._on_duration)
-        _unregister("event_listener")(log._on_event)
+class _CalledFirst(type):
+    """``with count_compiles as log`` (no parentheses) says how to write it."""
+
+    def __enter__(cls):
+        raise TypeError(
+            f"{cls.__name__} is called: write `with {cls.__name__}() as log:`, "
+            "with the parentheses."
+        )
+
+    def __exit__(cls, *exc) -> None:
+        return None
+
+
+class count_compiles(metaclass=_CalledFirst):  # noqa: N801  (reads as a function)
+    """Count trace events, lowerings and XLA compiles in the block:
+    ``with count_compiles() as log: ...``; one ``count_compiles()`` per block."""
+
+    def __init__(self) -> None:
+        self.log: CompileLog | None = None
+
+    def __enter__(self) -> CompileLog:
+        if self.log is not None:
+            raise RuntimeError(
+                "this count_compiles() already counted a block; write a new "
+                "`with count_compiles() as log:` for each block you count."
+            )
+        self.log = CompileLog()
+        jax.monitoring.register_event_duration_secs_listener(self.log._on_duration)
+        jax.monitoring.register_event_listener(self.log._on_event)
+        return self.log
+
+    def __exit__(self, *exc) -> None:
+        _unregister("event_duration_listener")(self.log._on_duration)
+        _unregister("event_listener")(self.log._on_event)
+
+
+def count_body_runs(fn: Callable) -> Callable:
+    """``fn``, counting in ``.body_runs`` how often its Python body runs.
+
+    Under jit the body runs when jit traces it (once per new cache key), not per call;
+    a call that hits jit's caches, or its tracing cache for an equal callable, does not
+    run it. Eager calls, ``make_jaxpr`` and ``eval_shape`` run it too. Wrap before
+    jitting and keep the wrapper: jit keys on the wrapper, a new object each time.
+    As a method decorator, one count is shared by all instances.
+    """
+    if not callable(fn):
+        raise TypeError(f"count_body_runs takes a function, got {type(fn).__name__}.")
+
+    @functools.wraps(fn)
+    def counted(*args, **kwargs):
+        counted.body_runs += 1
+        return fn(*args, **kwargs)
+
+    counted.body_runs = 0
+    return counted
 
 
 @dataclasses.dataclass
