@@ -85,35 +85,46 @@ def test_messages_about_strips_paths_and_addresses_and_wraps():
 class ScaleBy:
     factor: float
 
-    @cache.count_body_runs
     def __call__(self, x):
         return x * self.factor
 
 
 @pytest.mark.claim("sec-recompilation-function", "clm-rec-equal-callables-one-body-run")
 def test_equal_callables_fire_a_trace_event_each_but_run_the_body_once():
-    """The trace event fires per new wrapper; the tracing cache, keyed by equality,
+    """The trace event fires per new callable; the tracing cache, keyed by equality,
     runs the body and compiles once."""
     x = jnp.ones(3)
     objects = [ScaleBy(2.0) for _ in range(100)]  # kept alive: no id reused
-    runs_before = ScaleBy.__call__.body_runs
-    with count_compiles() as log:
+    with count_compiles() as log, cache.count_body_runs(ScaleBy(2.0)) as runs:
         for obj in objects:
             jax.jit(obj)(x)
-    assert len(log.trace_events) == 100
-    assert ScaleBy.__call__.body_runs - runs_before == 1
-    assert log.count == 1
+    assert (len(log.trace_events), runs.count, log.count) == (100, 1, 1)
 
 
-def test_body_runs_count_traces_not_calls():
-    counted = cache.count_body_runs(lambda x: x + 1.0)
-    f = jax.jit(counted)
-    f(jnp.ones(2))
-    f(jnp.ones(2))
-    f(jnp.ones(3))
-    assert counted.body_runs == 2
-    with pytest.raises(TypeError, match="takes a function"):
-        cache.count_body_runs(3)
+def test_body_runs_count_traces_not_calls_and_nest():
+    def add(x):
+        return x + 1.0
+
+    f = jax.jit(add)
+    with cache.count_body_runs(add) as outer:
+        f(jnp.ones(2))
+        f(jnp.ones(2))
+        with cache.count_body_runs(add, scale) as inner:
+            f(jnp.ones(3))
+            scale(1.0)
+    assert outer.count == 2 and inner.count_for(add) == 1 and inner.count == 2
+    with cache.count_body_runs(add) as after:
+        add(1.0)
+    assert after.count == 1  # the events of the closed blocks were switched off cleanly
+    with cache.count_body_runs(f) as through_the_wrapper:
+        add(1.0)
+    assert through_the_wrapper.count == 1  # a jitted wrapper counts what it wraps
+    with pytest.raises(TypeError, match="no Python body"):
+        with cache.count_body_runs(len):
+            pass
+    with pytest.raises(TypeError, match="takes the functions"):
+        with cache.count_body_runs():
+            pass
 
 
 def test_count_compiles_misuse_says_how_to_write_it():

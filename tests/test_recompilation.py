@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from jitbook import cache, capture_jax_logs, count_compiles
-from jitbook.chapters import recompilation
+from jitbook.chapters import recompilation, recompilation_processes
 from jitbook.exercises import check
 
 # --- static arguments ------------------------------------------------------------------------------------
@@ -226,11 +226,11 @@ def test_clear_caches_makes_the_next_call_compile():
 
 @pytest.mark.claim("sec-recompilation-persistent")
 def test_a_second_process_loads_the_program_from_the_disk_cache_when_the_threshold_allows():
-    zero = recompilation.persistent_cache_runs(2, min_compile_seconds=0.0)
+    zero = recompilation_processes.persistent_cache_runs(2, min_compile_seconds=0.0)
     assert (zero[0]["disk cache hits"], zero[1]["disk cache hits"]) == (0, 1)
     assert zero[1]["compile events"] == 1  # loading from disk is reported through the compile event too
     assert (zero[1]["traces"], zero[1]["lowerings"]) == (1, 1)  # the disk cache saves the XLA compile only
-    never = recompilation.persistent_cache_runs(2, min_compile_seconds=1e6)  # nothing is quick enough to skip
+    never = recompilation_processes.persistent_cache_runs(2, min_compile_seconds=1e6)  # nothing is quick enough to skip
     assert never[1]["disk cache hits"] == 0 and never[0]["files in cache dir"] == 0
 
 
@@ -241,7 +241,7 @@ def test_default_write_threshold_is_one_second():
 
 def test_cold_start_needs_an_existing_directory():
     with pytest.raises(ValueError, match="is not a directory"):
-        recompilation.cold_start(os.path.join(tempfile.gettempdir(), "jitbook-no-such-dir"), 0.0, 1)
+        recompilation_processes.cold_start(os.path.join(tempfile.gettempdir(), "jitbook-no-such-dir"), 0.0, 1)
 
 
 # --- control flow ----------------------------------------------------------------------------------------
@@ -391,7 +391,7 @@ def test_weak_types_yield_within_a_kind_and_promote_across_kinds():
 
 @pytest.mark.claim("sec-recompilation-persistent")
 def test_the_persistent_cache_directory_is_fixed_at_its_first_use():
-    moved = recompilation.moved_cache_dir()
+    moved = recompilation_processes.moved_cache_dir()
     assert moved["files in the first directory"] > 0 and moved["files in the second directory"] == 0
 
 
@@ -542,7 +542,7 @@ def test_a_functions_cache_entries_last_as_long_as_it_does():
 
 @pytest.mark.claim("sec-recompilation-persistent")
 def test_explain_cache_misses_reports_the_persistent_cache_too():
-    messages = recompilation.explained_with_disk_cache()
+    messages = recompilation_processes.explained_with_disk_cache()
     assert any(m.startswith("TRACING CACHE MISS") for m in messages)
     assert any(m.startswith("PERSISTENT COMPILATION CACHE MISS") for m in messages)
     assert any(m.startswith("Writing jit_add_one to persistent compilation cache") for m in messages)

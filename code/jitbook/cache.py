@@ -5,8 +5,11 @@ explanations, and probe the cache with fresh jitted wrappers."""
 import contextlib
 import dataclasses
 import functools
+import inspect
 import logging
 import re
+import sys
+import types
 from collections.abc import Callable, Iterator, Sequence
 
 import jax
@@ -152,25 +155,97 @@ class count_compiles(metaclass=_CalledFirst):  # noqa: N801  (reads as a functio
         _unregister("event_listener")(self.log._on_event)
 
 
-def count_body_runs(fn: Callable) -> Callable:
-    """``fn``, counting in ``.body_runs`` how often its Python body runs.
+def _code_of(fn: object) -> types.CodeType:
+    """The code object that runs when ``fn`` is called: a function's, a method's, a
+    ``partial``'s or a jitted wrapper's function's, or a callable object's
+    ``__call__``."""
+    while isinstance(fn, functools.partial):
+        fn = fn.func
+    fn = inspect.unwrap(getattr(fn, "__func__", fn))
+    if isinstance(fn, types.FunctionType):
+        return fn.__code__
+    call = type(fn).__call__ if callable(fn) else None
+    if isinstance(call, types.FunctionType):
+        return call.__code__
+    raise TypeError(
+        f"count_body_runs takes Python functions or callable objects, got "
+        f"{type(fn).__name__}; a built-in or a jitted wrapper has no Python body "
+        "to count."
+    )
 
-    Under jit the body runs when jit traces it (once per new cache key), not per call;
-    a call that hits jit's caches, or its tracing cache for an equal callable, does not
-    run it. Eager calls, ``make_jaxpr`` and ``eval_shape`` run it too. Wrap before
-    jitting and keep the wrapper: jit keys on the wrapper, a new object each time.
-    As a method decorator, one count is shared by all instances.
+
+@dataclasses.dataclass
+class BodyRuns:
+    """How often the Python bodies of some functions started inside a block."""
+
+    runs: dict[types.CodeType, int]
+
+    @property
+    def count(self) -> int:
+        """Body runs of all the functions counted."""
+        return sum(self.runs.values())
+
+    def count_for(self, fn: Callable) -> int:
+        """Body runs of ``fn`` (one of the functions given to ``count_body_runs``)."""
+        return self.runs[_code_of(fn)]
+
+
+_active: list[BodyRuns] = []  # the open count_body_runs blocks
+_tool: list[int] = []  # the sys.monitoring tool id while a block is open
+
+
+def _on_start(code: types.CodeType, offset: int) -> None:
+    for log in _active:
+        if code in log.runs:
+            log.runs[code] += 1
+
+
+def _watch(codes: set[types.CodeType], on: bool) -> None:
+    """Start or stop the PY_START events of ``codes`` (one tool id for all blocks)."""
+    monitoring = sys.monitoring
+    if on and not _tool:
+        free = [i for i in range(6) if monitoring.get_tool(i) is None]
+        if not free:
+            raise RuntimeError(
+                "count_body_runs: every sys.monitoring tool id is taken."
+            )
+        monitoring.use_tool_id(free[-1], "jitbook.count_body_runs")
+        monitoring.register_callback(free[-1], monitoring.events.PY_START, _on_start)
+        _tool.append(free[-1])
+    watched = {code for log in _active for code in log.runs}
+    for code in codes:
+        wanted = code in watched
+        events = monitoring.events.PY_START if wanted else monitoring.events.NO_EVENTS
+        monitoring.set_local_events(_tool[0], code, events)
+    if not _active and _tool:
+        monitoring.register_callback(_tool[0], monitoring.events.PY_START, None)
+        monitoring.free_tool_id(_tool.pop())
+
+
+@contextlib.contextmanager
+def count_body_runs(*fns: Callable) -> Iterator[BodyRuns]:
+    """Count how often the Python bodies of ``fns`` start in the block, without
+    wrapping them (a wrapper would be a new function to jit's caches):
+    ``with count_body_runs(f) as runs: ...; runs.count``.
+
+    It watches each function's code object with ``sys.monitoring``, so it counts every
+    function made from the same code (each closure of one ``def``, every instance of
+    one class's ``__call__``). Under jit a body runs when jit traces it, not at each
+    call: a hit of jit's caches, or of its tracing cache for an equal callable, runs
+    nothing. Eager calls, ``make_jaxpr`` and ``eval_shape`` run it too.
     """
-    if not callable(fn):
-        raise TypeError(f"count_body_runs takes a function, got {type(fn).__name__}.")
-
-    @functools.wraps(fn)
-    def counted(*args, **kwargs):
-        counted.body_runs += 1
-        return fn(*args, **kwargs)
-
-    counted.body_runs = 0
-    return counted
+    if not fns:
+        raise TypeError(
+            "count_body_runs takes the functions to count: count_body_runs(f)."
+        )
+    log = BodyRuns({_code_of(fn): 0 for fn in fns})
+    _active.append(log)
+    try:
+        _watch(set(log.runs), on=True)
+        yield log
+    finally:
+        _active.remove(log)
+        _watch(set(log.runs), on=False)
 
 
 @dataclasses.dataclass
