@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from jitbook import cache, capture_jax_logs, count_compiles
-from jitbook.chapters import recompilation, recompilation_processes
+from jitbook.chapters import recompilation, recompilation_explore, recompilation_processes, recompilation_wrappers
 from jitbook.exercises import check
 
 # --- static arguments ------------------------------------------------------------------------------------
@@ -90,11 +90,13 @@ def test_shape_dtype_and_weak_type_are_in_the_key_values_are_not():
 def test_equal_callables_share_a_program_identity_ones_and_partials_do_not():
     rows = {r["callables"]: r for r in recompilation.identity_rows()}
     assert rows["the same function twice"]["second compiled"] == 0
-    assert rows["the same function twice"]["second traced"] == 0
-    assert rows["two equal ScaleBy(2.0) objects"]["second compiled"] == 0
-    assert rows["two equal ScaleBy(2.0) objects"]["second traced"] == 1
-    assert rows["two ScaleByIdentity(2.0) objects"]["second compiled"] == 1
-    assert rows["functools.partial(add_one), twice"]["second compiled"] == 1
+    assert rows["the same function twice"]["second: trace events"] == 0
+    equal = rows["two equal ScaleBy(2.0) objects"]
+    # a trace event (the tracing cache was asked) but no body run: equality found the jaxpr
+    assert (equal["second: trace events"], equal["second: body runs"], equal["second compiled"]) == (1, 0, 0)
+    for label in ("two ScaleByIdentity(2.0) objects", "functools.partial(add_one), twice"):
+        row = rows[label]
+        assert (row["second: trace events"], row["second: body runs"], row["second compiled"]) == (1, 1, 1)
 
 
 @pytest.mark.claim("sec-recompilation-key")
@@ -229,7 +231,7 @@ def test_a_second_process_loads_the_program_from_the_disk_cache_when_the_thresho
     zero = recompilation_processes.persistent_cache_runs(2, min_compile_seconds=0.0)
     assert (zero[0]["disk cache hits"], zero[1]["disk cache hits"]) == (0, 1)
     assert zero[1]["compile events"] == 1  # loading from disk is reported through the compile event too
-    assert (zero[1]["traces"], zero[1]["lowerings"]) == (1, 1)  # the disk cache saves the XLA compile only
+    assert (zero[1]["body runs"], zero[1]["lowerings"]) == (1, 1)  # the disk cache saves the XLA compile only
     never = recompilation_processes.persistent_cache_runs(2, min_compile_seconds=1e6)  # nothing is quick enough to skip
     assert never[1]["disk cache hits"] == 0 and never[0]["files in cache dir"] == 0
 
@@ -376,10 +378,10 @@ def test_positional_and_keyword_passing_are_two_keys():
 def test_a_committed_array_compiles_again_without_tracing_and_is_not_explained():
     rows = {r["call"]: r for r in recompilation.cache_misses()}
     committed = rows["device_put(ones(3))"]
-    assert (committed["traced"], committed["lowered"], committed["compiled"]) == (0, 1, 1)
+    assert (committed["trace events"], committed["body runs"], committed["lowered"], committed["compiled"]) == (0, 0, 1, 1)
     assert committed["explained"] == 0 and committed["logged compiles"] == 1
     new_shape = rows["ones(4)"]
-    assert (new_shape["traced"], new_shape["compiled"], new_shape["explained"]) == (1, 1, 1)
+    assert (new_shape["body runs"], new_shape["compiled"], new_shape["explained"]) == (1, 1, 1)
     assert rows["ones(3) again"]["compiled"] == 0
 
 
@@ -431,20 +433,20 @@ def test_lr_traced_counts_the_answers_function_not_eager_helpers():
 @pytest.mark.claim("sec-recompilation-dispatch")
 def test_a_new_wrapper_of_a_called_function_hits_the_dispatch_cache():
     """jit's C++ dispatch cache is global, keyed on the callable and jit's options."""
-    rows = {r["calls"]: r for r in recompilation.dispatch_rows(20)}
+    rows = {r["calls"]: r for r in recompilation_wrappers.dispatch_rows(20)}
     first = rows["first call of jax.jit(plus_one)"]
     assert (first["dispatch-cache misses"], first["compiles"]) == (1, 1)
     fresh = rows["a new jax.jit(plus_one) per call"]
-    assert (fresh["dispatch-cache misses"], fresh["traces"], fresh["compiles"]) == (0, 0, 0)
+    assert (fresh["dispatch-cache misses"], fresh["trace events"], fresh["compiles"]) == (0, 0, 0)
     assert rows["one reused wrapper"]["dispatch-cache misses"] == 0
     options = rows["a new jax.jit(plus_one, static_argnums=0)"]
     assert (options["dispatch-cache misses"], options["compiles"]) == (1, 1)
     equal = rows["a new jax.jit(ScaleBy(2.0))"]
-    assert (equal["dispatch-cache misses"], equal["traces"], equal["compiles"]) == (20, 20, 1)
+    assert (equal["dispatch-cache misses"], equal["trace events"], equal["body runs"], equal["compiles"]) == (20, 20, 1, 1)
     partials = rows["a new jax.jit(functools.partial(plus_one))"]
     assert (partials["dispatch-cache misses"], partials["compiles"]) == (20, 20)
     noted = rows["one reused wrapper of plus_one_noted (a debug callback)"]
-    assert (noted["dispatch-cache misses"], noted["traces"], noted["compiles"]) == (20, 0, 0)
+    assert (noted["dispatch-cache misses"], noted["trace events"], noted["compiles"]) == (20, 0, 0)
 
 
 @pytest.mark.claim("sec-recompilation-dispatch")
@@ -479,13 +481,13 @@ def test_count_dispatch_misses_sees_a_new_function_and_restores_the_hook():
 
 @pytest.mark.claim("sec-recompilation-dispatch")
 def test_rejit_cost_compiles_nothing_and_takes_no_slow_path():
-    cost = recompilation.rejit_cost(20)
+    cost = recompilation_wrappers.rejit_cost(20)
     assert (cost["compiles"], cost["slow-path calls"]) == (0, 0)
     assert cost["building jax.jit(plus_one) only (us)"] > 0
-    race = recompilation.wrapper_race(10, rounds=3)
+    race = recompilation_wrappers.wrapper_race(10, rounds=3)
     assert race.rounds == 3 and len(race.names) == 4
     with pytest.raises(ValueError, match="positive int"):
-        recompilation.wrapper_race(0)
+        recompilation_wrappers.wrapper_race(0)
 
 
 @pytest.mark.claim("sec-recompilation-static")
@@ -515,10 +517,10 @@ def test_jit_without_a_function_is_a_decorator_factory():
 @pytest.mark.claim("sec-recompilation-loop")
 def test_the_slow_tracing_pages_partial_compiles_at_every_step():
     """JAX's page says jit unwraps a partial and hits the tracing cache; it does not."""
-    rows = recompilation.docs_partial_rows(4)
-    assert [(r["traces"], r["compiles"]) for r in rows] == [(4, 4)] * 3 + [(1, 1)]
+    rows = recompilation_wrappers.docs_partial_rows(4)
+    assert [(r["body runs"], r["compiles"]) for r in rows] == [(4, 4)] * 3 + [(1, 1)]
     with pytest.raises(ValueError, match="positive int"):
-        recompilation.docs_partial_rows(0)
+        recompilation_wrappers.docs_partial_rows(0)
 
 
 @pytest.mark.claim("sec-recompilation-function")

@@ -38,11 +38,12 @@ jax.config.update("jax_compilation_cache_dir", cache_dir)
 jax.config.update("jax_persistent_cache_min_compile_time_secs", min_seconds)
 x = jnp.ones((32, 32))
 ready = time.perf_counter()
-with jitbook.count_compiles() as log:
+with jitbook.count_compiles() as log, jitbook.count_body_runs(processes.deep) as runs:
     jax.block_until_ready(jax.jit(processes.deep, static_argnums=1)(x, steps))
 done = time.perf_counter()
 print(json.dumps({
-    "trace events": log.trace_events.count("deep"), "lowerings": log.lowerings.count("deep"),
+    "trace events": log.trace_events.count("deep"), "body runs": runs.count,
+    "lowerings": log.lowerings.count("deep"),
     "compile events": log.count_for("deep"), "compile (s)": log.compile_seconds,
     "disk cache hits": log.persistent_cache_hits, "first call (s)": done - ready,
     "process start to result (s)": done - start,
@@ -135,5 +136,3 @@ def moved_cache_dir() -> dict:
         tempfile.TemporaryDirectory(prefix="jitbook-b-") as second,
     ):
         return run_for_json(["-c", _LATE_CHILD, first, second], "the child process")
-
-
