@@ -11,7 +11,12 @@ import numpy as np
 import pytest
 
 from jitbook import cache, capture_jax_logs, count_compiles
-from jitbook.chapters import recompilation, recompilation_explore, recompilation_processes, recompilation_wrappers
+from jitbook.chapters import (
+    recompilation,
+    recompilation_explore,
+    recompilation_processes,
+    recompilation_wrappers,
+)
 from jitbook.exercises import check
 
 # --- static arguments ------------------------------------------------------------------------------------
