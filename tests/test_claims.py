@@ -1,7 +1,12 @@
 """Every claim sentence of the book has a test, and every test that names a sentence
 names one that exists: read statically, so this takes a second."""
 
+import shutil
+import subprocess
 import textwrap
+from pathlib import Path
+
+import pytest
 
 from jitbook.ledger import spans
 
@@ -53,3 +58,52 @@ def test_an_orphan_span_an_orphan_id_and_a_reused_id_are_each_reported(tmp_path)
     assert "TestMore::test_gone" in problems[2] and "clm-gone" in problems[2]
     (span,) = [s for s in spans.spans(tmp_path) if s.id == "clm-one"]
     assert span.words == "It holds … times, wrapped." and span.section == "sec-a"
+
+
+def test_a_reader_notebook_keeps_the_sentence_and_drops_the_claim_marks():
+    import nbformat
+
+    from jitbook.site import downloads
+
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_markdown_cell(
+        'So [it runs `x["k"]` once,\nper trace.]{.claim #clm-a} Then [a link](b.qmd).'
+    )]
+    text = downloads.reader_notebook(nb, titles={}).cells[0].source
+    assert text == 'So it runs `x["k"]` once,\nper trace. Then [a link](b.qmd).'
+
+
+def _pandoc() -> str | None:
+    return shutil.which("pandoc") or next(
+        (str(p) for p in Path("/tmp/quarto/pandoc").glob("**/pandoc") if p.is_file()), None
+    )
+
+
+@pytest.mark.skipif(_pandoc() is None, reason="pandoc is not on PATH (Debian: apt-get install pandoc)")
+def test_the_claims_filter_links_each_claim_to_its_row_in_the_appendix(tmp_path):
+    """Run the Lua filter under plain pandoc, with the Quarto functions it uses stood in for."""
+    def run(input_file: str) -> str:
+        shim = tmp_path / "shim.lua"
+        shim.write_text(f'quarto = {{doc = {{input_file = "{input_file}", '
+                        'is_format = function(f) return f == "html" end}}\n'
+                        + (spans.ROOT / "filters" / "claims.lua").read_text())
+        text = "A [claim `1`.]{.claim #clm-x} and [not one]{.other #y}.\n"
+        return subprocess.run([_pandoc(), "-f", "markdown", "-t", "html", "--lua-filter", str(shim)],
+                              input=text, capture_output=True, text=True, check=True).stdout
+
+    chapter = run("/book/chapters/tracing.qmd")
+    assert 'id="clm-x"' in chapter and 'href="claims.html#ev-clm-x"' in chapter
+    assert chapter.count("claim-evidence") == 1, "only .claim spans get a link"
+    assert 'href="chapters/claims.html#ev-clm-x"' in run("/book/index.qmd")
+
+
+def test_the_appendix_has_a_row_and_an_anchor_for_every_claim():
+    from jitbook import ledger
+    from jitbook.ledger import page
+
+    rows = page.claim_rows(ledger.load())
+    assert len(rows) == len(spans.spans())
+    anchors = {r["claim"].split("}", 1)[0].removeprefix("[]{#ev-") for r in rows}
+    assert anchors == {s.id for s in spans.spans()}
+    marks = [r[list(r)[-1]] for r in rows]
+    assert all(m == "not yet in the ledger" or m.startswith("`") for m in marks)

@@ -2,8 +2,7 @@
 (what misses it, what a new wrapper costs, how many callables it holds) and the slow
 tracing page's ``partial`` built in a loop.
 
-Taught in Static arguments and compiling again, The dispatch cache; jit built inside a
-loop.
+Taught in Static arguments and compiling again, The dispatch cache.
 """
 
 import functools

@@ -1,4 +1,4 @@
-"""The claim ledger: every claim test of the book, run on 11 chosen JAX releases.
+"""The claim ledger: every claim test of the book, run on chosen JAX releases.
 
 A claim test carries ``@pytest.mark.claim("sec-...")`` or, when a sentence of the
 prose says what it asserts, ``@pytest.mark.claim("sec-...", "clm-...")``.

@@ -26,10 +26,12 @@ from jitbook.ledger.venvs import (
     CACHE,
     EXTRAS,
     RELEASES,
+    VENV_MB,
     _pip_env,
     _versions,
     collect,
     install,
+    megabytes,
     public_index,
     run_release,
     venv_python,
@@ -130,7 +132,12 @@ def canary(args: argparse.Namespace) -> list[str]:
     shutil.rmtree(folder, ignore_errors=True)
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", folder], check=True)
     python = str(folder / "bin" / "python")
-    print("canary: installing the newest jax, jaxlib, equinox and optax", flush=True)
+    print(
+        f"canary: installing the newest jax, jaxlib, equinox and optax into {folder} "
+        f"(about {VENV_MB} MB, replaced at each run; pip also keeps the wheels in "
+        "~/.cache/pip; --cache or JITBOOK_LEDGER_CACHE moves the venv)",
+        flush=True,
+    )
     subprocess.run(
         [sys.executable, "-m", "pip", "--python", python, "install", "--quiet",
          "--index-url", args.index or public_index()[0],
@@ -138,7 +145,11 @@ def canary(args: argparse.Namespace) -> list[str]:
         check=True, env=_pip_env(),
     )  # fmt: skip
     versions = _versions(python)
-    print(f"canary: jax {versions['jax']}, jaxlib {versions['jaxlib']}", flush=True)
+    print(
+        f"canary: jax {versions['jax']}, jaxlib {versions['jaxlib']}; {folder} takes "
+        f"{megabytes(folder)} MB (delete it when done)",
+        flush=True,
+    )
     claims = collect()
     results, seconds = run_release(versions["jax"], python, list(claims), args.timeout)
     moved = []
@@ -181,7 +192,7 @@ def merge(ledgers: list[dict]) -> dict:
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m jitbook.ledger",
-        description="Run the book's claim tests on every JAX release; "
+        description="Run the book's claim tests on chosen JAX releases; "
         "write data/ledger.json.",
     )
     p.add_argument(

@@ -212,3 +212,56 @@ def explorer_rows(ledger: dict) -> tuple[list[dict], list[dict]]:
 
 def _short(reason: str, width: int = 60) -> str:
     return reason if len(reason) <= width else reason[: width - 1] + "…"
+
+
+def claim_status(ledger: dict, test: str, release: str) -> str | None:
+    """A claim test's status on ``release``; for a parametrised test, the worst of its
+    cases (fails before n/a before holds); None when the ledger has no row."""
+    rows = [
+        claim["results"][release]["status"]
+        for name, claim in ledger["claims"].items()
+        if (name == test or name.startswith(test + "[")) and release in claim["results"]
+    ]
+    for status in ("fails", "n/a", "holds"):
+        if status in rows:
+            return status
+    return None
+
+
+def claim_rows(ledger: dict, root: Path = ROOT) -> list[dict]:
+    """The Claims appendix: one row per claim sentence, by chapter in the book's order,
+    with its test and its marks on every ledger release (oldest first)."""
+    from jitbook.ledger import spans
+
+    names = releases(ledger)
+    heading = f"{names[0]} … {names[-1]}" if names else "ledger"
+    tests: dict[str, list[str]] = {}
+    for test in spans.claim_tests(root):
+        tests.setdefault(test.span, []).append(test.test)
+    chapters = {s: v["chapter"] for s, v in sections(root).items()}
+    order = (root / "_quarto.yml").read_text()
+    found = sorted(
+        spans.spans(root), key=lambda s: (order.find(f"{s.page}.qmd"), s.line)
+    )
+    rows, last = [], None
+    for span in found:
+        chapter = chapters.get(span.section, span.page)
+        page = f"{span.page}.qmd" if span.page != "index" else "../index.qmd"
+        named = tests.get(span.id, [])
+        marks = [
+            " ".join(MARKS[claim_status(ledger, test, r)] for r in names)
+            for test in named
+        ]
+        in_ledger = any(m.strip() for m in marks)
+        rows.append(
+            {
+                "chapter": chapter if chapter != last else "",
+                "claim": f"[]{{#ev-{span.id}}}[{span.words}]({page}#{span.id})",
+                "test": "<br>".join(f"`{t.split('::')[-1]}`" for t in named),
+                heading: "<br>".join(f"`{m}`" for m in marks)
+                if in_ledger
+                else "not yet in the ledger",
+            }
+        )
+        last = chapter
+    return rows

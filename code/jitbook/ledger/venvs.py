@@ -30,8 +30,9 @@ def public_index() -> tuple[str, str]:
     return PyPI.simple_url, PyPI.pypi_url
 
 
-# 0.4.18 is the first jaxlib with a wheel for CPython 3.12, the book's Python; then the
-# last patch of each minor release up to the lock (its column runs in the book's venv).
+# 0.4.18 is the first jaxlib with a wheel for CPython 3.12, the book's Python; 0.4.30 is
+# a point in the middle of the long 0.4 line, 0.4.38 its last patch; then the last patch
+# of each minor release up to the lock (its column runs in the book's venv).
 RELEASES = (
     "0.4.18",
     "0.4.30",
@@ -46,13 +47,19 @@ RELEASES = (
 )
 
 
-EXTRAS = (
-    "pytest",
-    "threadpoolctl",
-    "rich",
-    "nbformat",
-    "pyyaml",
-)  # what the claim tests import beside JAX and the book
+# What the claim tests import beside JAX and the book: flatbuffers is imported by
+# jax.export's serialization, which JAX does not require (without it the canary, on the
+# locked release itself, reported the export claims as changed).
+EXTRAS = ("pytest", "threadpoolctl", "rich", "nbformat", "pyyaml", "flatbuffers")
+# About what one release's venv holds (jaxlib is most of it): said before installing.
+VENV_MB = 600
+
+
+def megabytes(folder: Path) -> int:
+    """The disk space a folder takes, in MB."""
+    return round(
+        sum(f.stat().st_size for f in folder.rglob("*") if f.is_file()) / 2**20
+    )
 
 
 def collect(python: str = sys.executable, tests: Path = ROOT / "tests") -> dict:
@@ -131,7 +138,10 @@ def install(
     shutil.rmtree(folder, ignore_errors=True)
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", folder], check=True)
     wanted = [f"jax=={release}", "jaxlib", "equinox", "optax", *EXTRAS]
-    log(f"jax {release}: installing {' '.join(wanted[1:])} as of {cutoff}")
+    log(
+        f"jax {release}: installing {' '.join(wanted[1:])} as of {cutoff} into "
+        f"{folder} (about {VENV_MB} MB; pip also keeps the wheels in ~/.cache/pip)"
+    )
     subprocess.run(
         [sys.executable, "-m", "pip", "--python", str(folder / "bin" / "python"),
          "install", "--quiet", "--index-url", index or public_index()[0],
@@ -139,6 +149,7 @@ def install(
         check=True, env=_pip_env(),
     )  # fmt: skip
     versions = _versions(str(folder / "bin" / "python"))
+    log(f"jax {release}: {folder} takes {megabytes(folder)} MB")
     info = {"released": day, "packages as of": cutoff, "versions": versions}
     info["install seconds"] = round(time.monotonic() - start)
     stamp.write_text(json.dumps(info))
