@@ -200,7 +200,10 @@ class ScaleByIdentity:
 
 def identity_rows(x: jax.Array | None = None) -> list[dict]:
     """Two callables that do the same thing, jitted one after the other: for the
-    second, JAX's trace events, runs of its Python body, and compiles."""
+    second, JAX's trace events, runs of its Python body, and compiles.
+
+    Clears jit's caches (``jax.clear_caches()``) before each pair, for every function.
+    """
     x = jnp.ones(3) if x is None else x
     pairs = [
         ("the same function twice", add_one, add_one),
@@ -380,7 +383,7 @@ def plus_one(i):
 
 def jit_in_a_loop(how: str, steps: int = 10) -> dict:
     """Apply ``plus_one`` ``steps`` times through ``jax.jit(...)`` built in the loop,
-    three ways.
+    three ways; clears jit's caches first, for every function.
 
     Taught in Static arguments and compiling again, jit built inside a loop.
     """

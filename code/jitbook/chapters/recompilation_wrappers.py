@@ -108,6 +108,7 @@ def dispatch_rows(wrappers: int = 100) -> list[dict]:
 
     Each row calls ``wrappers`` new wrappers once each (or one wrapper that many times).
     The callables of a row stay alive until it is counted, as in a loop that keeps them.
+    Clears jit's caches first (``jax.clear_caches()``), for every function.
 
     Taught in Static arguments and compiling again, The dispatch cache.
     """
@@ -185,7 +186,8 @@ def add_multiply(a, b, scale):
 
 def docs_partial_rows(steps: int = 5) -> list[dict]:
     """The docs' ``jax.jit(functools.partial(add_multiply, scale=s))(x, y)`` run
-    ``steps`` times in a loop, against the forms without bound arguments.
+    ``steps`` times in a loop, against the forms without bound arguments; clears jit's
+    caches before each form, for every function.
 
     Taught in Static arguments and compiling again, jit built inside a loop.
     """
