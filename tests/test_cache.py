@@ -5,6 +5,7 @@ import jax.numpy as jnp
 import pytest
 
 from jitbook import cache, capture_jax_logs, count_compiles, display
+from jitbook.chapters import recompilation
 
 
 def scale(x):
@@ -99,6 +100,10 @@ def test_equal_callables_fire_a_trace_event_each_but_run_the_body_once():
         for obj in objects:
             jax.jit(obj)(x)
     assert (len(log.trace_events), runs.count, log.count) == (100, 1, 1)
+    # the chapter's own count, with its own class
+    assert recompilation.equal_objects_counts(100) == {
+        "objects": 100, "trace events": 100, "body runs": 1, "compiles": 1,
+    }
 
 
 def test_body_runs_count_traces_not_calls_and_nest():
