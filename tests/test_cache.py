@@ -5,7 +5,7 @@ import jax.numpy as jnp
 import pytest
 
 from jitbook import cache, capture_jax_logs, count_compiles, display
-from jitbook.chapters import recompilation
+from jitbook.chapters import recompilation_wrappers
 
 
 def scale(x):
@@ -101,7 +101,7 @@ def test_equal_callables_fire_a_trace_event_each_but_run_the_body_once():
             jax.jit(obj)(x)
     assert (len(log.trace_events), runs.count, log.count) == (100, 1, 1)
     # the chapter's own count, with its own class
-    assert recompilation.equal_objects_counts(100) == {
+    assert recompilation_wrappers.equal_objects_counts(100) == {
         "objects": 100, "trace events": 100, "body runs": 1, "compiles": 1,
     }
 

@@ -238,28 +238,6 @@ def identity_rows(x: jax.Array | None = None) -> list[dict]:
     return rows
 
 
-def equal_objects_counts(objects: int = 100) -> dict:
-    """Jit ``objects`` equal ``ScaleBy(2.0)`` objects, all kept alive, and call each
-    once: JAX's trace events, runs of ``ScaleBy``'s body, and compiles.
-
-    Clears jit's caches first (``jax.clear_caches()``), for every function.
-    """
-    if isinstance(objects, bool) or not isinstance(objects, int) or objects < 1:
-        raise ValueError(f"objects must be a positive int, got {objects!r}.")
-    x = jnp.ones(3)
-    kept = [ScaleBy(2.0) for _ in range(objects)]
-    jax.clear_caches()
-    with count_compiles() as log, count_body_runs(ScaleBy.__call__) as runs:
-        for fn in kept:
-            jax.jit(fn)(x)
-    return {
-        "objects": objects,
-        "trace events": len(log.trace_events),
-        "body runs": runs.count,
-        "compiles": log.count,
-    }
-
-
 def total(tree):
     """The sum of every leaf of a pytree: one function for probing how the pytree's
     structure enters the key."""

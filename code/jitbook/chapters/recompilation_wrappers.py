@@ -226,6 +226,28 @@ def docs_partial_rows(steps: int = 5) -> list[dict]:
     return rows
 
 
+def equal_objects_counts(objects: int = 100) -> dict:
+    """Jit ``objects`` equal ``ScaleBy(2.0)`` objects, all kept alive, and call each
+    once: JAX's trace events, runs of ``ScaleBy``'s body, and compiles.
+
+    Clears jit's caches first (``jax.clear_caches()``), for every function.
+    """
+    if isinstance(objects, bool) or not isinstance(objects, int) or objects < 1:
+        raise ValueError(f"objects must be a positive int, got {objects!r}.")
+    x = jnp.ones(3)
+    kept = [ScaleBy(2.0) for _ in range(objects)]
+    jax.clear_caches()
+    with count_compiles() as log, count_body_runs(ScaleBy.__call__) as runs:
+        for fn in kept:
+            jax.jit(fn)(x)
+    return {
+        "objects": objects,
+        "trace events": len(log.trace_events),
+        "body runs": runs.count,
+        "compiles": log.count,
+    }
+
+
 DISPATCH_CACHE_SIZE = 8192  # jax/_src/pjit.py: make_jit_cpp_cache(8192)
 
 
