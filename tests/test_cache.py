@@ -99,7 +99,9 @@ def test_equal_callables_fire_a_trace_event_each_but_run_the_body_once():
     with count_compiles() as log, cache.count_body_runs(ScaleBy(2.0)) as runs:
         for obj in objects:
             jax.jit(obj)(x)
-    assert (len(log.trace_events), runs.count, log.count) == (100, 1, 1)
+    # the objects' own events: jnp functions jitted inside fire their own on 0.9.2
+    own = log.trace_events.count(log.trace_events[-1])
+    assert (own, runs.count, log.count) == (100, 1, 1)
     # the chapter's own count, with its own class
     assert recompilation_wrappers.equal_objects_counts(100) == {
         "objects": 100, "trace events": 100, "body runs": 1, "compiles": 1,

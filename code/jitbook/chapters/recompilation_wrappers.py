@@ -14,7 +14,7 @@ import jax.numpy as jnp
 
 from jitbook import timing
 from jitbook.cache import count_body_runs, count_compiles, count_dispatch_misses
-from jitbook.chapters.recompilation import ScaleBy, plus_one
+from jitbook.chapters.recompilation import ScaleBy, own_trace_events, plus_one
 
 
 def wrapper_race(calls: int = 100, rounds: int = 31) -> "timing.Race":
@@ -171,7 +171,7 @@ def dispatch_rows(wrappers: int = 100) -> list[dict]:
                 "calls": label,
                 "how many": calls,
                 "dispatch-cache misses": dispatch.count_for(name),
-                "trace events": len(log.trace_events),
+                "trace events": own_trace_events(log),
                 "body runs": runs.count,
                 "compiles": log.count,
             }
@@ -242,7 +242,7 @@ def equal_objects_counts(objects: int = 100) -> dict:
             jax.jit(fn)(x)
     return {
         "objects": objects,
-        "trace events": len(log.trace_events),
+        "trace events": own_trace_events(log),
         "body runs": runs.count,
         "compiles": log.count,
     }
