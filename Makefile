@@ -91,7 +91,7 @@ grade: setup
 clean:
 	rm -rf _build _book .quarto *.quarto_ipynb* chapters/*.quarto_ipynb* site_libs
 
-# The claim ledger (the "Ledger of claims" appendix): every claim test on every JAX release since 0.4.18,
+# The claim ledger (the "Ledger of claims" appendix): every claim test on 11 chosen JAX releases, 0.4.18 to the lock,
 # one venv per release under ~/.cache/jitbook-ledger; resumable. Options: LEDGER_ARGS="--only-missing".
 .PHONY: ledger canary
 ledger: setup
