@@ -162,7 +162,7 @@ def test_call_in_fresh_process_needs_bytes():
 
 # --- compile cost --------------------------------------------------------------------------------------------
 
-@pytest.mark.claim("sec-artifacts")
+@pytest.mark.claim("sec-artifacts-compile-time", "clm-artifacts-scan-constant-size")
 def test_the_unrolled_program_grows_with_the_loop_and_the_scan_does_not():
     short, long = artifacts.loop_cost_rows([5, 50])
     assert long["unrolled eqns"] == 10 * short["unrolled eqns"]
@@ -190,7 +190,7 @@ def test_the_constant_sweep_grows_with_the_table_only_when_closed_over():
         artifacts.constant_sweep(100)
 
 
-@pytest.mark.claim("sec-artifacts-pieces")
+@pytest.mark.claim("sec-artifacts-pieces", "clm-artifacts-pieces")
 def test_jitted_pieces_compile_once_each_but_not_inside_an_outer_jit():
     many, outer_jitted, outer_plain = artifacts.pieces_rows(5)
     assert (many["compiles"], many["compiles of a piece"]) == (5, 5)
@@ -210,7 +210,7 @@ def test_constant_hoisting_set_after_import_leaves_the_closure_embedded():
     assert after == before > table.nbytes
 
 
-@pytest.mark.claim("sec-artifacts-hoisting")
+@pytest.mark.claim("sec-artifacts-hoisting", "clm-artifacts-hoisting")
 def test_constant_hoisting_is_off_by_default_and_moves_the_table_into_the_arguments():
     assert jax.config.jax_use_simplified_jaxpr_constants is False
     assert jax.config.jax_embedded_constants_max_bytes == 32
@@ -240,14 +240,14 @@ def test_compile_cost_helpers_refuse_bad_input():
 
 # --- the other knobs ---------------------------------------------------------------------------------------
 
-@pytest.mark.claim("sec-artifacts")
+@pytest.mark.claim("sec-artifacts-knobs", "clm-artifacts-keep-unused")
 def test_keep_unused_keeps_an_unused_argument():
     dropped, kept = artifacts.keep_unused_rows(100)
     assert dropped["argument bytes"] == 100 * 4
     assert kept["argument bytes"] == 100 * 4 + 100 * 100 * 4
 
 
-@pytest.mark.claim("sec-artifacts")
+@pytest.mark.claim("sec-artifacts-knobs", "clm-artifacts-xla-inlines")
 def test_inline_leaves_one_stablehlo_function_and_xla_inlines_either_way():
     nested, inlined = artifacts.inline_rows()
     assert (nested["StableHLO functions"], inlined["StableHLO functions"]) == (2, 1)
@@ -255,7 +255,7 @@ def test_inline_leaves_one_stablehlo_function_and_xla_inlines_either_way():
     assert nested["calls after XLA"] == inlined["calls after XLA"] == 0
 
 
-@pytest.mark.claim("sec-artifacts")
+@pytest.mark.claim("sec-artifacts-knobs", "clm-artifacts-fast-min-max")
 def test_fast_min_max_drops_a_nan_and_unknown_options_are_refused():
     numpy_row, default, fast = artifacts.compiler_options_rows(jnp.array([np.nan, 1.0, -2.0]))
     assert np.isnan(numpy_row["result"]) and np.isnan(default["result"])
@@ -344,3 +344,11 @@ def test_an_export_compiles_in_the_process_that_loads_it():
     remote = artifacts.call_in_fresh_process(shipped.serialize(), w, batch)
     assert remote["compiles"] >= 1
     np.testing.assert_allclose(remote["outputs"], artifacts.predict(w, batch), atol=1e-6)
+
+
+@pytest.mark.claim("sec-artifacts-constants", "clm-artifacts-constant-hex")
+def test_the_printed_stablehlo_writes_two_hex_digits_per_constant_byte():
+    table = np.arange(64 * 64, dtype=np.float32).reshape(64, 64)
+    text = jax.jit(artifacts.closed_over(table)).lower(jnp.ones(64)).as_text()
+    (hex_run,) = [w for w in text.split('"') if w.startswith("0x") and len(w) > 1000]
+    assert len(hex_run) == 2 + 2 * table.nbytes
