@@ -357,7 +357,7 @@ def test_a_nested_jit_is_one_equation():
     assert programs.stats(jaxprs.outer, jnp.ones(3), lower=False).all_equations == 4
 
 
-@pytest.mark.claim("sec-jaxprs", "clm-jaxprs-eval-shape")
+@pytest.mark.claim("sec-jaxprs-eval-shape", "clm-jaxprs-eval-shape")
 def test_eval_shape_compiles_nothing():
     huge = jax.ShapeDtypeStruct((100_000, 10_000), jnp.float32)
     with count_compiles() as log:
