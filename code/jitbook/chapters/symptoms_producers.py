@@ -1,7 +1,7 @@
 """The symptom index's producers: each runs what a chapter runs and returns the message
 it shows, so the index quotes text produced when it runs, never typed.
 
-Taught in Symptom index.
+Taught in Symptom index, The index.
 """
 
 import os

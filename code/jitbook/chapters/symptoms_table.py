@@ -5,7 +5,7 @@ To add a message a new page shows: append a ``Symptom`` to ``INDEX`` with a shor
 pattern (tables clip long cells), the meaning, the section id and heading it is shown
 under, and a producer that calls what that page calls.
 
-Taught in Symptom index.
+Taught in Symptom index, The index.
 """
 
 import dataclasses

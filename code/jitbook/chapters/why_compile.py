@@ -143,7 +143,7 @@ def cold_and_warm(
     Pass an ``x`` of a shape nothing has used yet: op by op, the first call compiles
     each primitive for that shape, as the first jitted call compiles the whole
     function. A first call happens once, so it is one measurement; the later calls are
-    raced. Taught in Why compile?, When compiling does not pay off.
+    raced. Taught in Why compile?, A function of one operation.
     """
     ways = {"op by op": fn, "jax.jit": fresh_jit(fn)}
     rows = []
