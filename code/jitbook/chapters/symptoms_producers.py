@@ -251,6 +251,12 @@ def minijit_branch() -> str:
     return err(minijit.jit(tracing("sin_or_cos")), jnp.linspace(-1.0, 1.0, 5), 1.0)
 
 
+def minijit_index() -> str:
+    from jitbook.chapters import minijit
+
+    return err(minijit.jit(tracing("python_loop")), jnp.ones(3), 3)
+
+
 def pln_data():
     from jitbook.chapters import pln
 

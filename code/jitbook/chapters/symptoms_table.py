@@ -66,8 +66,8 @@ INDEX: list[Symptom] = [
         "needed a Python int from a traced value (`int(n)` raises "
         "`ConcretizationTypeError` instead); make `n` static or loop with "
         "`lax.fori_loop`.",
-        "sec-tracing-loops",
-        "Python loops unroll",
+        "sec-minijit-control-flow",
+        "Python control flow meets a tracer",
         lambda: produce.err(jax.jit(produce.tracing("python_loop")), jnp.ones(3), 3),
     ),
     Symptom(
@@ -517,5 +517,14 @@ INDEX: list[Symptom] = [
         "sec-minijit-control-flow",
         "Python control flow meets a tracer",
         produce.minijit_branch,
+    ),
+    Symptom(
+        "TracerControlFlowError",
+        r"TracerControlFlowError: an index \(__index__\) needs the value",
+        "The book's own small jit refusing `range(n)` on a traced `n`, as `jax.jit` "
+        "does with `TracerIntegerConversionError`.",
+        "sec-minijit-control-flow",
+        "Python control flow meets a tracer",
+        produce.minijit_index,
     ),
 ]
