@@ -352,3 +352,10 @@ def test_the_printed_stablehlo_writes_two_hex_digits_per_constant_byte():
     text = jax.jit(artifacts.closed_over(table)).lower(jnp.ones(64)).as_text()
     (hex_run,) = [w for w in text.split('"') if w.startswith("0x") and len(w) > 1000]
     assert len(hex_run) == 2 + 2 * table.nbytes
+
+
+@pytest.mark.claim("sec-artifacts-export", "clm-artifacts-persistent-load-counts")
+def test_a_persistent_cache_load_counts_as_a_compile():
+    first, second = artifacts.persistent_load_counts()
+    assert (first["compiles counted"], first["persistent cache hits"]) == (1, 0)
+    assert (second["compiles counted"], second["persistent cache hits"]) == (1, 1)

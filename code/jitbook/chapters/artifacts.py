@@ -28,6 +28,9 @@ from jitbook.chapters.artifacts_export import (
     executable_round_trip as executable_round_trip,
 )
 from jitbook.chapters.artifacts_export import export_sizes as export_sizes
+from jitbook.chapters.artifacts_export import (
+    persistent_load_counts as persistent_load_counts,
+)
 from jitbook.chapters.artifacts_export import predict as predict
 from jitbook.errors import raised
 

@@ -134,3 +134,48 @@ def executable_round_trip(batch: int = 5) -> dict:
         "compiles to load and call": log.count,
         "same result": bool(jnp.array_equal(out, compiled(w, x))),
     }
+
+
+_PERSISTENT_CHILD = r"""
+import json, sys
+import jitbook
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax._src import monitoring
+
+jax.config.update("jax_compilation_cache_dir", sys.argv[1])
+jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
+jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+events = []
+monitoring.register_event_listener(lambda event, **_: events.append(event))
+
+
+def shipped(x):
+    return jnp.sin(x) * 2 + 1
+
+
+with jitbook.count_compiles() as log:
+    jax.jit(shipped)(np.ones(3, np.float32))  # a NumPy input: no eager program
+print(json.dumps({
+    "compiles counted": log.count_for("shipped"),
+    "persistent cache hits": events.count("/jax/compilation_cache/cache_hits"),
+}))
+"""
+
+
+def persistent_load_counts() -> list[dict]:
+    """One small jitted function in two fresh processes sharing a new persistent cache
+    folder: what ``count_compiles`` counted and how often the disk cache hit in each.
+
+    Taught in Keeping, reusing and shipping compiled programs, Saving and shipping a
+    program.
+    """
+    from jitbook.guard import run_for_json
+
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="jitbook-persistent-") as folder:
+        for process in ("first process", "second process"):
+            out = run_for_json(["-c", _PERSISTENT_CHILD, folder], process, timeout=120)
+            rows.append({"process": process, **out})
+    return rows
