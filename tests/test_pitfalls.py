@@ -465,3 +465,17 @@ def test_a_python_loop_puts_every_turn_into_the_program():
     jaxpr = jax.make_jaxpr(pitfalls.unrolled)(jnp.ones(3))
     assert by_line[0]["equations"] + by_line[1]["equations"] <= len(jaxpr.eqns)
     assert by_line[0]["equations"] % 20 == 0 and by_line[1]["equations"] % 20 == 0
+
+
+@pytest.mark.claim("sec-pitfalls-compile-time", "clm-pitfalls-cache-entries")
+def test_an_array_made_first_keeps_its_program_off_the_disk():
+    zero, first = (pitfalls.persistent_cache(m) for m in pitfalls.CACHE_MODES[1:])
+    missing = set(zero["programs written"].split(", ")) - set(
+        first["programs written"].split(", ")
+    )
+    assert missing == {"convert_element_type"}
+    assert zero["entries"] - first["entries"] == 1
+    jax.clear_caches()
+    with count_compiles() as log:
+        jnp.zeros(3).block_until_ready()
+    assert "convert_element_type" in log.compiles

@@ -427,7 +427,8 @@ if mode != "defaults":
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
 jax.jit(lambda x: jnp.sin(x) * 2.0)(jnp.ones(5)).block_until_ready()
 files = [f for f in os.listdir(folder) if not f.endswith("-atime")]
-print(json.dumps({"entries": len(files),
+names = sorted(f.split("-")[0].removeprefix("jit_").strip("_") for f in files)
+print(json.dumps({"entries": len(files), "programs written": ", ".join(names),
   "min_compile_time_secs": jax.config.jax_persistent_cache_min_compile_time_secs}))
 """
 
