@@ -479,3 +479,11 @@ def test_an_array_made_first_keeps_its_program_off_the_disk():
     with count_compiles() as log:
         jnp.zeros(3).block_until_ready()
     assert "convert_element_type" in log.compiles
+
+
+@pytest.mark.claim("sec-pitfalls-random", "clm-pitfalls-make-jaxpr-same-draw")
+def test_make_jaxpr_after_jit_shows_the_draw_jit_made():
+    zeros = jnp.zeros(7)  # a shape of its own: the first trace is jit's
+    drawn = pitfalls.noise_from_numpy(zeros)
+    inner = jax.make_jaxpr(pitfalls.noise_from_numpy)(zeros).eqns[0].params["jaxpr"]
+    np.testing.assert_array_equal(inner.consts[0], drawn - zeros)
