@@ -95,7 +95,7 @@ def test_the_executed_page_reads_zero_compiles_for_a_new_wrapper(executed):
     assert result["data"]["text/plain"] == "0"
 
 
-@pytest.mark.claim("sec-recompilation-dispatch")
+@pytest.mark.claim("sec-why-compile-again", "clm-why-compile-fast-path")
 def test_a_new_wrapper_of_a_known_function_takes_the_fast_path_on_its_first_call():
     """jit's C++ dispatch cache is global: a new jax.jit(f) of a compiled f never runs
     the Python path (pjit._infer_params); a new function does."""
