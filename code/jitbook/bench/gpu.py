@@ -60,8 +60,8 @@ SIZES = {
     ),
 }  # fmt: skip
 SECTIONS = (
-    "levels", "dispatch", "precision", "presets", "torch", "loops", "profile",
-    "gpu_level", "scaling", "memory", "command_buffers",
+    "levels", "dispatch", "precision", "precision_terms", "presets", "torch",
+    "loops", "profile", "gpu_level", "scaling", "memory", "command_buffers",
 )  # fmt: skip
 
 
@@ -442,21 +442,39 @@ MEMORY_ENVS = {
 }
 
 
+DONATION_CHILD = (
+    "import json, sys, jax\n"
+    "from jitbook.chapters.pln import device_data, load_oaks\n"
+    "from jitbook.chapters.pln import levels\n"
+    "data = device_data(load_oaks(int(sys.argv[2])))\n"
+    "getattr(levels, sys.argv[1])(data, 5)\n"
+    "print(json.dumps(jax.devices()[0].memory_stats()))\n"
+)
+
+
+def _child_stats(code: str, env: dict, *argv: str) -> dict:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("XLA_PYTHON")} | env
+    done = subprocess.run(
+        [sys.executable, "-c", code, *argv], env=env, capture_output=True, text=True,
+        timeout=180, check=True,
+    )  # fmt: skip
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
 def memory(cfg: dict, data) -> dict:
     """This process's memory_stats, and a fresh process holding a 1 GiB array under
     each preallocation setting."""
     out = {"this process": jax.devices()[0].memory_stats()}
     if jax.devices()[0].platform != "gpu":
         return out | {"children": "memory_stats is None on this backend"}
-    children = {}
-    for label, extra in MEMORY_ENVS.items():
-        env = {k: v for k, v in os.environ.items() if not k.startswith("XLA_PYTHON")}
-        done = subprocess.run(
-            [sys.executable, "-c", MEMORY_CHILD], env=env | extra, capture_output=True,
-            text=True, timeout=120, check=True,
-        )  # fmt: skip
-        children[label] = json.loads(done.stdout.strip().splitlines()[-1])
-    return out | {"children": children}
+    children = {k: _child_stats(MEMORY_CHILD, e) for k, e in MEMORY_ENVS.items()}
+    repeat = str(cfg["scaling"][-1])
+    no_pool = {"XLA_PYTHON_CLIENT_PREALLOCATE": "false"}
+    donation = {
+        name: _child_stats(DONATION_CHILD, no_pool, name, repeat)
+        for name in ("fit_jit_iteration", "fit_jit_iteration_donated")
+    }
+    return out | {"children": children, "donation repeat": repeat, "donation": donation}
 
 
 # --- the run
@@ -479,7 +497,7 @@ def run(args) -> dict:
     result["shape"] = list(data.Y.shape)
     sections: dict[str, Callable] = {
         "levels": levels, "dispatch": dispatch, "scaling": scaling,
-        "precision": precision_section,
+        "precision": precision_section, "precision_terms": precision_terms,
         "presets": presets, "loops": loops,
         "command_buffers": lambda c, d: command_buffers(c, d, args),
         "torch": torch_section, "profile": profile,
@@ -515,3 +533,24 @@ def add_parser(sub) -> None:
     p.add_argument("--only", default="", help=f"comma-separated of {SECTIONS}")
     p.add_argument("--commit", default="", help="the book's commit, if no git here")
     p.set_defaults(run=lambda args: run(args))
+
+
+def precision_terms(cfg: dict, data) -> dict:
+    """The scan loss at the parameters of a "highest" fit, with its matrix products
+    made exact one at a time: which product moves the loss."""
+    with _setting("highest"), blas_limited():
+        params = PROGRAMS["scan"](data, cfg["iters"], 1.0)[1]
+    cases = [("none", ())] + [(d, (d,)) for d in gpu.SCAN_DOTS]
+    cases.append(("all four", gpu.SCAN_DOTS))
+    rows = []
+    for label, exact in cases:
+        terms = gpu.loss_terms(params, data, exact)
+        rows.append({"exact products": label, "setting": "default"} | _floats(terms))
+    with _setting("highest"):
+        terms = gpu.loss_terms(params, data)
+    rows.append({"exact products": "none", "setting": "highest"} | _floats(terms))
+    return {"rows": rows}
+
+
+def _floats(terms: dict) -> dict:
+    return {k: float(v) for k, v in terms.items()}

@@ -333,3 +333,40 @@ def trace_summary(path: str | Path, n_iter: int, keep: int = 3) -> dict:
             for e in window
         ],
     }
+
+
+# --- where the default matmul precision moves a loss
+
+SCAN_DOTS = ("X @ B", "M^T M in the trace", "(M^T M + D) @ Omega", "M^T M of Sigma")
+
+
+@partial(jax.jit, static_argnames="exact")
+def loss_terms(params: Params, data: PLNData, exact: tuple[str, ...] = ()) -> dict:
+    """The scan level's loss at `params` (Omega the closed form's inverse) term by
+    term, each of its four matrix products at the default precision unless named in
+    `exact`; and the fast level's trace term, taken from one Gram matrix."""
+    B, M, S = params
+    Y, O, X = data
+    n, p = Y.shape
+
+    def mm(name: str, a, b):
+        return jnp.matmul(a, b, precision="highest" if name in exact else None)
+
+    S2 = S * S
+    D = jnp.diag(jnp.sum(S2, axis=0))
+    Omega = jnp.linalg.inv((mm("M^T M of Sigma", M.T, M) + D) / n)
+    Z = O + M + mm("X @ B", X, B)
+    logdet = n / 2 * jnp.linalg.slogdet(Omega)[1]
+    data_term = jnp.sum(Y * Z - jnp.exp(Z + S2 / 2) + 0.5 * jnp.log(S2))
+    trace = 0.5 * jnp.trace(
+        mm("(M^T M + D) @ Omega", mm("M^T M in the trace", M.T, M) + D, Omega)
+    )
+    const = 0.5 * n * p - jnp.sum(log_stirling(Y))
+    g = gram(M, S)
+    fast_trace = 0.5 * jnp.sum(g * precision(g, n)[0])
+    return {
+        "loss": -(logdet + data_term - trace + const),
+        "trace term": trace,
+        "n p / 2": jnp.asarray(n * p / 2.0),
+        "fast trace term": fast_trace,
+    }
