@@ -18,10 +18,12 @@ from pathlib import Path
 import jax
 import jax.numpy as jnp
 
+from jitbook import timing
 from jitbook.chapters.pln.data import PLNData
 from jitbook.chapters.pln.fast import FastState, gram, loss_and_grads, precision
 from jitbook.chapters.pln.model import Params, init_params, log_stirling
 from jitbook.chapters.pln.radam import RAdamState, radam_init, radam_scalars, radam_step
+from jitbook.display import number
 
 DATA_DIR = Path(__file__).resolve().parents[3] / "data" / "gpu"
 
@@ -370,3 +372,204 @@ def loss_terms(params: Params, data: PLNData, exact: tuple[str, ...] = ()) -> di
         "n p / 2": jnp.asarray(n * p / 2.0),
         "fast trace term": fast_trace,
     }
+
+
+# --- reading a recorded run
+
+
+def load_run(name: str = "h100") -> dict:
+    """A recorded run of ``python -m jitbook.bench gpu`` from ``data/gpu/``."""
+    path = DATA_DIR / f"{name}.json"
+    if not path.exists():
+        have = sorted(p.stem for p in DATA_DIR.glob("*.json"))
+        raise FileNotFoundError(
+            f"no recorded run {name!r} in {DATA_DIR}; it has {have}. Record one with "
+            "`python -m jitbook.bench gpu --out data/gpu/NAME.json`."
+        )
+    return json.loads(path.read_text())
+
+
+def where(run: dict, section: str = "levels") -> str:
+    """The device, versions, date and commit a section of `run` was measured with."""
+    prov = run["provenance"]
+    second = run.get("second run", {})
+    if section in second.get("sections", ()):
+        prov = second["provenance"]
+    plugins = ", ".join(f"{k} {v}" for k, v in prov["plugins"].items())
+    driver = prov["driver"].split(",")[0]
+    return (
+        f"{prov['device']}"
+        + (f" (driver {driver})" if driver else "")
+        + f", jax {prov['jax']}"
+        + (f" with {plugins}" if plugins else "")
+        + (f", torch {prov['torch']}" if prov.get("torch") else "")
+        + f", {prov['date']}, commit {prov['commit']}"
+    )
+
+
+def level_row(run: dict, level: str) -> dict:
+    """One level's row of the recorded levels section."""
+    for row in run["levels"]["rows"]:
+        if row["level"] == level:
+            return row
+    raise KeyError(f"the recorded run has no level {level!r}.")
+
+
+def tutorial_rows(run: dict, tutorial: dict) -> list[dict]:
+    """The tutorial's GPU seconds beside the recorded run's, level by level: first
+    call (compile included, as the tutorial timed) and run alone."""
+    iters = run["levels"]["iters"]
+    rows = []
+    for t in tutorial["levels"]:
+        for level in t["book levels"]:
+            r = level_row(run, level)
+            rows.append(
+                {
+                    "tutorial": t["tutorial level"],
+                    "tutorial s": t["seconds"],
+                    "book level": level,
+                    "first call s": r["first call s"],
+                    "of which compile s": r["compile s"],
+                    "run s": round(r["ms / iter (min)"] * iters / 1e3, 2),
+                }
+            )
+    return rows
+
+
+def race_verdict(race: dict, a: str, b: str) -> timing.Verdict:
+    """The book's verdict on two variants of a recorded race."""
+    return timing.verdict_from_rounds(race["times"][a], race["times"][b], a, b)
+
+
+def race_rows(race: dict, names=None, unit: str = "ms") -> list[dict]:
+    """Minimum and median per iteration of recorded race variants."""
+    scale = {"ms": 1e3, "µs": 1e6}[unit]
+    return [
+        {
+            "variant": name,
+            f"{unit} / iter (min)": round(scale * min(t) / race["per"], 3),
+            f"{unit} / iter (median)": round(
+                scale * sorted(t)[len(t) // 2] / race["per"], 3
+            ),
+            "rounds": len(t),
+        }
+        for name, t in race["times"].items()
+        if names is None or name in names
+    ]
+
+
+def torch_rows(run: dict) -> list[dict]:
+    """PyTorch's first calls and runs, compile apart."""
+    rows = []
+    for name, r in run["torch"]["rows"].items():
+        if "error" in r:
+            rows.append({"variant": name, "error": r["error"][:80]})
+            continue
+        rows.append(
+            {
+                "variant": name,
+                "first call s": round(r["first call s"], 2),
+                "compile s": round(r["compile s (first call minus the median run)"], 2),
+                "run s (median)": round(r["run s (median)"], 2),
+                "final loss": number(r["final loss"]),
+            }
+        )
+    return rows
+
+
+def loop_rows(run: dict, section: str = "loops", size: int = 1000) -> list[dict]:
+    """The loop probes at one array size: µs per iteration, kernels per loop turn,
+    whether XLA knew the trip count."""
+    rows = run[section]["rows"] if section == "loops" else run[section]
+    return [
+        {
+            "loop": r["variant"],
+            "µs / iter (min)": round(r["us per iter (min)"], 2),
+            "kernels per turn": r["kernels per turn"],
+            "trip count known": "yes" if r["known trip count"] else "no",
+        }
+        for r in rows
+        if r["size"] == size
+    ]
+
+
+def scaling_series(run: dict) -> tuple[dict, list[dict]]:
+    """ms per iteration against n, per level and device (GPU and host CPU)."""
+    series, rows = {}, []
+    for where_, label in (("device", "GPU"), ("host CPU", "CPU")):
+        for level in ("scan", "fast"):
+            pts = [
+                r
+                for r in run["scaling"]["rows"]
+                if r["where"] == where_ and r["level"] == level
+            ]
+            if not pts:
+                continue
+            name = f"{label} {level}"
+            series[name] = (
+                [r["n"] for r in pts],
+                [r["ms per iter (min)"] for r in pts],
+            )
+            rows.append(
+                {
+                    "curve": name,
+                    "n from": pts[0]["n"],
+                    "n to": pts[-1]["n"],
+                    "ms / iter at the smallest n": round(
+                        pts[0]["ms per iter (min)"], 3
+                    ),
+                    "ms / iter at the largest n": round(
+                        pts[-1]["ms per iter (min)"], 3
+                    ),
+                }
+            )
+    return series, rows
+
+
+def timeline_series(summary: dict) -> tuple[dict, list[dict]]:
+    """A recorded trace's kept iterations as one lane per kernel family: each lane is
+    up while a kernel of that family runs."""
+    kinds = sorted({e["kind"] for e in summary["timeline"]})
+    series, rows = {}, []
+    for lane, kind in enumerate(kinds):
+        xs, ys = [], []
+        for e in summary["timeline"]:
+            if e["kind"] == kind:
+                end = e["start us"] + e["us"]
+                xs += [e["start us"], e["start us"], end, end]
+                ys += [lane, lane + 0.8, lane + 0.8, lane]
+        series[kind] = (xs, ys)
+        info = summary["kinds"][kind]
+        rows.append(
+            {
+                "family": kind,
+                "kernels / iteration": round(info["count per iteration"], 1),
+                "µs / iteration": round(
+                    info["us"] / summary["kernels"] * summary["kernels per iteration"],
+                    1,
+                ),
+            }
+        )
+    return series, rows
+
+
+def trace_rows(run: dict) -> list[dict]:
+    """Per profiled level: kernels per iteration, busy and idle time per iteration."""
+    rows = []
+    for level, s in run["profile"].items():
+        n = s["iters"]
+        fam = s["kinds"]
+        rows.append(
+            {
+                "level": level,
+                "kernels / iter": round(s["kernels per iteration"], 1),
+                "µs / iter": round(s["us per iteration"], 1),
+                "busy µs / iter": round(s["busy us"] / n, 1),
+                "gaps µs / iter": round(s["gaps us"] / n, 1),
+                "solver kernels / iter": round(
+                    fam.get("solver", {}).get("count per iteration", 0), 1
+                ),
+                "solver µs / iter": round(fam.get("solver", {}).get("us", 0) / n, 1),
+            }
+        )
+    return rows
