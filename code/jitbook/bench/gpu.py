@@ -331,6 +331,7 @@ def loops(cfg: dict, data) -> dict:
 
 
 CB_FLAGS = {
+    "default flags": "",
     "command buffers off": "--xla_gpu_enable_command_buffer=",
     "command buffers with loops": "--xla_gpu_enable_command_buffer=+WHILE,+CONDITIONAL",
 }
