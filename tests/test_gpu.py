@@ -75,7 +75,8 @@ def test_recorded_run_says_where_it_was_made():
     prov = RUN["provenance"]
     assert prov["device"] == "NVIDIA H100 80GB HBM3" and prov["platform"] == "gpu"
     assert prov["jax"] and prov["plugins"] and prov["torch"] and prov["commit"]
-    assert "second run" in RUN and gpu.where(RUN, "memory") != gpu.where(RUN, "levels")
+    assert gpu.where(RUN, "memory") != gpu.where(RUN, "levels")
+    assert gpu.where(RUN, "command_buffers") != gpu.where(RUN, "memory")
 
 
 # --- claims measured on the CPU

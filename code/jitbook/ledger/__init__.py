@@ -82,7 +82,7 @@ def _claim_section(item) -> str | None:
     mark = item.get_closest_marker("claim")
     if mark is None:
         return None
-    if len(mark.args) not in (1, 2) or not str(mark.args[0]).startswith("sec-"):
+    if len(mark.args) != 1 or not str(mark.args[0]).startswith("sec-"):
         raise ValueError(
             f"{item.nodeid}: write the claim marker as @pytest.mark.claim('sec-...'), "
             f"naming the section that shows it; got {mark.args!r}."
