@@ -56,7 +56,7 @@ SIZES = {
         repeat=1, iters=20, rounds=5, eager_iters=2, scaling=(1, 2), scaling_iters=10,
         cpu_scaling=(), cpu_iters=5, loop_iters=200, loop_sizes=(1000,),
         profile_iters=5, unrolls=(1, 2), matmul=128, stream=1 << 16,
-        levels=("eager", "jit_step", "scan", "fast"),
+        levels=("jit_step", "scan", "fast"),
     ),
 }  # fmt: skip
 SECTIONS = (
