@@ -261,3 +261,20 @@ def test_counting_fusions_outside_the_entry_is_wrong():
 
     report = check("gpu.kernel-count", lambda hlo: hlo.count(" fusion("))
     assert not report.passed and "only the ENTRY block" in report.message
+
+
+# --- bad input gets a message that says what was wrong
+
+
+def test_hlo_readers_say_what_is_missing(tmp_path):
+    import gzip
+
+    text = jax.jit(lambda x: x * 2).lower(jnp.ones(3)).compile().as_text()
+    with pytest.raises(KeyError, match="no computation 'body'"):
+        gpu.kernels(text, "body")
+    with pytest.raises(ValueError, match="no while loop"):
+        gpu.loop_body(text)
+    path = tmp_path / "empty.json.gz"
+    path.write_bytes(gzip.compress(b'{"traceEvents": []}'))
+    with pytest.raises(ValueError, match="no kernel events"):
+        gpu.trace_summary(path, 1)
