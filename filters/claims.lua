@@ -75,7 +75,12 @@ local tests, ledger = nil, nil
 local function evidence(id)
   if tests == nil then
     tests = claim_tests()
-    local ok, decoded = pcall(pandoc.json.decode, read(pandoc.path.join({root(), "data", "ledger.json"})) or "")
+    -- pandoc.json arrived in pandoc 3.1 (Quarto's); quarto.json stands in under older pandocs
+    local decode = (pandoc.json and pandoc.json.decode) or (quarto and quarto.json and quarto.json.decode)
+    local ok, decoded = false, nil
+    if decode then
+      ok, decoded = pcall(decode, read(pandoc.path.join({root(), "data", "ledger.json"})) or "")
+    end
     ledger = ok and type(decoded) == "table" and decoded or nil
   end
   local test = tests[id]
