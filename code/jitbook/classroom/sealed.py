@@ -4,14 +4,19 @@ reach by name.
 ``jitbook.classroom`` loads this module in each grading kernel before any student
 cell runs, from bytes it verified by hash. It loads the chapter's checkers the same
 way, under a private package name, so a student who rebinds ``check``, a checker or a
-``jitbook`` function changes nothing the grader uses; it also notes such rebinding,
-and the grade sheet flags it. Code that sets out to reach into the grader's objects
-in memory can still do so: the teachers' page says how to grade in a container when
-that matters.
+``jitbook`` function changes nothing the grader uses. Before any student code runs it
+takes a snapshot of what a checker relies on: the functions and classes of
+``jitbook``, NumPy, JAX and the standard modules checkers use, the checkers' own
+modules, the interpreter's trace, profile and monitoring hooks, JAX's compile-event
+listeners, the import system and the threads; every verdict lists what differs, and
+the grade sheet flags it. It holds no key: each verdict cell carries a nonce that the
+kernel first sees when that cell runs, and the grader outside the kernel decides the
+grade (``jitbook.classroom.report``), after reading the student's code itself
+(``jitbook.classroom.scan``).
 """
 
+import gc
 import hashlib
-import hmac
 import importlib.abc
 import importlib.util
 import json
@@ -21,19 +26,22 @@ from pathlib import Path
 
 PACKAGE = "jitbook._sealed_exercises"
 MARK = "JITBOOK-VERDICT "
-# Modules whose functions a checker leans on: rebinding one of their names is flagged.
+# Modules (and their submodules) whose functions a checker leans on.
 WATCHED = (
     "builtins",
     "math",
+    "operator",
+    "functools",
     "numpy",
     "jax",
-    "jax.numpy",
-    "jax.lax",
-    "jax.tree_util",
-    "jax.sharding",
-    "jax.export",
-    "jax.random",
     "equinox",
+    "json",
+    "hmac",
+    "hashlib",
+    "signal",
+    "threading",
+    "traceback",
+    "inspect",
 )
 KERNEL_OWNED = {("builtins", "input"), ("builtins", "getpass"), ("builtins", "_")}
 
@@ -104,18 +112,58 @@ def _fingerprint(value) -> tuple:
 
 def _watched_attributes(module) -> dict[str, tuple]:
     kinds = (types.FunctionType, types.BuiltinFunctionType, types.ModuleType, type)
-    return {
-        name: _fingerprint(value)
-        for name, value in list(vars(module).items())
-        if isinstance(value, kinds) or name == "_REGISTRY"
+    found = {}
+    for name, value in list(vars(module).items()):
+        if isinstance(value, kinds) or name == "_REGISTRY":
+            found[name] = _fingerprint(value)
+        if isinstance(value, type) and value.__module__ == module.__name__:
+            for attr, member in list(vars(value).items()):
+                if isinstance(member, types.FunctionType | classmethod | staticmethod):
+                    found[f"{name}.{attr}"] = _fingerprint(member)
+    return found
+
+
+def _watched(name: str) -> bool:
+    return (
+        (name == "jitbook" or name.startswith("jitbook."))
+        and not name.startswith(PACKAGE)
+        or any(name == w or name.startswith(w + ".") for w in WATCHED)
+    )
+
+
+def hooks() -> dict[str, tuple]:
+    """The interpreter's hooks and JAX's compile listeners, by identity."""
+    import threading
+
+    found = {
+        "sys.settrace": (id(sys.gettrace()),),
+        "sys.setprofile": (id(sys.getprofile()),),
+        "threading.settrace": (id(getattr(threading, "_trace_hook", None)),),
+        "threading.setprofile": (id(getattr(threading, "_profile_hook", None)),),
+        "sys.meta_path": tuple(map(id, sys.meta_path)),
+        "sys.path_hooks": tuple(map(id, sys.path_hooks)),
+        "gc.callbacks": tuple(map(id, gc.callbacks)),
+        "threads": (
+            sum(not t.name.startswith("jitbook-") for t in threading.enumerate()),
+        ),
     }
+    monitoring = getattr(sys, "monitoring", None)
+    if monitoring is not None:
+        found["sys.monitoring"] = tuple(monitoring.get_tool(tool) for tool in range(6))
+    events = sys.modules.get("jax._src.monitoring")
+    for name in dir(events) if events is not None else []:
+        if name.endswith("_listeners"):
+            found[f"jax.monitoring {name}"] = tuple(map(id, getattr(events, name)))
+    return found
 
 
 def snapshot() -> dict[str, dict[str, tuple]]:
-    """Who is who among the functions of ``jitbook`` and of the modules checkers use."""
-    names = [n for n in list(sys.modules) if n == "jitbook" or n.startswith("jitbook.")]
-    names = [n for n in names if not n.startswith(PACKAGE)] + list(WATCHED)
-    return {n: _watched_attributes(sys.modules[n]) for n in names if n in sys.modules}
+    """Who is who among the functions a checker relies on, and the hooks."""
+    names = [n for n in list(sys.modules) if _watched(n)]
+    taken = {n: _watched_attributes(sys.modules[n]) for n in names if n in sys.modules}
+    taken["sys.modules"] = {n: (id(sys.modules[n]),) for n in names}
+    taken["hooks"] = hooks()
+    return taken
 
 
 def _same_code(a, b) -> bool:
@@ -129,25 +177,25 @@ def _same_code(a, b) -> bool:
 
 
 class Grader:
-    """Checks exercises with the sealed checkers; reports what the notebook rebound."""
+    """Checks exercises with the sealed checkers; reports what the notebook changed."""
 
-    def __init__(self, package, key: bytes) -> None:
-        self.package, self._key = package, key
-        self.before = snapshot()
+    def __init__(self, package) -> None:
+        self.package = package
         self.sealed = {
             (m, name): _fingerprint(v)
             for m in [package, *self._modules()]
             for name, v in vars(m).items()
         }
-        self._print = print
+        self._print, self._dumps = print, json.dumps
+        self.before = snapshot()
 
     def _modules(self) -> list:
         prefix = PACKAGE + "."
         return [m for n, m in list(sys.modules.items()) if n.startswith(prefix)]
 
     def changes(self) -> list[str]:
-        """What the notebook rebound since the grader loaded: names of the grading code
-        it touched.
+        """What the notebook changed since the grader loaded: names of the grading
+        code, the functions checkers use and the hooks.
         """
         found = []
         main = sys.modules.get("__main__")
@@ -170,7 +218,13 @@ class Grader:
                 if (module, name) in KERNEL_OWNED:
                     continue
                 if current.get(name) != fingerprint:
-                    found.append(f"rebinds {module}.{name}")
+                    what = "changes" if module == "hooks" else "rebinds"
+                    where = (
+                        name
+                        if module in ("hooks", "sys.modules")
+                        else f"{module}.{name}"
+                    )
+                    found.append(f"{what} {where}")
         for m in [self.package, *self._modules()]:
             for name, value in list(vars(m).items()):
                 if self.sealed.get((m, name), _fingerprint(value)) != _fingerprint(
@@ -179,34 +233,34 @@ class Grader:
                     found.append(f"changes the grader's copy ({m.__name__}.{name})")
         return sorted(set(found))
 
-    def grade(self, exercise_id: str, time_limit: float | None = None) -> None:
-        """Check one exercise against the notebook's names; print the report and a
-        signed verdict.
+    def grade(
+        self, exercise_id: str, time_limit: float | None = None, nonce: str = ""
+    ) -> None:
+        """Check one exercise against the notebook's names; print the report and the
+        measurement, with the nonce, for the grader outside to judge.
         """
+        changed = self.changes()
         report = self.package.check(exercise_id, time_limit=time_limit)
         self._print(report.text())
-        verdict = dict(vars(report), changes=self.changes())
-        payload = json.dumps(verdict, sort_keys=True)
-        signature = hmac.new(self._key, payload.encode(), "sha256").hexdigest()
-        self._print(MARK + json.dumps({"verdict": payload, "signature": signature}))
+        verdict = dict(vars(report), changes=sorted(set(changed + self.changes())))
+        self._print(MARK + self._dumps({"nonce": nonce, "verdict": verdict}))
 
 
-def read_verdict(text: str, key: bytes) -> dict | None:
-    """The verdict a grading cell printed, if its signature holds (None otherwise)."""
+def read_verdict(text: str, nonce: str) -> dict | None:
+    """The verdict a grading cell printed, if it carries the cell's nonce."""
     for line in reversed(text.splitlines()):
         if not line.startswith(MARK):
             continue
         try:
             signed = json.loads(line[len(MARK) :])
-            payload, signature = signed["verdict"], signed["signature"]
+            verdict = signed["verdict"]
+            return verdict if signed["nonce"] == nonce and nonce else None
         except (ValueError, KeyError, TypeError):
             return None
-        want = hmac.new(key, payload.encode(), "sha256").hexdigest()
-        return json.loads(payload) if hmac.compare_digest(want, signature) else None
     return None
 
 
-def install(folder: str, hashes: dict[str, str], chapter: str, key: str) -> Grader:
+def install(folder: str, hashes: dict[str, str], chapter: str) -> Grader:
     """Load the chapter's checkers from verified bytes; return the kernel's grader."""
     sources = verified(Path(folder), hashes)
     sys.meta_path.insert(0, _Sealed(Path(folder), sources))
@@ -214,4 +268,4 @@ def install(folder: str, hashes: dict[str, str], chapter: str, key: str) -> Grad
     module = chapter.replace("-", "_")
     if f"{module}.py" in sources:
         importlib.import_module(f"{PACKAGE}.{module}")
-    return Grader(package, bytes.fromhex(key))
+    return Grader(package)

@@ -283,6 +283,7 @@ def _time_limit(seconds: float, exercise_id: str):
         target=_warn_if_still_running,
         args=(done, seconds + GRACE, exercise_id),
         daemon=True,
+        name="jitbook-watchdog",
     )
     previous = signal.signal(signal.SIGALRM, stop)
     signal.setitimer(signal.ITIMER_REAL, seconds)
