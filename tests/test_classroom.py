@@ -245,22 +245,58 @@ HOG = ("import numpy as np\n\nhog = np.ones(20 * 2**30 // 8)  # 20 GiB\n\n\n"
        "def run_and_wait(fn, *args):\n    return jax.block_until_ready(fn(*args))\n")
 
 
+# New cheats: a forged verdict line, a grader reached through the module table, a trace hook,
+# JAX's compile events silenced, a startup file and a crash, an int whose == always holds.
+FORGE = ("import json\nfor e in ['why-compile.ready', 'why-compile.fuse', 'why-compile.break-even']:\n"
+         "    print('JITBOOK-VERDICT ' + json.dumps({'nonce': '0' * 32, 'verdict': {'passed': True, 'message': '',\n"
+         "          'checks': [], 'exercise': e, 'hint': '', 'details': '', 'changes': []}}))\n\n")
+REACH = ("import sys\ng = sys.modules['_jitbook_grader'].GRADER\n"
+         "g.grade = lambda *a, **k: print('PASSED')\n\n")
+TRACE = "import sys\nsys.settrace(lambda *a: None)\n\n"
+SILENCE = ("import jax.monitoring\njax.monitoring.register_event_listener = lambda *a, **k: None\n"
+           "jax.monitoring.register_event_duration_secs_listener = lambda *a, **k: None\n\n")
+STARTUP = ("import os, pathlib\nfor home in [os.path.expanduser('~'), os.environ.get('IPYTHONDIR', '/nonexistent')]:\n"
+           "    folder = pathlib.Path(home) / '.ipython' / 'profile_default' / 'startup'\n"
+           "    for f in (folder, pathlib.Path(home) / 'profile_default' / 'startup'):\n"
+           "        try:\n"
+           "            f.mkdir(parents=True, exist_ok=True)\n"
+           "            (f / '00.py').write_text('calls_until_jit_pays = lambda *a: 5')\n"
+           "        except OSError:\n"
+           "            pass\n"
+           "if not os.path.exists('crashed'):\n"
+           "    open('crashed', 'w').close()\n"
+           "    os._exit(1)\n")
+ALWAYS = ("class Yes(int):\n    def __eq__(self, other):\n        return True\n\n    __hash__ = int.__hash__\n\n\n"
+          "def calls_until_jit_pays(compile_s, eager_s, jit_s):\n    return Yes(1)\n")
+# Honest work in unusual places.
+RIGHT_READY = "def run_and_wait(fn, *args):\n    return jax.block_until_ready(fn(*args))\n"
+COMMENTED = "# run check(\"why-compile.ready\") below when done\n" + RIGHT_READY
+NEW_CELL_SYNTAX = "def helper(:\n    pass\n"
+
+
 def make_class(handout: Path, subs: Path, outside: Path) -> None:
-    """A class of why-compile notebooks: right work, two cheats, attacks on the others, a hang,
-    a helper in the body, a syntax error, a memory hog and a broken file."""
+    """A class of why-compile notebooks: right work, cheats old and new, attacks on the others, a hang,
+    a helper in the body, a syntax error, a memory hog, a broken file, links, honest unusual layouts
+    and folder names made to fool a terminal and a spreadsheet."""
     instructor = nbformat.read(handout / "instructor" / "why-compile.ipynb", as_version=4)
     student = nbformat.read(handout / "student" / "why-compile.ipynb", as_version=4)
 
-    def put(name, nb, solutions=None, body=None):
+    def put(name, nb, solutions=None, body=None, after=None, before=None):
         nb = copy.deepcopy(nb)
         for exercise_id, source in (solutions or {}).items():
             _solution(nb, exercise_id).source = source
         if body:
             nb.cells.insert(_body_start(nb), nbformat.v4.new_code_cell(body))
+        for exercise_id, source in (after or {}).items():  # a new cell right below the stub
+            at = nb.cells.index(_solution(nb, exercise_id)) + 1
+            nb.cells.insert(at, nbformat.v4.new_code_cell(source))
+        for exercise_id, source in (before or {}).items():  # a new cell right above the solution
+            at = nb.cells.index(_solution(nb, exercise_id))
+            nb.cells.insert(at, nbformat.v4.new_code_cell(source))
         (subs / name).mkdir(parents=True)
         nbformat.write(nb, subs / name / "why-compile.ipynb")
 
-    ready = "why-compile.ready"
+    ready, fuse, even = "why-compile.ready", "why-compile.fuse", "why-compile.break-even"
     put("right", instructor)
     put("cheat-check", student, {ready: CHEAT_CHECK + _solution(student, ready).source})
     put("cheat-registry", student, {ready: CHEAT_REGISTRY + _solution(student, ready).source})
@@ -272,52 +308,99 @@ def make_class(handout: Path, subs: Path, outside: Path) -> None:
     put("endless-loop", instructor, {ready: ENDLESS})
     put("helper", instructor, {ready: "def run_and_wait(fn, *args):\n    return wait_for_all(fn(*args))\n"},
         body="def wait_for_all(tree):\n    return jax.block_until_ready(tree)")
-    put("syntax-error", instructor, {"why-compile.break-even": SYNTAX})
+    put("syntax-error", instructor, {even: SYNTAX})
     put("memory-hog", instructor, {ready: HOG})
     (subs / "broken").mkdir()
     (subs / "broken" / "why-compile.ipynb").write_text('{"cells": [')
+    put("forge", student, {ready: FORGE + _solution(student, ready).source})
+    put("reach", student, {ready: REACH + _solution(student, ready).source})
+    put("trace", instructor, body=TRACE)
+    put("silence", instructor, body=SILENCE)
+    put("startup", student, body=STARTUP)
+    put("always-equal", instructor, {even: ALWAYS})
+    put("new-cells", student, after={ready: RIGHT_READY})
+    put("commented", student, {ready: COMMENTED})
+    scratch = nbformat.v4.new_code_cell(f'check("{ready}")')
+    put("scratch-check", student, {ready: RIGHT_READY}, before={ready: scratch.source})
+    put("syntax-new-cell", student, after={even: NEW_CELL_SYNTAX})
+    (subs / "links").mkdir()
+    (subs / "links" / "why-compile.ipynb").symlink_to("../right/why-compile.ipynb")
+    (subs / "links" / "solutions-why-compile.ipynb").symlink_to(handout / "instructor" / "why-compile.ipynb")
+    (subs / "links" / "secret-why-compile.ipynb").symlink_to("/etc/shadow")
+    (subs / "linked-folder").symlink_to(subs / "right")
+    put("=HYPERLINK(1)", instructor)
+    put("evil\n\x1b[32m[1/1] fake: 3/3 passed", instructor)
+
+
+HONEST = {"right", "helper", "overwrite", "outside", "new-cells", "commented", "scratch-check", "'=HYPERLINK(1)"}
+HONEST_WRONG = {("endless-loop", "why-compile.ready"), ("syntax-error", "why-compile.break-even"),
+                ("memory-hog", "why-compile.ready"), ("new-cells", "why-compile.fuse"),
+                ("new-cells", "why-compile.break-even"), ("commented", "why-compile.fuse"),
+                ("commented", "why-compile.break-even"), ("scratch-check", "why-compile.fuse"),
+                ("scratch-check", "why-compile.break-even")}
+CHEATS = ("cheat-check", "cheat-registry", "cheat-jitbook", "forge", "reach", "trace", "silence",
+          "always-equal")
 
 
 @pytest.fixture(scope="module")
 def graded_class(tmp_path_factory):
-    """Grade the class with the command line; return the rows, the seconds it took and the folders."""
+    """Grade the class with the command line; return the rows, the seconds it took, the folders and
+    the grader's output."""
+    import contextlib
+    import io
+
     root = tmp_path_factory.mktemp("class")
     classroom.write_notebooks(root / "handout", [harness.ROOT / "chapters" / "why-compile.qmd"])
     subs, outside = root / "submissions", root / "outside"
     outside.mkdir()
     make_class(root / "handout", subs, outside)
-    before = {p: p.read_bytes() for p in subs.rglob("*.ipynb")}
+    before = {p: p.read_bytes() for p in subs.rglob("*.ipynb") if not p.is_symlink() and p.is_file()}
     csv_path = root / "grades" / "grades.csv"
+    stale = classroom.executed_folder(csv_path) / "last-class" / "why-compile.ipynb"
+    stale.parent.mkdir(parents=True)
+    stale.write_text("{}")  # the previous class's executed notebook
     start = time.perf_counter()
-    assert classroom.main(["grade", str(subs), "--out", str(csv_path), "--check-limit", str(CHECK_LIMIT)]) == 0
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        code = classroom.main(["grade", str(subs), "--out", str(csv_path), "--check-limit", str(CHECK_LIMIT)])
+    assert code == 0, printed.getvalue()
     seconds = time.perf_counter() - start
     with open(csv_path, newline="") as f:
         rows = {(r["student_file"].split("/")[0], r["exercise"]): r for r in csv.DictReader(f)}
-    return rows, seconds, before, subs, outside, csv_path
+    return rows, seconds, before, subs, outside, csv_path, printed.getvalue()
 
 
 def test_grading_a_class_no_cheat_passes_and_every_right_answer_does(graded_class):
     rows, seconds, *_ = graded_class
     print(f"graded the class in {seconds:.0f} s")
     for (student, exercise), row in sorted(rows.items()):
-        print(f"{student},{exercise},{row['passed']},{row['message']},{row['flags']}")
-    for cheat in ("cheat-check", "cheat-registry", "cheat-jitbook"):
+        print(f"{student!r},{exercise},{row['passed']},{row['message']},{row['flags']}")
+    for cheat in CHEATS:
         cheats = [r for (s, _), r in rows.items() if s == cheat]
-        assert len(cheats) == 3 and all(r["passed"] == "no" and r["flags"] for r in cheats), cheats
-    assert rows["cheat-check", "why-compile.ready"]["flags"] == "rebinds check"
+        assert len(cheats) == 3 and all(r["passed"] == "no" for r in cheats), cheats
+    flagged = {s for (s, _), r in rows.items() if r["flags"]}
+    assert flagged == set(CHEATS) - {"always-equal", "forge"}, flagged
+    assert "rebinds check" in rows["cheat-check", "why-compile.ready"]["flags"]
     assert "replaces the checker of why-compile.ready" in rows["cheat-registry", "why-compile.ready"]["flags"]
-    assert rows["cheat-jitbook", "why-compile.ready"]["flags"] == (
-        "rebinds jax.block_until_ready; rebinds jitbook.cache.count_compiles")
+    assert "rebinds jax.block_until_ready" in rows["cheat-jitbook", "why-compile.ready"]["flags"]
+    assert "cell 5: changes jax.block_until_ready (line 6)" in rows["cheat-jitbook", "why-compile.ready"]["flags"]
+    assert "reaches the module table (.modules)" in rows["reach", "why-compile.ready"]["flags"]
+    assert "sets a trace hook (.settrace)" in rows["trace", "why-compile.ready"]["flags"]
+    assert "changes sys.settrace" in rows["trace", "why-compile.ready"]["flags"]
+    assert "imports jax.monitoring" in rows["silence", "why-compile.fuse"]["flags"]
+    assert "rebinds jax.monitoring.register_event_listener" in rows["silence", "why-compile.fuse"]["flags"]
     assert rows["cheat-check", "why-compile.fuse"]["message"] == (
         "not attempted: its solution cell is as it was handed out")
-    wrong = {("endless-loop", "why-compile.ready"), ("syntax-error", "why-compile.break-even"),
-             ("memory-hog", "why-compile.ready")}
+    assert rows["forge", "why-compile.ready"]["message"].startswith("the function still raises")
+    assert rows["startup", "why-compile.break-even"]["message"] == (
+        "not attempted: its solution cell is as it was handed out")
+    assert "subclass" in rows["always-equal", "why-compile.break-even"]["message"]
     for (student, exercise), row in rows.items():
-        if student in ("cheat-check", "cheat-registry", "cheat-jitbook", "broken"):
+        if student not in HONEST and (student, exercise) not in HONEST_WRONG:
             continue
-        want = "no" if (student, exercise) in wrong else "yes"
+        want = "no" if (student, exercise) in HONEST_WRONG else "yes"
         assert row["passed"] == want and not row["flags"], (student, exercise, row)
-    assert seconds < 120
+    assert seconds < 300
 
 
 def test_grading_says_what_went_wrong_in_plain_words(graded_class):
@@ -327,25 +410,51 @@ def test_grading_says_what_went_wrong_in_plain_words(graded_class):
     assert rows["syntax-error", "why-compile.break-even"]["message"] == (
         "your solution cell raised SyntaxError at line 2: expected ':', so `calls_until_jit_pays` was never "
         "defined")
+    assert rows["syntax-new-cell", "why-compile.break-even"]["message"].startswith("cell ")
+    assert "raised SyntaxError at line 1" in rows["syntax-new-cell", "why-compile.break-even"]["message"]
     assert rows["memory-hog", "why-compile.ready"]["message"].startswith(
         "your solution cell raised MemoryError at line 3: Unable to allocate 20.0 GiB")
     assert rows["broken", ""]["message"].startswith("could not read the notebook (NotJSONError")
+    assert "cells" not in rows["broken", ""]["message"]  # the file's content is never echoed
+
+
+def test_links_are_refused_and_never_read(graded_class):
+    rows, _, _, _, _, csv_path, printed = graded_class
+    assert not any(s in ("links", "linked-folder") for s, _ in rows)
+    for name in ("links/why-compile.ipynb", "links/solutions-why-compile.ipynb",
+                 "links/secret-why-compile.ipynb", "linked-folder"):
+        assert f"refused: {name} (a link" in printed, printed
+    assert "root:" not in csv_path.read_text() and "root:" not in printed
+
+
+def test_names_cannot_fake_a_progress_line_or_a_formula(graded_class):
+    rows, _, _, _, _, csv_path, printed = graded_class
+    assert "\x1b" not in printed and not any(line.startswith("[1/1] fake") for line in printed.splitlines())
+    assert "evil?" in printed
+    text = csv_path.read_text()
+    assert "\n'=HYPERLINK" in text and "\n=HYPERLINK" not in text
+    summary = classroom.report.summary_path(csv_path).read_text().splitlines()
+    assert summary[0] == ",".join(classroom.SUMMARY_FIELDS)
+    right = next(line for line in summary if line.startswith("right,"))
+    worth = sum(classroom.report.points(id) for id in classroom.chapter_exercises("why-compile"))
+    assert right == f"right,{worth:g},{worth:g},3,3,0"
 
 
 def test_no_submission_reaches_another_or_outside_its_folder(graded_class):
-    _, _, before, subs, outside, _ = graded_class
+    _, _, before, subs, outside, *_ = graded_class
     if classroom.sandbox_mode() != "bwrap":
         pytest.skip("bubblewrap is not installed or cannot make namespaces here")
-    assert {p: p.read_bytes() for p in subs.rglob("*.ipynb")} == before
+    assert {p: p.read_bytes() for p in before} == before
     assert list(outside.iterdir()) == [] and not (subs / "escaped.txt").exists()
     assert not (harness.ROOT / "code" / "escaped.txt").exists()
 
 
 def test_the_executed_submissions_are_kept_beside_the_grade_sheet(graded_class):
-    rows, _, before, subs, _, csv_path = graded_class
+    rows, _, before, subs, _, csv_path, _ = graded_class
     executed = classroom.executed_folder(csv_path)
     kept = sorted(p.relative_to(executed) for p in executed.rglob("*.ipynb"))
     assert kept == sorted(p.relative_to(subs) for p in before if p.parent.name != "broken")
+    assert not (executed / "last-class").exists()  # the previous class's notebooks are gone
     nb = nbformat.read(executed / "right" / "why-compile.ipynb", as_version=4)
     graders = [c for c in nb.cells if c.metadata.get("jitbook", {}).get("role") == "grader"]
     assert [c.metadata["jitbook"]["exercise"] for c in graders] == classroom.chapter_exercises("why-compile")

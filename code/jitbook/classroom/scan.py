@@ -29,6 +29,10 @@ MODULES = {
     "jitbook.exercises": "the checkers",
     "jitbook.classroom": "the grader",
     "_jitbook_grader": "the grader",
+    "IPython": "the kernel's shell",
+    "ipykernel": "the kernel",
+    "jupyter_client": "the kernel's messaging",
+    "zmq": "the kernel's messaging",
 }
 # sys's names an honest answer may use.
 SYS_OK = {
@@ -54,6 +58,7 @@ NAMES = {
     "_REGISTRY": "reaches the checkers' registry",
     "GRADER": "reaches the grader",
     "_jitbook_grader": "reaches the grader",
+    "get_ipython": "reaches the kernel's shell and its hooks",
 }
 ATTRIBUTES = {
     "settrace": "sets a trace hook",

@@ -70,30 +70,29 @@ def verified(folder: Path, hashes: dict[str, str]) -> dict[str, bytes]:
 
 
 class _Sealed(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    """Serves the private package's modules from verified bytes, never from the file
+    """Serves one private package's modules from verified bytes, never from the file
     system.
     """
 
-    def __init__(self, folder: Path, sources: dict[str, bytes]) -> None:
-        self.folder, self.sources = Path(folder), sources
+    def __init__(self, folder: Path, sources: dict[str, bytes], package: str) -> None:
+        self.folder, self.sources, self.package = Path(folder), sources, package
 
     def _file(self, name: str) -> str | None:
-        if name == PACKAGE:
+        if name == self.package:
             return "__init__.py"
-        short = name.removeprefix(PACKAGE + ".")
+        short = name.removeprefix(self.package + ".")
         return f"{short}.py" if f"{short}.py" in self.sources else None
 
     def find_spec(self, name, path=None, target=None):
-        if not (name == PACKAGE or name.startswith(PACKAGE + ".")):
+        if not (name == self.package or name.startswith(self.package + ".")):
             return None
         file = self._file(name)
         if file is None:
             return None
         origin = str(self.folder / file)
-        spec = importlib.util.spec_from_loader(
-            name, self, origin=origin, is_package=name == PACKAGE
+        return importlib.util.spec_from_loader(
+            name, self, origin=origin, is_package=name == self.package
         )
-        return spec
 
     def create_module(self, spec):
         return None
@@ -103,6 +102,22 @@ class _Sealed(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         module.__file__ = str(self.folder / file)
         code = compile(self.sources[file], module.__file__, "exec")
         exec(code, module.__dict__)
+
+
+def load(folder: Path, sources: dict[str, bytes], chapter: str, name: str):
+    """A fresh copy of the checkers' package under ``name``, with the chapter's
+    module: made when a verdict is due, so no student code ran while it existed.
+    """
+    finder = _Sealed(folder, sources, name)
+    sys.meta_path.insert(0, finder)
+    try:
+        package = importlib.import_module(name)
+        module = chapter.replace("-", "_")
+        if f"{module}.py" in sources:
+            importlib.import_module(f"{name}.{module}")
+    finally:
+        sys.meta_path.remove(finder)
+    return package
 
 
 def _fingerprint(value) -> tuple:
@@ -152,9 +167,19 @@ def hooks() -> dict[str, tuple]:
         found["sys.monitoring"] = tuple(monitoring.get_tool(tool) for tool in range(6))
     events = sys.modules.get("jax._src.monitoring")
     for name in dir(events) if events is not None else []:
-        if name.endswith("_listeners"):
-            found[f"jax.monitoring {name}"] = tuple(map(id, getattr(events, name)))
+        listeners = getattr(events, name)
+        if name.endswith("_listeners") and isinstance(listeners, list):
+            found[f"jax.monitoring {name}"] = tuple(map(id, listeners))
     return found
+
+
+GROWING = {"sys.meta_path", "sys.path_hooks"}
+
+
+def _kept(before: tuple, now: tuple) -> bool:
+    """Whether every entry of ``before`` is still in ``now``, in the same order."""
+    rest = iter(now)
+    return all(any(entry == later for later in rest) for entry in before)
 
 
 def snapshot() -> dict[str, dict[str, tuple]]:
@@ -177,38 +202,30 @@ def _same_code(a, b) -> bool:
 
 
 class Grader:
-    """Checks exercises with the sealed checkers; reports what the notebook changed."""
+    """Checks exercises with a fresh copy of the sealed checkers each time; reports
+    what the notebook changed since the snapshot taken before any student code.
+    """
 
-    def __init__(self, package) -> None:
-        self.package = package
-        self.sealed = {
-            (m, name): _fingerprint(v)
-            for m in [package, *self._modules()]
-            for name, v in vars(m).items()
-        }
+    def __init__(self, folder: Path, sources: dict[str, bytes], chapter: str) -> None:
+        self._folder, self._sources, self._chapter = folder, sources, chapter
         self._print, self._dumps = print, json.dumps
         self.before = snapshot()
 
-    def _modules(self) -> list:
-        prefix = PACKAGE + "."
-        return [m for n, m in list(sys.modules.items()) if n.startswith(prefix)]
-
-    def changes(self) -> list[str]:
-        """What the notebook changed since the grader loaded: names of the grading
-        code, the functions checkers use and the hooks.
+    def changes(self, package) -> list[str]:
+        """What the notebook changed since the snapshot: the notebook's ``check`` and
+        registry, the functions checkers use and the hooks.
         """
         found = []
         main = sys.modules.get("__main__")
         real = sys.modules.get("jitbook.exercises")
-        sealed_check = self.package.check
         if main is not None and "check" in vars(main):
             bound = vars(main)["check"]
             original = getattr(real, "check", None) if real else None
-            if not (bound is original and _same_code(bound, sealed_check)):
+            if not (bound is original and _same_code(bound, package.check)):
                 found.append("rebinds check")
         if real is not None:
             for id, ex in dict(getattr(real, "_REGISTRY", {})).items():
-                sealed = self.package._REGISTRY.get(id)
+                sealed = package._REGISTRY.get(id)
                 if sealed is not None and not _same_code(ex.checker, sealed.checker):
                     found.append(f"replaces the checker of {id}")
         now = snapshot()
@@ -217,33 +234,33 @@ class Grader:
             for name, fingerprint in attributes.items():
                 if (module, name) in KERNEL_OWNED:
                     continue
+                if name in GROWING and _kept(fingerprint, current.get(name, ())):
+                    continue  # an import may add a finder; none may go or move
                 if current.get(name) != fingerprint:
-                    what = "changes" if module == "hooks" else "rebinds"
-                    where = (
-                        name
-                        if module in ("hooks", "sys.modules")
-                        else f"{module}.{name}"
-                    )
-                    found.append(f"{what} {where}")
-        for m in [self.package, *self._modules()]:
-            for name, value in list(vars(m).items()):
-                if self.sealed.get((m, name), _fingerprint(value)) != _fingerprint(
-                    value
-                ):
-                    found.append(f"changes the grader's copy ({m.__name__}.{name})")
+                    found.append(_change(module, name))
         return sorted(set(found))
 
     def grade(
         self, exercise_id: str, time_limit: float | None = None, nonce: str = ""
     ) -> None:
-        """Check one exercise against the notebook's names; print the report and the
-        measurement, with the nonce, for the grader outside to judge.
+        """Check one exercise against the notebook's names with a fresh copy of the
+        checkers; print the report, and the measurement with the nonce for the grader
+        outside to judge.
         """
-        changed = self.changes()
-        report = self.package.check(exercise_id, time_limit=time_limit)
+        name = f"{PACKAGE}_{nonce or 'x'}"
+        package = load(self._folder, self._sources, self._chapter, name)
+        changed = self.changes(package)
+        report = package.check(exercise_id, time_limit=time_limit)
         self._print(report.text())
-        verdict = dict(vars(report), changes=sorted(set(changed + self.changes())))
+        after = self.changes(package)
+        verdict = dict(vars(report), changes=sorted(set(changed + after)))
         self._print(MARK + self._dumps({"nonce": nonce, "verdict": verdict}))
+
+
+def _change(module: str, name: str) -> str:
+    if module == "hooks":
+        return f"changes {name}"
+    return f"rebinds {name}" if module == "sys.modules" else f"rebinds {module}.{name}"
 
 
 def read_verdict(text: str, nonce: str) -> dict | None:
@@ -261,11 +278,8 @@ def read_verdict(text: str, nonce: str) -> dict | None:
 
 
 def install(folder: str, hashes: dict[str, str], chapter: str) -> Grader:
-    """Load the chapter's checkers from verified bytes; return the kernel's grader."""
+    """Read the checkers' files and check their hashes, take the snapshot; return the
+    kernel's grader. No checker is loaded yet: each verdict loads its own copy.
+    """
     sources = verified(Path(folder), hashes)
-    sys.meta_path.insert(0, _Sealed(Path(folder), sources))
-    package = importlib.import_module(PACKAGE)
-    module = chapter.replace("-", "_")
-    if f"{module}.py" in sources:
-        importlib.import_module(f"{PACKAGE}.{module}")
-    return Grader(package)
+    return Grader(Path(folder), sources, chapter)

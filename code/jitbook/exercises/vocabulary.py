@@ -1,0 +1,143 @@
+"""What checkers say, in one place: run the answer on these inputs, compare with the
+reference, count this object's compiles.
+
+Every result a checker compares is copied out of the student's objects first
+(``plain``): exact builtin numbers, strings and containers, NumPy arrays copied,
+JAX's own arrays copied to NumPy. A subclass whose ``==`` always holds, or an object
+whose ``__array__`` reads the checker's frame, is refused before any reference
+exists. Compiles are counted by the object (a jitted function's own cache), or, for
+an answer that is not a jitted function, every compile while it runs: never by a
+name the student picks.
+"""
+
+import contextlib
+import math
+from collections.abc import Iterator
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jitbook.cache import count_compiles
+
+_JIT = type(jax.jit(abs))
+_ARRAY = type(jnp.zeros(0))
+_EXACT = (bool, int, float, complex, str, type(None))
+
+
+class Wrong(Exception):
+    """Raised by a checker to stop with a plain-words explanation of what is off."""
+
+    def __init__(self, message: str, details: str = "") -> None:
+        super().__init__(message)
+        self.details = details
+
+
+def is_jitted(fn) -> bool:
+    """Whether ``fn`` was made by ``jax.jit`` (or a JAX/Equinox jit): its class, not
+    the object, must carry ``lower``, so ``f.lower = None`` on a plain function fails.
+    """
+    if type(fn) is _JIT:
+        return True
+    kind = type(fn)
+    lower = getattr(kind, "lower", None)
+    home = kind.__module__.split(".")[0]
+    return callable(lower) and home in ("jax", "jaxlib", "equinox")
+
+
+def is_array(value) -> bool:
+    """Whether ``value`` is one of JAX's own arrays (not a look-alike class)."""
+    return type(value) is _ARRAY
+
+
+def plain(value, what: str = "your function"):
+    """``value`` as exact builtin types and NumPy copies; anything else is Wrong.
+
+    Nothing of the student's runs here but JAX's and NumPy's own conversion.
+    """
+    kind = type(value)
+    if kind in _EXACT:
+        return value
+    if kind is np.ndarray or kind is _ARRAY:
+        return np.array(value, copy=True)
+    if isinstance(value, np.generic) and kind.__module__ == "numpy":
+        return value.item()
+    if kind in (tuple, list):
+        return kind(plain(v, what) for v in value)
+    if kind is dict:
+        return {plain(k, what): plain(v, what) for k, v in value.items()}
+    raise Wrong(
+        f"{what} returned a {kind.__name__}; return plain numbers, tuples, lists, "
+        "dicts or arrays (a subclass of them is not accepted)."
+    )
+
+
+def number(value, what: str = "your function"):
+    """A plain ``int``, ``float`` or ``bool`` out of ``value`` (a 0-d array too)."""
+    got = plain(value, what)
+    if isinstance(got, np.ndarray) and got.shape == ():
+        got = got.item()
+    if type(got) not in (bool, int, float):
+        raise Wrong(f"{what} returned {type(value).__name__}, not a number.")
+    return got
+
+
+def array(value, what: str = "your function") -> np.ndarray:
+    """A float64 NumPy copy of ``value`` (an array, or numbers in lists)."""
+    got = plain(value, what)
+    try:
+        return np.asarray(got, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise Wrong(f"{what} returned {type(value).__name__}, not an array.") from None
+
+
+def agrees(got, want, atol: float = 1e-5, rtol: float = 1e-5) -> bool:
+    """Same shape and every entry close; ``got`` is copied out first, never raises."""
+    try:
+        got = array(got)
+        want = np.asarray(want, dtype=np.float64)
+    except (Wrong, TypeError, ValueError):
+        return False
+    same = got.shape == want.shape
+    return same and bool(np.allclose(got, want, atol=atol, rtol=rtol, equal_nan=True))
+
+
+def whole(value, what: str) -> int | float:
+    """A whole number of something (``math.inf`` allowed), from exact types only."""
+    got = number(value, what)
+    if type(got) is float and got.is_integer():
+        got = int(got)
+    if type(got) is not int and got != math.inf:
+        raise Wrong(f"{what} returned {value!r}; return a whole number (math.ceil).")
+    return got
+
+
+class Compiles:
+    """Compiles counted by the object: a jitted answer's own cache entries, or every
+    compile while a plain function runs (a wrapper hides nothing).
+    """
+
+    def __init__(self, answer) -> None:
+        self.answer, self.count, self.compiles = answer, 0, []
+
+    def _cache(self) -> int:
+        return self.answer._cache_size() if type(self.answer) is _JIT else 0
+
+
+@contextlib.contextmanager
+def compiles_of(answer) -> Iterator[Compiles]:
+    """Count ``answer``'s compiles in the block: ``with compiles_of(f) as c: ...``."""
+    counted = Compiles(answer)
+    before = counted._cache()
+    with count_compiles() as log:
+        yield counted
+    counted.compiles = list(log.compiles)
+    own = counted._cache() - before
+    counted.count = own if type(answer) is _JIT else log.count
+
+
+def run(answer, calls: list[tuple], what: str = "your function") -> list:
+    """The answer on each argument tuple of ``calls``, each result copied out."""
+    from . import call_answer
+
+    return [plain(call_answer(answer, *args), what) for args in calls]
