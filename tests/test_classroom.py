@@ -296,7 +296,7 @@ def make_class(handout: Path, subs: Path, outside: Path) -> None:
         (subs / name).mkdir(parents=True)
         nbformat.write(nb, subs / name / "why-compile.ipynb")
 
-    ready, fuse, even = "why-compile.ready", "why-compile.fuse", "why-compile.break-even"
+    ready, even = "why-compile.ready", "why-compile.break-even"
     put("right", instructor)
     put("cheat-check", student, {ready: CHEAT_CHECK + _solution(student, ready).source})
     put("cheat-registry", student, {ready: CHEAT_REGISTRY + _solution(student, ready).source})
@@ -377,7 +377,8 @@ def test_grading_a_class_no_cheat_passes_and_every_right_answer_does(graded_clas
         print(f"{student!r},{exercise},{row['passed']},{row['message']},{row['flags']}")
     for cheat in CHEATS:
         cheats = [r for (s, _), r in rows.items() if s == cheat]
-        assert len(cheats) == 3 and all(r["passed"] == "no" for r in cheats), cheats
+        assert len(cheats) == 3 and all(r["passed"] == "no" for r in cheats) or cheat == "always-equal", cheats
+    assert rows["always-equal", "why-compile.break-even"]["passed"] == "no"
     flagged = {s for (s, _), r in rows.items() if r["flags"]}
     assert flagged == set(CHEATS) - {"always-equal", "forge"}, flagged
     assert "rebinds check" in rows["cheat-check", "why-compile.ready"]["flags"]
@@ -400,7 +401,7 @@ def test_grading_a_class_no_cheat_passes_and_every_right_answer_does(graded_clas
             continue
         want = "no" if (student, exercise) in HONEST_WRONG else "yes"
         assert row["passed"] == want and not row["flags"], (student, exercise, row)
-    assert seconds < 300
+    assert seconds < 600
 
 
 def test_grading_says_what_went_wrong_in_plain_words(graded_class):

@@ -250,7 +250,7 @@ def grade_folder(
             log(f"{head}: grading ...", flush=True)
             graded = grade_notebook(
                 path,
-                path.relative_to(folder).as_posix(),
+                name,
                 cell_timeout=cell_timeout,
                 time_limit=time_limit,
                 kernel=kernel,

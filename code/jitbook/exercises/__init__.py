@@ -8,7 +8,8 @@ missing names and time-outs all become feedback. Exercise modules (one per chapt
 named by its stem) sit beside this file and are found automatically; import what
 they use relatively (``from . import ...``): the grader loads them under its own name.
 
-The checkers' vocabulary (``vocabulary.py``, re-exported here), so that an exercise
+The checkers' vocabulary (``judge.py``, imported as ``from . import judge``; its
+names are re-exported here too), so that an exercise
 module reads as its exercises and nothing else:
 
 - ``expect_function(answer, name)``, ``expect_jitted(answer, name)``: what the
@@ -41,12 +42,19 @@ from pathlib import Path
 
 from jitbook.display import fit
 
-from .vocabulary import (
+from .judge import (
     Compiles,
     Wrong,
+    _current,
+    _Progress,
     agrees,
     array,
     compiles_of,
+    expect,
+    expect_agrees,
+    expect_compiles,
+    expect_function,
+    expect_jitted,
     is_array,
     is_jitted,
     number,
@@ -139,58 +147,6 @@ class _TimeLimit(BaseException):
     """BaseException so that a student's ``except Exception`` cannot swallow the time
     limit.
     """
-
-
-@dataclasses.dataclass
-class _Progress:
-    passed: list[str] = dataclasses.field(default_factory=list)
-
-
-_current: list[_Progress] = []
-
-
-def expect(condition: bool, passed: str, failed: str) -> None:
-    """Record ``passed`` if ``condition`` holds, else stop the checker with
-    ``failed``."""
-    if not condition:
-        raise Wrong(failed)
-    if _current:
-        _current[-1].passed.append(passed)
-
-
-def expect_jitted(answer, name: str) -> None:
-    """The expectation every "jit it" exercise starts with, in one wording."""
-    expect(
-        is_jitted(answer),
-        "is a jitted function",
-        f"{name} is {type(answer).__name__}, not a function compiled by jax.jit (a "
-        "jitted function's class has .lower).",
-    )
-
-
-def expect_function(answer, name: str) -> None:
-    """The expectation every "write a function" exercise starts with."""
-    expect(
-        callable(answer),
-        "is a function",
-        f"{name} is a {type(answer).__name__}, not a function.",
-    )
-
-
-def expect_agrees(got, want, passed: str, failed: str, atol: float = 1e-5) -> None:
-    """Expect ``got`` (copied out) to agree with the reference ``want``."""
-    expect(agrees(got, want, atol=atol), passed, failed)
-
-
-def expect_compiles(counted: Compiles, at_most: int, passed: str, failed: str) -> None:
-    """Expect at most ``at_most`` compiles of the object ``counted`` watched;
-    ``failed`` may name ``{count}``, ``{times}`` and ``{programs}``.
-    """
-    from jitbook.display import plural
-
-    programs = ", ".join(sorted(set(counted.compiles))) or "none"
-    words = {"count": counted.count, "times": plural(counted.count, "time")}
-    expect(counted.count <= at_most, passed, failed.format(**words, programs=programs))
 
 
 def _student_line(tb) -> str:

@@ -4,10 +4,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jitbook.cache import count_compiles, fresh_jit
+from jitbook.cache import fresh_jit
 from jitbook.chapters import minijit
 
-from . import call_answer, exercise, expect
+from . import call_answer, exercise, expect, judge
 
 
 @exercise(
@@ -53,11 +53,7 @@ def _emit_primitive(answer):
         )
         got = call_answer(minijit.jit(lambda v: cube(v) + 1), x)
         expect(
-            np.allclose(
-                np.asarray(got, np.float32),
-                np.asarray(x, np.float32) ** 3 + 1,
-                rtol=1e-2,
-            ),
+            judge.agrees(got, np.asarray(x, np.float32) ** 3 + 1, atol=1e-2, rtol=1e-2),
             f"minijit compiles and runs it ({x.dtype})",
             "minijit.jit(lambda x: cube(x) + 1)(x) did not give x ** 3 + 1: check the "
             "emitter you put in minijit.EMITTERS['cube'].",
@@ -88,7 +84,11 @@ def _weak_types(answer):
         got = call_answer(answer, value)
         want = jax.typeof(value)
         expect(
-            isinstance(got, minijit.Abstract)
+            type(got) is minijit.Abstract
+            and type(got.shape) is tuple
+            and all(type(n) is int for n in got.shape)
+            and isinstance(got.dtype, np.dtype)
+            and type(got.weak_type) is bool
             and (got.shape, got.dtype, got.weak_type)
             == (tuple(want.shape), want.dtype, want.weak_type),
             f"{label}: {minijit.Abstract(want.shape, want.dtype, want.weak_type)}",
@@ -98,16 +98,17 @@ def _weak_types(answer):
     calls = [1.0, jnp.float32(1.0), 2.0, jnp.asarray(3.0)]
     ours = minijit.MiniJit(minijit.new_function(_plus_one), abstractify=answer)
     theirs = fresh_jit(_plus_one)
-    with count_compiles() as log:
+    for value in calls:
+        ours(value)
+    with judge.compiles_of(theirs) as counted:
         for value in calls:
-            ours(value)
             theirs(value)
     expect(
-        ours.compiles == log.count_for("_plus_one"),
+        ours.compiles == counted.count,
         f"the cache compiles as often as jax.jit ({ours.compiles})",
         f"over the calls 1.0, jnp.float32(1.0), 2.0, jnp.asarray(3.0), minijit with "
         f"your abstract values compiled {ours.compiles} times, jax.jit "
-        f"{log.count_for('_plus_one')}.",
+        f"{counted.count}.",
     )
 
 
@@ -140,7 +141,7 @@ def _explain_miss(answer):
         got = call_answer(answer, old, new)
         missing = [w for w in words if w not in str(got)]
         expect(
-            isinstance(got, str) and not missing,
+            type(got) is str and not missing,
             f"{label}: {got}",
             f"for {label} your explanation was {got!r}; it should name "
             + ", ".join(repr(w) for w in missing)

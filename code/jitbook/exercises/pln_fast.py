@@ -6,7 +6,7 @@ import numpy as np
 
 from jitbook.programs import equations
 
-from . import Wrong, call_answer, error_line, exercise, expect
+from . import Wrong, call_answer, error_line, exercise, expect, judge
 from .pln import N, P, random_point
 
 
@@ -24,7 +24,7 @@ def _trace_term(answer):
     M64, S64, O64 = (x.astype(np.float64) for x in (M, S, Omega))
     want = np.trace((M64.T @ M64 + np.diag((S64**2).sum(0))) @ O64)
     seed_value = np.trace(M64.T @ M64 + np.diag((S64**2).sum(0)) @ O64)
-    got = float(np.asarray(out))
+    got = float(judge.number(out, "trace_term"))
     if np.isclose(got, seed_value, rtol=1e-4):
         raise Wrong(
             f"you returned {got:.4f}, the 2023 tutorial's value: trace(MᵀM) + "

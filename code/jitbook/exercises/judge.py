@@ -11,6 +11,7 @@ name the student picks.
 """
 
 import contextlib
+import dataclasses
 import math
 from collections.abc import Iterator
 
@@ -23,6 +24,23 @@ from jitbook.cache import count_compiles
 _JIT = type(jax.jit(abs))
 _ARRAY = type(jnp.zeros(0))
 _EXACT = (bool, int, float, complex, str, type(None))
+
+
+@dataclasses.dataclass
+class _Progress:
+    passed: list[str] = dataclasses.field(default_factory=list)
+
+
+_current: list[_Progress] = []
+
+
+def expect(condition: bool, passed: str, failed: str) -> None:
+    """Record ``passed`` if ``condition`` holds, else stop the checker with
+    ``failed``."""
+    if not condition:
+        raise Wrong(failed)
+    if _current:
+        _current[-1].passed.append(passed)
 
 
 class Wrong(Exception):
@@ -112,28 +130,78 @@ def whole(value, what: str) -> int | float:
     return got
 
 
+def _own_cache(answer):
+    """The jit cache that belongs to ``answer``: its own (``jax.jit``), the one inside
+    an Equinox ``filter_jit``, or None for anything else.
+    """
+    if type(answer) is _JIT:
+        return answer
+    cached = getattr(answer, "_cached", None)
+    if type(answer).__module__.startswith("equinox") and type(cached) is _JIT:
+        return cached
+    return None
+
+
 class Compiles:
-    """Compiles counted by the object: a jitted answer's own cache entries, or every
-    compile while a plain function runs (a wrapper hides nothing).
+    """Compiles counted by the object: the fewer of a jitted answer's new cache
+    entries and all compiles in the block, or every compile while a plain function
+    runs (a wrapper hides nothing).
     """
 
     def __init__(self, answer) -> None:
-        self.answer, self.count, self.compiles = answer, 0, []
+        self.cache, self.count, self.compiles = _own_cache(answer), 0, []
 
-    def _cache(self) -> int:
-        return self.answer._cache_size() if type(self.answer) is _JIT else 0
+    def _size(self) -> int:
+        return self.cache._cache_size() if self.cache is not None else 0
 
 
 @contextlib.contextmanager
 def compiles_of(answer) -> Iterator[Compiles]:
     """Count ``answer``'s compiles in the block: ``with compiles_of(f) as c: ...``."""
     counted = Compiles(answer)
-    before = counted._cache()
+    before = counted._size()
     with count_compiles() as log:
         yield counted
     counted.compiles = list(log.compiles)
-    own = counted._cache() - before
-    counted.count = own if type(answer) is _JIT else log.count
+    own = counted._size() - before
+    # Both bound the object's compiles from above, and no name the student picks
+    # lowers either: the cache grows by one per new signature, the log counts all.
+    counted.count = min(own, log.count) if counted.cache is not None else log.count
+
+
+def expect_jitted(answer, name: str) -> None:
+    """The expectation every "jit it" exercise starts with, in one wording."""
+    expect(
+        is_jitted(answer),
+        "is a jitted function",
+        f"{name} is {type(answer).__name__}, not a function compiled by jax.jit (a "
+        "jitted function's class has .lower).",
+    )
+
+
+def expect_function(answer, name: str) -> None:
+    """The expectation every "write a function" exercise starts with."""
+    expect(
+        callable(answer),
+        "is a function",
+        f"{name} is a {type(answer).__name__}, not a function.",
+    )
+
+
+def expect_agrees(got, want, passed: str, failed: str, atol: float = 1e-5) -> None:
+    """Expect ``got`` (copied out) to agree with the reference ``want``."""
+    expect(agrees(got, want, atol=atol), passed, failed)
+
+
+def expect_compiles(counted: Compiles, at_most: int, passed: str, failed: str) -> None:
+    """Expect at most ``at_most`` compiles of the object ``counted`` watched;
+    ``failed`` may name ``{count}``, ``{times}`` and ``{programs}``.
+    """
+    from jitbook.display import plural
+
+    programs = ", ".join(sorted(set(counted.compiles))) or "none"
+    words = {"count": counted.count, "times": plural(counted.count, "time")}
+    expect(counted.count <= at_most, passed, failed.format(**words, programs=programs))
 
 
 def run(answer, calls: list[tuple], what: str = "your function") -> list:
