@@ -2,6 +2,7 @@
 
 import contextlib
 import copy
+import dataclasses
 import hashlib
 import os
 import signal
@@ -74,6 +75,7 @@ def run_steps(
             folder.mkdir()
         (private / "ipython" / "profile_default" / "startup").mkdir(parents=True)
         watch = Watch(kernel, workdir, steps, progress)
+        run = _Run(steps, done, watch, cell_timeout, check_timeout, deadline)
         try:
             while position < len(steps):
                 if restarts > MAX_RESTARTS:
@@ -81,18 +83,7 @@ def run_steps(
                 nb = nbformat.v4.new_notebook(cells=[s.cell for s in steps])
                 client, env = kernel.client(nb, workdir, private, cell_timeout)
                 try:
-                    position = _session(
-                        client,
-                        env,
-                        workdir,
-                        steps,
-                        position,
-                        done,
-                        watch,
-                        cell_timeout,
-                        check_timeout,
-                        deadline,
-                    )
+                    position = _session(client, env, workdir, run, position)
                 except _OutOfTime:
                     return f"the notebook ran out of its {time_limit:g} s time limit"
                 except _KernelFailed as failed:
@@ -111,24 +102,33 @@ class _KernelFailed(Exception):
     """The kernel did not start, or the replay after a restart failed."""
 
 
-def _session(
-    client,
-    env,
-    workdir,
-    steps,
-    position,
-    done,
-    watch,
-    cell_timeout,
-    check_timeout,
-    deadline,
-) -> int:
+@dataclasses.dataclass
+class _Run:
+    """What every kernel of one submission shares: the steps, those done, the watcher,
+    the limits and the one deadline.
+    """
+
+    steps: list[Step]
+    done: set[int]
+    watch: "Watch"
+    cell_timeout: float
+    check_timeout: dict[str, float]
+    deadline: float
+
+
+def _session(client, env, workdir: Path, run: _Run, position: int) -> int:
     """One kernel's life: replay what finished, then run on; return where the next
     kernel starts.
     """
+    steps, done, watch = run.steps, run.done, run.watch
+    cell_timeout, check_timeout, deadline = (
+        run.cell_timeout,
+        run.check_timeout,
+        run.deadline,
+    )
     from nbclient.exceptions import CellTimeoutError, DeadKernelError
 
-    def run(cell, j: int, limit: float) -> None:
+    def execute(cell, j: int, limit: float) -> None:
         left = deadline - time.monotonic()
         if left <= 0:
             raise _OutOfTime()
@@ -158,7 +158,7 @@ def _session(
         ):
             for j in sorted(done):  # a fresh kernel: what finished before runs again
                 try:
-                    run(copy.deepcopy(steps[j].cell), j, cell_timeout)
+                    execute(copy.deepcopy(steps[j].cell), j, cell_timeout)
                 except (CellTimeoutError, DeadKernelError) as err:
                     raise _KernelFailed(
                         "replaying the cells before it after a restart failed "
@@ -169,7 +169,7 @@ def _session(
                 limit = check_timeout.get(step.exercise, cell_timeout)
                 limit = limit if step.kind == "verdict" else cell_timeout
                 try:
-                    run(step.cell, j, limit)
+                    execute(step.cell, j, limit)
                 except CellTimeoutError:
                     step.failure = watch.over or f"ran longer than {limit:g} s"
                     return j + 1

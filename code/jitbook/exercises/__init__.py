@@ -105,15 +105,15 @@ def reports(cells) -> list[dict]:
 
 def exercise(
     id: str,
-    *,
     answer: str,
     topic: str,
     difficulty: int,
-    hint: str,
+    *,
+    hint: str | None = None,
     time_limit: float = DEFAULT_TIME_LIMIT,
 ) -> Callable:
     """Register the decorated function as the checker of exercise ``id``
-    (``"<chapter>.<name>"``).
+    (``"<chapter>.<name>"``); its docstring is the hint, unless ``hint`` is given.
     """
     if "." not in id:
         raise ValueError(
@@ -128,8 +128,10 @@ def exercise(
             raise ValueError(
                 f"exercise id {id!r} is registered twice ({checker.__module__})."
             )
+        words = hint if hint is not None else inspect.cleandoc(checker.__doc__ or "")
+        words = " ".join(words.split())
         _REGISTRY[id] = Exercise(
-            id, answer, topic, difficulty, hint, checker, time_limit
+            id, answer, topic, difficulty, words, checker, time_limit
         )
         return checker
 

@@ -24,16 +24,11 @@ def _compile(answer, *args):
         raise Wrong(f"compiling your function raised {error_line(err)}") from None
 
 
-@exercise(
-    "artifacts.donate-update",
-    answer="donating_update",
-    topic="buffer donation",
-    difficulty=1,
-    hint="jax.jit(artifacts.sgd_update, donate_argnums=0) (or donate_argnames='state') "
-    "hands the state's "
-    "memory to the result.",
-)
+@exercise("artifacts.donate-update", "donating_update", "buffer donation", 1)
 def _donate_update(answer):
+    """jax.jit(artifacts.sgd_update, donate_argnums=0) (or donate_argnames='state')
+    hands the state's memory to the result.
+    """
     judge.expect_jitted(answer, "donating_update")
     state, grad = jnp.ones((256, 256)), jnp.full((256, 256), 2.0)
     memory = _compile(answer, state, grad).memory_analysis()
@@ -59,16 +54,11 @@ def _donate_update(answer):
     )
 
 
-@exercise(
-    "artifacts.any-batch",
-    answer="exported_predict",
-    topic="shape-polymorphic export",
-    difficulty=2,
-    hint="export.export(jax.jit(artifacts.predict))(weights_spec, "
-    "artifacts.batch_spec(3)): a symbolic "
-    "batch dimension from export.symbolic_shape.",
-)
+@exercise("artifacts.any-batch", "exported_predict", "shape-polymorphic export", 2)
 def _any_batch(answer):
+    """export.export(jax.jit(artifacts.predict))(weights_spec,
+    artifacts.batch_spec(3)): a symbolic batch dimension from export.symbolic_shape.
+    """
     expect(
         type(answer) is export.Exported,
         "is a jax.export.Exported",
@@ -107,15 +97,11 @@ def _any_batch(answer):
     )
 
 
-@exercise(
-    "artifacts.scan-loop",
-    answer="damped_steps",
-    topic="compile cost of loops",
-    difficulty=2,
-    hint="Write the loop as jax.lax.scan (or fori_loop) so the body is traced once, "
-    "whatever n is.",
-)
+@exercise("artifacts.scan-loop", "damped_steps", "compile cost of loops", 2)
 def _scan_loop(answer):
+    """Write the loop as jax.lax.scan (or fori_loop) so the body is traced once,
+    whatever n is.
+    """
     judge.expect_function(answer, "damped_steps")
     x = jnp.linspace(-1.0, 1.0, 8)
     for n in (3, 50):
@@ -143,15 +129,11 @@ def _scan_loop(answer):
     )
 
 
-@exercise(
-    "artifacts.table-argument",
-    answer="apply_weights",
-    topic="constants versus arguments",
-    difficulty=2,
-    hint="Take the weights as an argument of the jitted function instead of closing "
-    "over them.",
-)
+@exercise("artifacts.table-argument", "apply_weights", "constants versus arguments", 2)
 def _table_argument(answer):
+    """Take the weights as an argument of the jitted function instead of closing over
+    them.
+    """
     judge.expect_jitted(answer, "apply_weights")
     rng = np.random.default_rng(1)
     weights = [jnp.asarray(rng.normal(size=(64, 64)), jnp.float32) for _ in range(2)]

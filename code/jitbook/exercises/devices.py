@@ -33,15 +33,11 @@ def _compiled(fn, *args):
         raise Wrong(f"jit could not compile your function: {error_line(err)}") from None
 
 
-@exercise(
-    "devices.batch-axis",
-    answer="batch_spec",
-    topic="data parallelism without collectives",
-    difficulty=1,
-    hint="Each row of x is one example; split the rows and keep the features whole: "
-    "P(axis, None).",
-)
+@exercise("devices.batch-axis", "batch_spec", "data parallelism without collectives", 1)
 def _batch_axis(answer):
+    """Each row of x is one example; split the rows and keep the features whole:
+    P(axis, None).
+    """
     mesh = _mesh()
     expect(
         type(answer) is P,
@@ -80,15 +76,11 @@ def _batch_axis(answer):
     )
 
 
-@exercise(
-    "devices.one-sharding",
-    answer="to_one_sharding",
-    topic="sharding in the cache key",
-    difficulty=2,
-    hint="jax.device_put(x, NamedSharding(mesh, P('data', None))) moves any array to "
-    "one chosen sharding.",
-)
+@exercise("devices.one-sharding", "to_one_sharding", "sharding in the cache key", 2)
 def _one_sharding(answer):
+    """jax.device_put(x, NamedSharding(mesh, P('data', None))) moves any array to one
+    chosen sharding.
+    """
     mesh = _mesh()
     n, axis = mesh.devices.size, mesh.axis_names[0]
     x = np.random.default_rng(2).normal(size=(2 * n, 2 * n)).astype(np.float32)
@@ -150,16 +142,11 @@ def _one_sharding(answer):
     )
 
 
-@exercise(
-    "devices.psum",
-    answer="sharded_dot",
-    topic="shard_map and psum",
-    difficulty=2,
-    hint="jax.shard_map(local, mesh=mesh, in_specs=(P(None, 'data'), P('data', None)), "
-    "out_specs=P()), "
-    "with local(a, b) = jax.lax.psum(a @ b, 'data').",
-)
+@exercise("devices.psum", "sharded_dot", "shard_map and psum", 2)
 def _psum(answer):
+    """jax.shard_map(local, mesh=mesh, in_specs=(P(None, 'data'), P('data', None)),
+    out_specs=P()), with local(a, b) = jax.lax.psum(a @ b, 'data').
+    """
     mesh = _mesh()
     k = 3 * mesh.devices.size
     rng = np.random.default_rng(3)
@@ -198,16 +185,12 @@ def _psum(answer):
     )
 
 
-@exercise(
-    "devices.column-stats",
-    answer="column_stats",
-    topic="reductions over sharded rows",
-    difficulty=2,
-    hint="Means and x.T @ x reduce over rows: each device reduces its own rows and XLA "
-    "adds an all-reduce. "
-    "Avoid operations that need every row in one place (sorting, reshaping rows away).",
-)
+@exercise("devices.column-stats", "column_stats", "reductions over sharded rows", 2)
 def _column_stats(answer):
+    """Means and x.T @ x reduce over rows: each device reduces its own rows and XLA
+    adds an all-reduce. Avoid operations that need every row in one place (sorting,
+    reshaping rows away).
+    """
     mesh = _mesh()
     n = mesh.devices.size
     x = np.random.default_rng(4).normal(size=(16 * n, 3)).astype(np.float32)

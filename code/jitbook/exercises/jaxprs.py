@@ -22,15 +22,11 @@ def _closure(x):
     return x * _TABLE.sum() + 2.0
 
 
-@exercise(
-    "jaxprs.count-equations",
-    answer="count_equations",
-    topic="reading a jaxpr",
-    difficulty=1,
-    hint="jax.make_jaxpr(fn)(*args) returns a jaxpr; its .eqns list holds one entry "
-    "per equation.",
-)
+@exercise("jaxprs.count-equations", "count_equations", "reading a jaxpr", 1)
 def _count_equations(answer):
+    """jax.make_jaxpr(fn)(*args) returns a jaxpr; its .eqns list holds one entry per
+    equation.
+    """
     x, m = jnp.ones(3), jnp.ones((3, 3))
     cases = [
         ("x ** 2 + 1", lambda v: v**2 + 1.0, (x,)),
@@ -62,15 +58,11 @@ def _count_equations(answer):
         )
 
 
-@exercise(
-    "jaxprs.keep-dtype",
-    answer="halve",
-    topic="weak-typed literals",
-    difficulty=1,
-    hint="A Python float is weak-typed: it takes the dtype of the array it meets. A "
-    "jnp.float32 is not.",
-)
+@exercise("jaxprs.keep-dtype", "halve", "weak-typed literals", 1)
 def _keep_dtype(answer):
+    """A Python float is weak-typed: it takes the dtype of the array it meets. A
+    jnp.float32 is not.
+    """
     for dtype in (jnp.float16, jnp.bfloat16, jnp.float32):
         x = jnp.arange(4, dtype=dtype)
         out = call_answer(answer, x)
@@ -97,15 +89,11 @@ def _keep_dtype(answer):
         )
 
 
-@exercise(
-    "jaxprs.fixed-size",
-    answer="trajectory",
-    topic="loops in jaxprs",
-    difficulty=2,
-    hint="lax.scan(body, x, length=steps) traces body once; body(carry, _) returns "
-    "(new carry, value to stack).",
-)
+@exercise("jaxprs.fixed-size", "trajectory", "loops in jaxprs", 2)
 def _fixed_size(answer):
+    """lax.scan(body, x, length=steps) traces body once; body(carry, _) returns (new
+    carry, value to stack).
+    """
     x = jnp.linspace(-1.0, 1.0, 5)
     for steps in (3, 30):
         got = judge.array(call_answer(answer, x, steps), "trajectory")
@@ -141,15 +129,11 @@ def _fixed_size(answer):
     )
 
 
-@exercise(
-    "jaxprs.flops",
-    answer="flops_of",
-    topic="compile and cost analysis",
-    difficulty=2,
-    hint="jax.jit(fn).trace(*args).lower().compile().cost_analysis() is a dict with a "
-    "'flops' entry.",
-)
+@exercise("jaxprs.flops", "flops_of", "compile and cost analysis", 2)
 def _flops(answer):
+    """jax.jit(fn).trace(*args).lower().compile().cost_analysis() is a dict with a
+    'flops' entry.
+    """
     cases = [
         (
             "a (8, 16) @ (16, 4) matmul",
@@ -178,15 +162,11 @@ def _flops(answer):
         )
 
 
-@exercise(
-    "jaxprs.precompile",
-    answer="precompile",
-    topic="ahead-of-time compilation",
-    difficulty=2,
-    hint="jax.ShapeDtypeStruct(shape, jnp.float32) stands in for an array when you "
-    "trace and lower.",
-)
+@exercise("jaxprs.precompile", "precompile", "ahead-of-time compilation", 2)
 def _precompile(answer):
+    """jax.ShapeDtypeStruct(shape, jnp.float32) stands in for an array when you trace
+    and lower.
+    """
     shapes = [(2,), (5,), (3, 4)]
 
     def fresh_step(x):  # a new function each check, so no earlier compilation is reused

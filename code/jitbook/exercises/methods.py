@@ -49,15 +49,11 @@ def _close(got, want) -> bool:
     return judge.agrees(got, want)
 
 
-@exercise(
-    "methods.hash-config",
-    answer="Poly",
-    topic="self as a static argument",
-    difficulty=2,
-    hint="A frozen dataclass compares and hashes by its fields and refuses assignment: "
-    "@dataclasses.dataclass(frozen=True) with one field, coeffs.",
-)
+@exercise("methods.hash-config", "Poly", "self as a static argument", 2)
 def _hash_config(answer):
+    """A frozen dataclass compares and hashes by its fields and refuses assignment:
+    @dataclasses.dataclass(frozen=True) with one field, coeffs.
+    """
     expect(
         isinstance(answer, type),
         "is a class",
@@ -132,16 +128,11 @@ def _is_equinox(cls) -> bool:
     return isinstance(cls, type) and issubclass(cls, eqx.Module)
 
 
-@exercise(
-    "methods.pytree-trainer",
-    answer="Trainer",
-    topic="pytree classes",
-    difficulty=3,
-    hint="Children: weight and learning_rate (values). Metadata: activation (selects "
-    "code). Unflatten "
-    "must restore every field.",
-)
+@exercise("methods.pytree-trainer", "Trainer", "pytree classes", 3)
 def _pytree_trainer(answer):
+    """Children: weight and learning_rate (values). Metadata: activation (selects
+    code). Unflatten must restore every field.
+    """
     expect(
         isinstance(answer, type),
         "is a class",
@@ -209,15 +200,11 @@ def _pytree_trainer(answer):
     )
 
 
-@exercise(
-    "methods.shared-function",
-    answer="build_models",
-    topic="static callables in Equinox",
-    difficulty=1,
-    hint="jit compares static functions by identity: create the function once, outside "
-    "the loop.",
-)
+@exercise("methods.shared-function", "build_models", "static callables in Equinox", 1)
 def _shared_function(answer):
+    """jit compares static functions by identity: create the function once, outside the
+    loop.
+    """
     scales = [1.0, 2.0, 3.0]
     models = call_answer(answer, scales)
     expect(
@@ -250,16 +237,12 @@ def _shared_function(answer):
     )
 
 
-@exercise(
-    "methods.closure-to-argument",
-    answer="weight_grad",
-    topic="closures against arguments",
-    difficulty=2,
-    hint="Differentiate with respect to the layer itself: the gradient of a module is "
-    "a module of the same class, with the gradient of each array field in its place. "
-    "Jit one function, once.",
-)
+@exercise("methods.closure-to-argument", "weight_grad", "closures against arguments", 2)
 def _closure_to_argument(answer):
+    """Differentiate with respect to the layer itself: the gradient of a module is a
+    module of the same class, with the gradient of each array field in its place.
+    Jit one function, once.
+    """
     keys = jax.random.split(jax.random.key(7), 4)
     x = jax.random.normal(keys[3], (7,))
     layers = [methods.EqxLayer(jax.random.normal(k, (7,)), "tanh") for k in keys[:3]]

@@ -10,16 +10,11 @@ from jitbook.chapters import minijit
 from . import call_answer, exercise, expect, judge
 
 
-@exercise(
-    "minijit.emit-primitive",
-    answer="make_cube",
-    topic="primitives and the compile step",
-    difficulty=2,
-    hint="cube_p = jax.extend.core.Primitive('cube'); cube_p.def_abstract_eval(lambda "
-    "a: a); "
-    "minijit.EMITTERS['cube'] = lambda x: x * x * x; return cube_p.bind.",
-)
+@exercise("minijit.emit-primitive", "make_cube", "primitives and the compile step", 2)
 def _emit_primitive(answer):
+    """cube_p = jax.extend.core.Primitive('cube'); cube_p.def_abstract_eval(lambda a:
+    a); minijit.EMITTERS['cube'] = lambda x: x * x * x; return cube_p.bind.
+    """
     cube = call_answer(answer)
     expect(
         callable(cube),
@@ -71,15 +66,11 @@ _VALUES = {
 }
 
 
-@exercise(
-    "minijit.weak-types",
-    answer="abstract_with_weak_type",
-    topic="abstract values",
-    difficulty=1,
-    hint="Python int, float and complex scalars are weak (bool is not); a jax.Array "
-    "carries its own .weak_type; numpy values are never weak.",
-)
+@exercise("minijit.weak-types", "abstract_with_weak_type", "abstract values", 1)
 def _weak_types(answer):
+    """Python int, float and complex scalars are weak (bool is not); a jax.Array
+    carries its own .weak_type; numpy values are never weak.
+    """
     for label, value in _VALUES.items():
         got = call_answer(answer, value)
         want = jax.typeof(value)
@@ -126,15 +117,11 @@ _MISSES = [
 ]
 
 
-@exercise(
-    "minijit.explain-miss",
-    answer="explain_miss",
-    topic="the cache key",
-    difficulty=2,
-    hint="A key is (tree structure, abstract values, static values): compare the parts "
-    "in that order, and each abstract value's shape, dtype and weak_type.",
-)
+@exercise("minijit.explain-miss", "explain_miss", "the cache key", 2)
 def _explain_miss(answer):
+    """A key is (tree structure, abstract values, static values): compare the parts in
+    that order, and each abstract value's shape, dtype and weak_type.
+    """
     for label, (old_args, old_static), (new_args, new_static), words in _MISSES:
         old = minijit.cache_key(old_args, old_static)
         new = minijit.cache_key(new_args, new_static)

@@ -21,15 +21,11 @@ def _fresh_size() -> int:
     return next(_sizes)
 
 
-@exercise(
-    "pitfalls.key-argument",
-    answer="jitter",
-    topic="random keys as arguments",
-    difficulty=1,
-    hint="Take the key as a second argument and draw with jax.random.normal(key, "
-    "x.shape); never read a key from a global inside a jitted function.",
-)
+@exercise("pitfalls.key-argument", "jitter", "random keys as arguments", 1)
 def _key_argument(answer):
+    """Take the key as a second argument and draw with jax.random.normal(key, x.shape);
+    never read a key from a global inside a jitted function.
+    """
     judge.expect_jitted(answer, "jitter")
     x = jnp.linspace(0.0, 1.0, _fresh_size())
     k1, k2 = jax.random.split(jax.random.key(3))
@@ -65,15 +61,11 @@ def _key_argument(answer):
     )
 
 
-@exercise(
-    "pitfalls.donate-step",
-    answer="decay",
-    topic="donation",
-    difficulty=2,
-    hint="jax.jit(lambda state: 0.9 * state, donate_argnums=0): the output has the "
-    "input's shape and dtype, so XLA can write it into the input's buffer.",
-)
+@exercise("pitfalls.donate-step", "decay", "donation", 2)
 def _donate_step(answer):
+    """jax.jit(lambda state: 0.9 * state, donate_argnums=0): the output has the input's
+    shape and dtype, so XLA can write it into the input's buffer.
+    """
     judge.expect_jitted(answer, "decay")
     n = _fresh_size()
     state = jnp.linspace(1.0, 2.0, n)
@@ -97,15 +89,11 @@ def _donate_step(answer):
     )
 
 
-@exercise(
-    "pitfalls.checked-take",
-    answer="safe_take",
-    topic="checkify",
-    difficulty=2,
-    hint="checkify.checkify(jax.jit(lambda x, i: x[i]), errors=checkify.index_checks) "
-    "returns a function giving (error, value).",
-)
+@exercise("pitfalls.checked-take", "safe_take", "checkify", 2)
 def _checked_take(answer):
+    """checkify.checkify(jax.jit(lambda x, i: x[i]), errors=checkify.index_checks)
+    returns a function giving (error, value).
+    """
     n = _fresh_size()
     x = jnp.arange(n, dtype=jnp.float32)
     result = call_answer(answer, x, 2)

@@ -72,14 +72,12 @@ def _without_autodiff(answer, name: str) -> None:
 
 
 @exercise(
-    "pln.seed-grad-M",
-    answer="seed_grad_M",
-    topic="what the trace bug does to the gradient",
-    difficulty=1,
-    hint="The 2023 trace is tr(MᵀM) + tr(diag(s) Ω); d/dM of ½ tr(MᵀM) is M. The rest "
-    "is as in neg_elbo_grads.",
+    "pln.seed-grad-M", "seed_grad_M", "what the trace bug does to the gradient", 1
 )
 def _seed_grad_M(answer):
+    """The 2023 trace is tr(MᵀM) + tr(diag(s) Ω); d/dM of ½ tr(MᵀM) is M. The rest is
+    as in neg_elbo_grads.
+    """
     params, data, Omega = _problem(0)
     out = judge.array(call_answer(answer, params, data, Omega), "seed_grad_M")
     want = np.asarray(jax.grad(seed_neg_elbo)(params, data, Omega).M)
@@ -109,15 +107,11 @@ def _symmetric(grad: np.ndarray) -> np.ndarray:
     return 2 * grad - np.diag(np.diag(grad))
 
 
-@exercise(
-    "pln.grad-omega",
-    answer="grad_Omega",
-    topic="where the closed-form Sigma comes from",
-    difficulty=2,
-    hint="d/dΩ of log det Ω is Ω⁻¹ (Ω symmetric), of tr(GΩ) is G; neg_elbo is minus "
-    "the ELBO.",
-)
+@exercise("pln.grad-omega", "grad_Omega", "where the closed-form Sigma comes from", 2)
 def _grad_omega(answer):
+    """d/dΩ of log det Ω is Ω⁻¹ (Ω symmetric), of tr(GΩ) is G; neg_elbo is minus the
+    ELBO.
+    """
     params, data, Omega = _problem(1)
     M, S = params.M, params.S
     out = judge.array(call_answer(answer, M, S, Omega), "grad_Omega")
@@ -160,15 +154,11 @@ def _grad_omega(answer):
     )
 
 
-@exercise(
-    "pln.pytree",
-    answer="Carry",
-    topic="children and static data in a pytree class",
-    difficulty=2,
-    hint="Arrays are children; the Python int the loop needs is aux data; "
-    "tree_unflatten gets both back.",
-)
+@exercise("pln.pytree", "Carry", "children and static data in a pytree class", 2)
 def _pytree(answer):
+    """Arrays are children; the Python int the loop needs is aux data; tree_unflatten
+    gets both back.
+    """
     expect(
         isinstance(answer, type),
         "is a class",

@@ -10,14 +10,9 @@ from . import Wrong, call_answer, error_line, exercise, expect, judge
 from .pln import N, P, random_point
 
 
-@exercise(
-    "pln-fast.trace-term",
-    answer="trace_term",
-    topic="the trace term without MᵀM",
-    difficulty=2,
-    hint="tr(MᵀM Ω) = Σᵢⱼ Mᵢⱼ (MΩ)ᵢⱼ, and tr(diag(s) Ω) = Σⱼ sⱼ Ωⱼⱼ.",
-)
+@exercise("pln-fast.trace-term", "trace_term", "the trace term without MᵀM", 2)
 def _trace_term(answer):
+    """tr(MᵀM Ω) = Σᵢⱼ Mᵢⱼ (MΩ)ᵢⱼ, and tr(diag(s) Ω) = Σⱼ sⱼ Ωⱼⱼ."""
     M, S, Omega = random_point()
     args = (jnp.asarray(M), jnp.asarray(S), jnp.asarray(Omega))
     out = call_answer(answer, *args)

@@ -27,15 +27,11 @@ def _poly_eval(coeffs, x):
     return y
 
 
-@exercise(
-    "recompilation.lr-traced",
-    answer="train_step",
-    topic="static vs traced arguments",
-    difficulty=1,
-    hint="A learning rate is a number that changes, not a choice of program: let jit "
-    "trace it.",
-)
+@exercise("recompilation.lr-traced", "train_step", "static vs traced arguments", 1)
 def _lr_traced(answer):
+    """A learning rate is a number that changes, not a choice of program: let jit trace
+    it.
+    """
     judge.expect_jitted(answer, "train_step")
     rng = np.random.default_rng(0)
     x, y, w = (
@@ -64,15 +60,11 @@ def _clip_reference(v: np.ndarray, max_norm: float) -> np.ndarray:
     return v * min(1.0, max_norm / norm) if norm > 0 else v
 
 
-@exercise(
-    "recompilation.clip-norm",
-    answer="clip_norm",
-    topic="jnp.where instead of Python if",
-    difficulty=2,
-    hint="Compute both outcomes and choose with jnp.where(norm > max_norm, scaled, v); "
-    "keep max_norm traced.",
-)
+@exercise("recompilation.clip-norm", "clip_norm", "jnp.where instead of Python if", 2)
 def _clip_norm(answer):
+    """Compute both outcomes and choose with jnp.where(norm > max_norm, scaled, v);
+    keep max_norm traced.
+    """
     judge.expect_jitted(answer, "clip_norm")
     v = jnp.asarray([3.0, 4.0, 0.0], jnp.float32)  # norm 5
     limits = [1.0, 2.5, 10.0]
@@ -95,16 +87,11 @@ def _clip_norm(answer):
     )
 
 
-@exercise(
-    "recompilation.buckets",
-    answer="padded_mean",
-    topic="padding to buckets",
-    difficulty=2,
-    hint="Pad with NumPy to the next power of two outside jit; pass the true length "
-    "(or a mask) to the "
-    "jitted part, which divides by it.",
-)
+@exercise("recompilation.buckets", "padded_mean", "padding to buckets", 2)
 def _buckets(answer):
+    """Pad with NumPy to the next power of two outside jit; pass the true length (or a
+    mask) to the jitted part, which divides by it.
+    """
     judge.expect_function(answer, "padded_mean")
     lengths = recompilation.stream_lengths(60, 200, seed=3)
     rng = np.random.default_rng(4)
@@ -144,15 +131,11 @@ def _buckets(answer):
     )
 
 
-@exercise(
-    "recompilation.static-coeffs",
-    answer="as_static",
-    topic="hashable static arguments",
-    difficulty=2,
-    hint="A static argument must be hashable and compare equal when it means the same "
-    "thing: a tuple of floats.",
-)
+@exercise("recompilation.static-coeffs", "as_static", "hashable static arguments", 2)
 def _static_coeffs(answer):
+    """A static argument must be hashable and compare equal when it means the same
+    thing: a tuple of floats.
+    """
     x = jnp.linspace(-1.0, 1.0, 5)
     evaluate = fresh_jit(_poly_eval, static_argnums=0)
     with judge.compiles_of(evaluate) as counted:

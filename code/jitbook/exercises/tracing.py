@@ -36,15 +36,11 @@ def _call(fn, *args):
         raise _explained(err) from None
 
 
-@exercise(
-    "tracing.debug-print",
-    answer="noisy_square",
-    topic="print vs jax.debug.print",
-    difficulty=1,
-    hint="A plain print runs once, while tracing, and shows a tracer; jax.debug.print "
-    "runs at every call.",
-)
+@exercise("tracing.debug-print", "noisy_square", "print vs jax.debug.print", 1)
 def _debug_print(answer):
+    """A plain print runs once, while tracing, and shows a tracer; jax.debug.print runs
+    at every call.
+    """
     judge.expect_function(answer, "noisy_square")
     jitted = jax.jit(answer)
     values = (1.5, 2.5, 3.5)
@@ -80,14 +76,9 @@ def _leaky_reference(v) -> np.ndarray:
     return np.where(v > 0, v, 0.1 * v)
 
 
-@exercise(
-    "tracing.where",
-    answer="leaky_relu",
-    topic="branching on values",
-    difficulty=1,
-    hint="jnp.where(condition, a, b) picks a or b elementwise, and works on tracers.",
-)
+@exercise("tracing.where", "leaky_relu", "branching on values", 1)
 def _where(answer):
+    """jnp.where(condition, a, b) picks a or b elementwise, and works on tracers."""
     judge.expect_function(answer, "leaky_relu")
     x = jnp.array([-2.0, -0.5, 0.0, 0.5, 3.0])
     y = jnp.stack([x, -2.0 * x])  # a 2-D array: the rule holds elementwise
@@ -138,16 +129,11 @@ def _gradient_reference(x: jax.Array, n: int) -> np.ndarray:
     return np.asarray(jax.grad(unrolled)(x))
 
 
-@exercise(
-    "tracing.loop-once",
-    answer="sum_of_steps",
-    topic="loops under jit",
-    difficulty=2,
-    hint="lax.scan over jnp.arange(10) has a static length; in the body, jnp.where(i < "
-    "n, new, old) "
-    "stops the carry changing after n steps, and n stays traced.",
-)
+@exercise("tracing.loop-once", "sum_of_steps", "loops under jit", 2)
 def _loop_once(answer):
+    """lax.scan over jnp.arange(10) has a static length; in the body, jnp.where(i < n,
+    new, old) stops the carry changing after n steps, and n stays traced.
+    """
     judge.expect_function(answer, "sum_of_steps")
     x = jnp.array([0.5, -1.0, 2.0])
     jitted = jax.jit(answer)
@@ -193,15 +179,11 @@ def _loop_once(answer):
     )
 
 
-@exercise(
-    "tracing.count-traces",
-    answer="trace_count",
-    topic="when the body runs",
-    difficulty=2,
-    hint="Wrap fn in a function that adds one to a counter and then calls fn; jit the "
-    "wrapper.",
-)
+@exercise("tracing.count-traces", "trace_count", "when the body runs", 2)
 def _count_traces(answer):
+    """Wrap fn in a function that adds one to a counter and then calls fn; jit the
+    wrapper.
+    """
     judge.expect_function(answer, "trace_count")
     cases = {
         "three floats": [(1.0,), (2.0,), (3.0,)],

@@ -23,14 +23,9 @@ class _SlowResult:
         return self
 
 
-@exercise(
-    "why-compile.ready",
-    answer="run_and_wait",
-    topic="asynchronous dispatch",
-    difficulty=1,
-    hint="jax.block_until_ready(tree) waits for every array in a tuple, list or dict.",
-)
+@exercise("why-compile.ready", "run_and_wait", "asynchronous dispatch", 1)
 def _ready(answer):
+    """jax.block_until_ready(tree) waits for every array in a tuple, list or dict."""
     single = call_answer(answer, lambda a: a @ a, jnp.ones((300, 300)))
     expect(
         judge.is_array(single),
@@ -71,15 +66,11 @@ def _ready(answer):
     )
 
 
-@exercise(
-    "why-compile.fuse",
-    answer="fast_standardize",
-    topic="jax.jit",
-    difficulty=1,
-    hint="Transpose, standardize the rows, transpose back; jit that whole function "
-    "once, outside any loop.",
-)
+@exercise("why-compile.fuse", "fast_standardize", "jax.jit", 1)
 def _fuse(answer):
+    """Transpose, standardize the rows, transpose back; jit that whole function once,
+    outside any loop.
+    """
     judge.expect_function(answer, "fast_standardize")
     x = jax.random.normal(jax.random.key(1), (64, 16))
     y = x + 1.0  # made before counting: only the answer's own compiles count
@@ -103,15 +94,11 @@ def _fuse(answer):
     )
 
 
-@exercise(
-    "why-compile.break-even",
-    answer="calls_until_jit_pays",
-    topic="cost of compiling",
-    difficulty=2,
-    hint="After k calls: compile_s + k * jit_s against k * eager_s. Solve for the "
-    "smallest whole k.",
-)
+@exercise("why-compile.break-even", "calls_until_jit_pays", "cost of compiling", 2)
 def _break_even(answer):
+    """After k calls: compile_s + k * jit_s against k * eager_s. Solve for the smallest
+    whole k.
+    """
     cases = [
         ((1.0, 0.3, 0.1), 5),
         ((1.0, 0.4, 0.1), 4),
