@@ -388,7 +388,7 @@ def test_grading_a_class_no_cheat_passes_and_every_right_answer_does(graded_clas
     assert "reaches the module table (.modules)" in rows["reach", "why-compile.ready"]["flags"]
     assert "sets a trace hook (.settrace)" in rows["trace", "why-compile.ready"]["flags"]
     assert "changes sys.settrace" in rows["trace", "why-compile.ready"]["flags"]
-    assert "imports jax.monitoring" in rows["silence", "why-compile.fuse"]["flags"]
+    assert "imports jax.monitoring (JAX's compile events)" in rows["silence", "why-compile.fuse"]["flags"]
     assert "rebinds jax.monitoring.register_event_listener" in rows["silence", "why-compile.fuse"]["flags"]
     assert rows["cheat-check", "why-compile.fuse"]["message"] == (
         "not attempted: its solution cell is as it was handed out")
@@ -646,3 +646,144 @@ def test_in_a_notebook_a_check_stuck_in_compiled_code_says_what_to_do():
     shown = "".join(o.get("text", "") for o in steps[0].cell.outputs)
     assert "The check of why-compile.ready is still running after 2 s" in shown
     assert "Restart the kernel" in shown
+
+
+# ---- the sandbox without privileges, and one budget per student ------------------------------------------
+
+def _bwrap_only():
+    if classroom.sandbox_mode() != "bwrap":
+        pytest.skip("bubblewrap is not installed or cannot make namespaces here")
+
+
+@pytest.mark.claim("sec-teachers-grading", "clm-teachers-remount")
+def test_the_sandbox_refuses_a_remount_and_runs_as_nobody_without_capabilities():
+    _bwrap_only()
+    code = str(harness.ROOT / "code")
+    steps = _tiny("import os, subprocess\nprint(os.getuid(), os.getgid())\n"
+                  "print(open('/proc/self/status').read().split('CapEff:')[1].split()[0])\n"
+                  f"r = subprocess.run(['mount', '-o', 'remount,rw,bind', {code!r}, {code!r}], capture_output=True)\n"
+                  "print(r.returncode)\n"
+                  f"try:\n    open({code + '/jitbook/cache.py'!r}, 'a').write('# changed')\n    print('wrote')\n"
+                  "except OSError as err:\n    print(type(err).__name__)")
+    before = (harness.ROOT / "code" / "jitbook" / "cache.py").read_bytes()
+    assert classroom.run_steps(steps, classroom.Kernel("bwrap"), cell_timeout=60, check_timeout={}, time_limit=120) == ""
+    ids, caps, mounted, wrote = steps[0].cell.outputs[0]["text"].splitlines()[:4]
+    assert ids == "65534 65534"
+    assert int(caps, 16) == 0 and mounted != "0" and wrote in ("OSError", "PermissionError")
+    assert (harness.ROOT / "code" / "jitbook" / "cache.py").read_bytes() == before
+
+
+def test_memory_is_one_budget_for_all_of_a_students_processes():
+    """Three children of 0.6 GiB each fit one process's limit but not a 1.2 GiB budget together."""
+    hog = ("import os, time\nfor _ in range(3):\n    if os.fork() == 0:\n"
+           "        x = bytearray(600 * 2**20)\n        x[::4096] = b'x' * len(x[::4096])\n        time.sleep(60)\n"
+           "time.sleep(30)")
+    steps = _tiny("x = 1", hog, "print(x + 1)")
+    kernel = classroom.Kernel(classroom.sandbox_mode(), memory_gib=1.2)
+    start = time.monotonic()
+    assert classroom.run_steps(steps, kernel, cell_timeout=50, check_timeout={}, time_limit=120) == ""
+    assert steps[1].failure.startswith("used more than 1.2 GiB of memory (all its processes together)")
+    assert time.monotonic() - start < 45 and steps[2].cell.outputs[0]["text"] == "2\n"
+
+
+def test_disk_and_tmp_are_capped_and_output_is_cut_with_a_note():
+    _bwrap_only()
+    fill_tmp = ("try:\n    open('/tmp/big', 'wb').write(b'0' * 200 * 2**20)\n    print('wrote')\n"
+                "except OSError as err:\n    print(type(err).__name__, err.errno)")
+    fill_work = ("try:\n    with open('big', 'wb') as f:\n        for _ in range(200):\n"
+                 "            f.write(b'0' * 2**20)\n    print('wrote')\nexcept OSError as err:\n"
+                 "    print(type(err).__name__, err.errno)")
+    shout = "print('x' * 5_000_000)\nprint('after')"
+    steps = _tiny(fill_tmp, fill_work, shout)
+    kernel = classroom.Kernel("bwrap", disk_gib=0.1, output_chars=10_000)
+    assert classroom.run_steps(steps, kernel, cell_timeout=60, check_timeout={}, time_limit=120) == ""
+    assert steps[0].cell.outputs[0]["text"].startswith("OSError 28")  # ENOSPC: the tmpfs is full
+    work = "".join(o.get("text", "") for o in steps[1].cell.outputs)
+    assert "wrote" not in work or steps[1].failure  # EFBIG past the file limit, or the watcher's stop
+    shown = "".join(o.get("text", "") for o in steps[2].cell.outputs)
+    assert len(shown) < 20_000 and "output cut: this cell printed more than 10,000 characters" in shown
+
+
+def test_replays_after_crashes_stay_inside_the_one_time_budget():
+    """Slow cells, then a crash: each restart replays them, and the notebook still stops at its limit."""
+    steps = _tiny(*["import time\ntime.sleep(2)"] * 3, "import os\nos._exit(1)", "import os\nos._exit(1)",
+                  "import os\nos._exit(1)", "print('end')")
+    start = time.monotonic()
+    reason = classroom.run_steps(steps, classroom.Kernel(classroom.sandbox_mode()), cell_timeout=30,
+                                 check_timeout={}, time_limit=12)
+    took = time.monotonic() - start
+    assert reason == "the notebook ran out of its 12 s time limit" and took < 12 + 15, took
+
+
+def test_a_long_cell_reports_progress_while_it_runs(monkeypatch):
+    monkeypatch.setattr(classroom.session.Watch, "speak_after", 2.0)
+    said = []
+    steps = _tiny("import time\ntime.sleep(5)")
+    classroom.run_steps(steps, classroom.Kernel(classroom.sandbox_mode()), cell_timeout=30, check_timeout={},
+                        time_limit=60, progress=said.append)
+    assert said and said[0].startswith("step 1 of 1, a cell of the notebook, running for ")
+
+
+@pytest.mark.parametrize("make", ["empty", "text", "corrupt"])
+def test_a_folder_with_nothing_to_grade_says_what_it_found_and_fails(tmp_path, capsys, make):
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    if make == "text":
+        (subs / "notes.txt").write_text("hello")
+    if make == "corrupt":
+        (subs / "why-compile.ipynb").write_text("{not json")
+    assert classroom.main(["grade", str(subs), "--out", str(tmp_path / "g.csv")]) == 1
+    err = capsys.readouterr().err
+    assert "nothing could be graded" in err and "notebook(s) found" in err
+    assert "not json" not in err
+
+
+def test_the_code_the_grader_trusts_is_checked_after_every_notebook(tmp_path, monkeypatch, capsys):
+    """A notebook after which a trusted file differs stops the class with exit status 2."""
+    trusted = tmp_path / "trusted"
+    trusted.mkdir()
+    (trusted / "checker.py").write_text("x = 1\n")
+    monkeypatch.setattr(classroom.grading, "trusted_paths", lambda: [trusted])
+
+    def tamper(path, name, **kw):
+        (trusted / "checker.py").write_text("x = 2\n")
+        return [classroom.Grade(name, "why-compile.ready", True, "")]
+
+    monkeypatch.setattr(classroom.grading, "grade_notebook", tamper)
+    nbformat.write(nbformat.v4.new_notebook(), tmp_path / "why-compile.ipynb")
+    assert classroom.main(["grade", str(tmp_path), "--out", str(tmp_path / "g.csv")]) == 2
+    assert "the code the grader trusts changed on disk" in capsys.readouterr().err
+    assert (tmp_path / "g.csv").exists()
+
+
+def test_make_grade_without_submissions_names_the_variable():
+    recipe = (harness.ROOT / "Makefile").read_text().split("\ngrade:")[1].split("\n\n")[0]
+    assert "make grade SUBMISSIONS=path/to/folder" in recipe
+
+
+def test_the_handout_has_no_solutions_and_students_have_their_own_lab():
+    makefile = (harness.ROOT / "Makefile").read_text()
+    handout = makefile.split("\nhandout:")[1].split("\n\n")[0]
+    assert "--students-only" in handout
+    lab = makefile.split("\nlab-student:")[1].split("\n\n")[0]
+    assert "_build/handout/student" in lab and "JUPYTER_CONFIG_DIR=_build/jupyter" in lab
+    page = (harness.ROOT / "chapters" / "teachers.qmd").read_text()
+    assert "make lab-student" in page and "so it is not for students" in page
+
+
+def test_a_handout_without_executed_chapters_runs_them_small_and_says_how_long_first(tmp_path, monkeypatch):
+    said, ran = [], []
+    monkeypatch.setattr(classroom.handout, "executed_copy", lambda qmd: None)
+
+    def fake_run(qmd, out_dir=None):
+        import os
+        ran.append(os.environ.get("JITBOOK_SMALL"))
+        path = Path(out_dir) / f"{Path(qmd).stem}.ipynb"
+        nbformat.write(harness.to_notebook(qmd), path)
+        return path
+
+    monkeypatch.setattr(classroom.handout.downloads, "run", fake_run)
+    written = classroom.write_notebooks(tmp_path, [harness.ROOT / "chapters" / "why-compile.qmd"], values=True,
+                                        students_only=True, log=lambda *a, **k: said.append(a[0]))
+    assert [p.parent.name for p in written] == ["student"]
+    assert ran == ["1"] and said[0].startswith("1 chapter(s) have no executed copy: running them at small")

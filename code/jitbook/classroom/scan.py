@@ -111,6 +111,14 @@ def _module_hit(module: str) -> str:
     return ""
 
 
+def _handout_import(node: ast.AST) -> bool:
+    return (
+        isinstance(node, ast.ImportFrom)
+        and node.module == "jitbook.exercises"
+        and [(a.name, a.asname) for a in node.names] == [("check", None)]
+    )
+
+
 def _root(node: ast.AST) -> str | None:
     while isinstance(node, ast.Attribute | ast.Subscript):
         node = node.value
@@ -131,11 +139,14 @@ def findings(source: str, modules: dict[str, str]) -> list[str]:
         found.append(f"{text} (line {getattr(node, 'lineno', '?')})")
 
     for node in ast.walk(tree):
+        if _handout_import(node):
+            continue  # `from jitbook.exercises import check`, as the set-up has it
         if isinstance(node, ast.Import | ast.ImportFrom):
-            for module in _imported(node).values():
-                if hit := _module_hit(module):
-                    if module != "sys":
-                        note(node, hit)
+            full = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            for module in [*full, *_imported(node).values()]:
+                hit = _module_hit(module)
+                if hit and module != "sys" and hit not in " ".join(found):
+                    note(node, hit)
         elif isinstance(node, ast.Name) and node.id in NAMES:
             note(node, f"{NAMES[node.id]} ({node.id})")
         elif isinstance(node, ast.Attribute):
