@@ -4,6 +4,7 @@ import contextlib
 import copy
 import dataclasses
 import hashlib
+import math
 import os
 import signal
 import subprocess
@@ -132,7 +133,7 @@ def _session(client, env, workdir: Path, run: _Run, position: int) -> int:
         left = deadline - time.monotonic()
         if left <= 0:
             raise _OutOfTime()
-        client.timeout = max(1.0, min(limit, left))
+        client.timeout = max(1, math.ceil(min(limit, left)))  # nbclient wants an int
         watch.running(j, client)
         try:
             client.execute_cell(cell, j, store_history=steps[j].kind != "prelude")
