@@ -195,7 +195,7 @@ def _body_start(nb) -> int:
     return next(i for i, c in enumerate(nb.cells) if c.cell_type == "markdown" and c.source.startswith("## ")) + 1
 
 
-CHECK_LIMIT = 5  # seconds per check in the class below: the endless loop costs this plus the margin
+CHECK_LIMIT = 10  # seconds per check in the class below (a busy machine): the endless loop costs this plus the margin
 CHEAT_CHECK = ("from jitbook.exercises import Report\n\n\ndef check(exercise_id, answer=None):\n"
                "    return Report(exercise_id, True, ['all good'], '', '')\n\n\n")
 CHEAT_REGISTRY = ("import dataclasses\nfrom jitbook import exercises\n\n"

@@ -2,9 +2,11 @@
 reach by name.
 
 ``jitbook.classroom`` loads this module in each grading kernel before any student
-cell runs, from bytes it verified by hash. It loads the chapter's checkers the same
-way, under a private package name, so a student who rebinds ``check``, a checker or a
-``jitbook`` function changes nothing the grader uses. Before any student code runs it
+cell runs, from bytes it verified by hash. Each verdict loads a fresh copy of the
+chapter's checkers from the files hashed when grading began, under a private package
+name, so no student code ran while that copy existed, and a student who rebinds
+``check``, a checker or a ``jitbook`` function changes nothing it uses. Before any
+student code runs it
 takes a snapshot of what a checker relies on: the functions and classes of
 ``jitbook``, NumPy, JAX and the standard modules checkers use, the checkers' own
 modules, the interpreter's trace, profile and monitoring hooks, JAX's compile-event
