@@ -2,18 +2,16 @@
 reach by name.
 
 ``jitbook.classroom`` loads this module in each grading kernel before any student
-cell runs, from bytes it verified by hash. Each verdict loads a fresh copy of the
-chapter's checkers from the files hashed when grading began, under a private package
-name, so no student code ran while that copy existed, and a student who rebinds
-``check``, a checker or a ``jitbook`` function changes nothing it uses. Before any
-student code runs it
-takes a snapshot of what a checker relies on: the functions and classes of
-``jitbook``, NumPy, JAX and the standard modules checkers use, the checkers' own
-modules, the interpreter's trace, profile and monitoring hooks, JAX's compile-event
-listeners, the import system and the threads; every verdict lists what differs, and
-the grade sheet flags it. It holds no key: each verdict cell carries a nonce that the
-kernel first sees when that cell runs, and the grader outside the kernel decides the
-grade (``jitbook.classroom.report``), after reading the student's code itself
+cell runs, from bytes it verified by hash. Before any student code runs it takes a
+snapshot of what a checker relies on: the functions and classes of ``jitbook``,
+NumPy, JAX and the standard modules checkers use, the interpreter's trace, profile and
+monitoring hooks, JAX's compile-event listeners, the import system and the threads.
+Each verdict loads a fresh copy of the chapter's checkers from the files hashed when
+grading began, under a private package name, so no student code ran while that copy
+existed; it lists what differs from the snapshot, and the grade sheet flags it. It
+holds no key: each verdict cell carries a nonce that the kernel first sees when that
+cell runs, and the grader outside the kernel decides the grade
+(``jitbook.classroom.report``), after reading the student's code itself
 (``jitbook.classroom.scan``).
 """
 
