@@ -152,7 +152,7 @@ def findings(source: str, modules: dict[str, str]) -> list[str]:
         elif isinstance(node, ast.Attribute):
             if node.attr in ATTRIBUTES:
                 note(node, f"{ATTRIBUTES[node.attr]} (.{node.attr})")
-            elif _root(node) == "sys" and node.attr not in SYS_OK:
+            elif getattr(node.value, "id", None) == "sys" and node.attr not in SYS_OK:
                 note(node, f"uses sys.{node.attr}")
         elif isinstance(node, ast.Call) and getattr(node.func, "id", "") in DYNAMIC:
             name = node.args[1] if len(node.args) > 1 else None
