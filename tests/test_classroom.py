@@ -520,8 +520,8 @@ def test_a_notebook_over_its_time_limit_stops_between_cells():
 def test_grading_runs_small_sizes_unless_asked_for_full_ones(tmp_path, monkeypatch, flags, expected):
     monkeypatch.setenv("JITBOOK_SMALL", "0" if expected == "1" else "1")  # the grader's own setting must not leak in
     seen = {}
-    monkeypatch.setattr(classroom, "grade_notebook",
-                        lambda path, name, **kw: seen.setdefault("env", kw["kernel"].env) and [])
+    monkeypatch.setattr(classroom.grading, "grade_notebook", lambda path, name, **kw: seen.setdefault(
+        "env", kw["kernel"].env) and [classroom.Grade(name, "why-compile.ready", True, "")])
     nbformat.write(nbformat.v4.new_notebook(), tmp_path / "why-compile.ipynb")
     assert classroom.main(["grade", str(tmp_path), "--out", str(tmp_path / "g.csv"), *flags]) == 0
     assert seen["env"] == {"JITBOOK_SMALL": expected}
