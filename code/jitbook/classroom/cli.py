@@ -143,6 +143,11 @@ def main(argv: list[str] | None = None) -> int:
             ):
                 print(path)
             return 0
+        if not args.submissions.is_dir():
+            raise FileNotFoundError(
+                f"no folder at {args.submissions}; give the folder that holds the "
+                "submitted notebooks, e.g. make grade SUBMISSIONS=path/to/folder."
+            )
         start = time.perf_counter()
         env = {size.ENV_VAR: "0"} if args.full_size else GRADING_ENV
         sizes = "full" if args.full_size else "small (JITBOOK_SMALL=1)"
