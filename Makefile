@@ -10,7 +10,7 @@ KERNEL_CONFIG := $(VENV)/etc/ipython/ipython_kernel_config.py
 # The venv's Quarto (quarto-cli) first, then one on PATH; empty when there is none.
 QUARTO = $(firstword $(wildcard $(VENV)/bin/quarto) $(shell command -v quarto 2>/dev/null))
 
-.PHONY: setup quarto book notebooks test preview serve lab bench classroom grade clean
+.PHONY: setup quarto book notebooks test preview serve lab bench classroom handout lab-student grade clean
 
 setup: $(STAMP) $(KERNEL_CONFIG)
 
@@ -63,7 +63,8 @@ serve:
 	@echo "Serving the book at http://127.0.0.1:8000/ (Ctrl-C stops it)"
 	$(PY) -m http.server 8000 --bind 127.0.0.1 --directory _book
 
-# JupyterLab (installed from requirements.lock) on the executed chapters, as students use it: the config in
+# JupyterLab (installed from requirements.lock) on the book's executed chapters, solutions included (students
+# use 'make lab-student'): the config in
 # _build/jupyter hides nbgrader's instructor tools. Jupyter refuses to run as root unless told, so as root
 # this passes --allow-root and says so.
 lab: setup
@@ -83,10 +84,23 @@ classroom: setup
 	$(PY) -m jitbook.classroom notebooks _build/classroom
 	@echo "Student and instructor notebooks are in _build/classroom/ (see the 'For teachers' page)."
 
+# What students get: the student notebooks only (no solutions), values from a small-size run.
+handout: setup
+	$(PY) -m jitbook.classroom notebooks _build/handout --students-only
+	@echo "The handout (no solutions) is in _build/handout/student/; students open it with 'make lab-student'."
+
+# JupyterLab on the handout, as students use it (make lab opens the book's chapters, solutions included).
+lab-student: setup
+	@test -n "$$(ls _build/handout/student/*.ipynb 2>/dev/null)" || $(MAKE) handout
+	@$(PY) -m jitbook.classroom lab-config _build/jupyter >/dev/null
+	@if [ "$$(id -u)" = 0 ]; then echo "Running as root: JupyterLab starts with --allow-root."; fi
+	JUPYTER_CONFIG_DIR=_build/jupyter $(PY) -m jupyter lab _build/handout/student $$([ "$$(id -u)" = 0 ] && echo --allow-root)
+
 # Grade a folder of completed notebooks: make grade SUBMISSIONS=path/to/folder (grades in _build/grades/).
-SUBMISSIONS ?= submissions
 grade: setup
-	$(PY) -m jitbook.classroom grade $(SUBMISSIONS)
+	@test -n "$(SUBMISSIONS)" || { echo "make grade needs the folder of submissions: make grade SUBMISSIONS=path/to/folder"; exit 2; }
+	@test -d "$(SUBMISSIONS)" || { echo "make grade SUBMISSIONS=$(SUBMISSIONS): no folder there; give the folder that holds the submitted notebooks."; exit 2; }
+	$(PY) -m jitbook.classroom grade "$(SUBMISSIONS)"
 
 clean:
 	rm -rf _build _book .quarto *.quarto_ipynb* chapters/*.quarto_ipynb* site_libs
