@@ -901,3 +901,90 @@ def test_lax_scan_outside_jit_caches_by_body_function():
     run(shared)
     assert run(shared) == 0  # the same body: the cached loop
     assert run(lambda c, _: (c + 1.0, None)) == 1  # a new body: compiled again
+
+
+@pytest.mark.claim("sec-pln-profile", "clm-pln-fast-ynn-dots")
+def test_each_ynn_fusion_computes_one_dot(jdata):
+    from jitbook.chapters.pln.profile import ynn_fusion_ops
+
+    for level in ("scan", "fast"):
+        ops = ynn_fusion_ops(compiled_fit(jdata, 5, level))
+        assert ops, level  # the profile's ynn_fusion rows exist in the program
+        assert all(kinds == ["dot"] for kinds in ops.values()), ops
+
+
+def test_ms_of_counts_ynn_fusion_rows_with_the_dots():
+    from jitbook.chapters.pln.profile import ms_of
+
+    rows = [
+        {"operation": "dot.3", "ms / iter": 0.5},
+        {"operation": "ynn_fusion.1", "ms / iter": 4.0},
+        {"operation": "lu", "ms / iter": 0.25},
+    ]
+    assert ms_of(rows, ("dot", "ynn_fusion")) == 4.5 and ms_of(rows, ("lu",)) == 0.25
+
+
+@pytest.mark.claim("sec-pln-profile", "clm-pln-fast-39103-fixed")
+def test_issue_39103_reproducer_agrees_eager_and_jit_without_the_guard():
+    from jitbook.chapters.pln.profile import issue_39103_in_fresh_process
+
+    got = issue_39103_in_fresh_process()
+    assert got["jax"] == jax.__version__
+    assert got["eager"] == got["jit"] == float(32_768**2)
+
+
+@pytest.mark.claim("sec-pln-profile", "clm-pln-fast-guard-reduce-window")
+def test_guard_flag_turns_a_large_sum_into_a_reduce_window():
+    from jitbook.chapters.pln.profile import big_sum_in_fresh_process
+    from jitbook.guard import XLA_FLAG
+
+    plain = big_sum_in_fresh_process("", (1000, 114))
+    guarded = big_sum_in_fresh_process(XLA_FLAG, (1000, 114))
+    assert not plain["reduce-window"] and plain["fusions"] >= 1
+    assert guarded["reduce-window"]
+
+
+@pytest.mark.claim("sec-pln-threads", "clm-pln-fast-one-race")
+def test_one_race_runs_every_loop_once_per_round_in_rotating_order():
+    calls = []
+    variants = {name: (lambda name=name: calls.append(name)) for name in "abcd"}
+    jitbook.timing.race(variants, rounds=4, min_time=0, warmup=0)
+    rounds = [calls[i : i + 4] for i in range(0, 16, 4)]
+    assert all(sorted(r) == list("abcd") for r in rounds)
+    assert [r[0] for r in rounds] == list("abcd")  # each round starts one later
+
+
+@pytest.mark.claim("sec-pln-threads", "clm-pln-fast-limit-restored")
+def test_fit_limits_openblas_for_the_fit_only(jdata):
+    from threadpoolctl import threadpool_limits
+
+    from jitbook.chapters.pln import threads
+
+    with threadpool_limits(limits=2, user_api="blas"):
+        seen = []
+        original = threads.blas_limited
+
+        def spy(*args):
+            limiter = original(*args)
+            seen.append(threads.blas_threads())
+            return limiter
+
+        import jitbook.chapters.pln.levels as levels_module
+
+        levels_module.blas_limited, saved = spy, levels_module.blas_limited
+        try:
+            fit(jdata, 2, "scan")
+        finally:
+            levels_module.blas_limited = saved
+        assert seen == [1] and threads.blas_threads() == 2
+
+
+@pytest.mark.claim("sec-pln-fast-level", "clm-pln-fast-trace-np")
+def test_trace_term_is_n_times_p_at_the_closed_form(jdata):
+    from jitbook.chapters.pln.fast import gram
+
+    result = fit(jdata, 20, "scan")
+    M, S = result.params.M, result.params.S
+    n, p = jdata.Y.shape
+    Omega = jnp.linalg.inv(closed_form_sigma(M, S))
+    assert float(jnp.trace(gram(M, S) @ Omega)) == pytest.approx(n * p, rel=1e-4)
