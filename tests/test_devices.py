@@ -13,7 +13,7 @@ import jax
 import numpy as np
 import pytest
 
-from jitbook.chapters import devices, pln
+from jitbook.chapters import devices, devices_processes, pln
 
 FACTS = textwrap.dedent('''
     import json
@@ -316,7 +316,7 @@ def test_place_rows_refuses_rows_that_do_not_split(facts):
 
 @pytest.mark.claim("sec-devices-processes")
 def test_two_processes_see_the_global_array_and_reproduce_the_one_device_losses():
-    runs = devices.run_processes(num_processes=2, devices_per_process=2, repeat=1, n_iter=3, timeout=60)
+    runs = devices_processes.run_processes(num_processes=2, devices_per_process=2, repeat=1, n_iter=3, timeout=60)
     assert [r["process"] for r in runs] == [0, 1]
     for r in runs:
         assert (r["processes"], r["local devices"], r["global devices"]) == (2, 2, 4)
@@ -329,12 +329,12 @@ def test_two_processes_see_the_global_array_and_reproduce_the_one_device_losses(
 
 def test_a_failing_process_stops_the_run_with_a_clear_error():
     with pytest.raises(RuntimeError, match=r"(?s)process [01] of 2 exited with code 1\..*positive integer"):
-        devices.run_processes(devices_per_process=0, timeout=60)
+        devices_processes.run_processes(devices_per_process=0, timeout=60)
 
 
 def test_a_run_past_its_time_limit_is_stopped():
     with pytest.raises(RuntimeError, match="did not finish within 0.5 s and was stopped"):
-        devices.run_processes(timeout=0.5)
+        devices_processes.run_processes(timeout=0.5)
 
 
 # --- exercises --------------------------------------------------------------------------------------------

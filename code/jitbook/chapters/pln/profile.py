@@ -12,7 +12,6 @@ import tempfile
 from pathlib import Path
 
 import jax
-
 from threadpoolctl import threadpool_limits
 
 from jitbook.chapters.pln.converge import newton_program
@@ -118,6 +117,9 @@ def big_sum_in_fresh_process(xla_flags: str, shape: tuple[int, int]) -> dict:
 _PLUMBING = {"parameter", "tuple", "bitcast"}
 
 
+_INSTRUCTION = re.compile(r"^\s+(?:ROOT )?%[\w.-]+ = .*? ([\w-]+)\(")
+
+
 def _computations(hlo: str) -> dict[str, list[str]]:
     """HLO text's computations: name -> the opcodes of its instructions."""
     bodies, name = {}, None
@@ -125,7 +127,7 @@ def _computations(hlo: str) -> dict[str, list[str]]:
         head = re.match(r"^(?:ENTRY )?%?([\w.-]+) \(.*\{$", line)
         if head:
             name, bodies[head.group(1)] = head.group(1), []
-        elif name and (op := re.match(r"^\s+(?:ROOT )?%[\w.-]+ = .*? ([\w-]+)\(", line)):
+        elif name and (op := _INSTRUCTION.match(line)):
             bodies[name].append(op.group(1))
     return bodies
 

@@ -3,10 +3,10 @@ and jit round it apart.
 
 optax's `scale_by_radam` multiplies the step by a rectifier r_t computed from rho_inf -
 2 t b2^t / (1 - b2^t), two nearly equal numbers: float32 keeps few digits of the
-difference. `b2 ** count` is `jnp.power`, which takes a concrete integer exponent (eager:
-the count is a concrete array) to `lax.integer_pow`, repeated multiplication, and a
-traced one (under jit) to `lax.pow`; the two round b2^t apart, and the cancellation
-magnifies that. Given the same b2^t, eager and jit compute the same rho.
+difference. `b2 ** count` is `jnp.power`, which takes a concrete integer exponent
+(eager: the count is a concrete array) to `lax.integer_pow`, repeated multiplication,
+and a traced one (under jit) to `lax.pow`; the two round b2^t apart, and the
+cancellation magnifies that. Given the same b2^t, eager and jit compute the same rho.
 """
 
 from __future__ import annotations
