@@ -180,6 +180,39 @@ def reduced_shapes(compiled) -> list[tuple[int, ...]]:
     ]
 
 
+# Where JAX's name stack puts an operation of a function under value_and_grad: its
+# forward pass under "jvp()", its backward pass under "transpose(jvp())".
+_PASSES = (
+    ("transpose(jvp())/", "gradient (backward pass)"),
+    ("jvp()/", "loss (forward pass)"),
+    ("", "after the gradient step (closed form)"),
+)
+
+
+def reduced_origins(compiled) -> list[dict]:
+    """Each array the first all-reduce of ``compiled`` sums: its shape, the operation
+    that made it as JAX's name stack records it (``metadata op_name``), and the pass of
+    the step that the name stack places it in.
+
+    Taught in jit across devices and processes, The PLN fit, data-parallel.
+    """
+    text = compiled.as_text()
+    shapes = reduced_shapes(compiled)
+    line = next(
+        ln for ln in text.splitlines() if re.search(r"\ball-reduce(?:-start)?\(", ln)
+    )
+    called = re.search(r"\sall-reduce(?:-start)?\(([^)]*)\)", line)
+    operands = re.findall(r"%([\w.-]+)", called.group(1))
+    rows = []
+    for shape, operand in zip(shapes, operands, strict=True):
+        made = re.search(rf"^\s*(?:ROOT )?%{re.escape(operand)} = (.*)$", text, re.M)
+        name = re.search(r'op_name="[^/"]*/([^"]*)"', made.group(1) if made else "")
+        op = name.group(1) if name else "?"
+        part = next(label for prefix, label in _PASSES if op.startswith(prefix))
+        rows.append({"shape": shape, "operation": op, "part of the step": part})
+    return rows
+
+
 def words(counts: Counter) -> str:
     """``Counter({'all-reduce': 2})`` -> ``'2 all-reduce'``; ``'none'`` when empty."""
     return ", ".join(f"{n} {op}" for op, n in counts.items()) or "none"
