@@ -566,7 +566,7 @@ def test_pytree_aux_data_is_compared_with_eq_and_never_hashed():
                       name="<lambda>") == [1, 0]  # unhashable aux data works: only == is used
 
 
-@pytest.mark.claim("sec-methods", "clm-methods-eqx-class-body")
+@pytest.mark.claim("sec-methods-eqx", "clm-methods-eqx-class-body")
 def test_jit_in_an_equinox_class_body_is_a_function_of_a_pytree_instance():
     plus = methods.SignedEqx(jnp.ones(2), "plus")
     assert hasattr(methods.SignedEqx.jit_apply, "lower")
