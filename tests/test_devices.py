@@ -242,7 +242,7 @@ def test_rows_split_over_four_devices_and_out_shardings_is_obeyed(facts):
 def test_a_new_sharding_compiles_new_values_do_not_and_auto_mode_does_not_retrace(facts):
     rows = facts["key rows"]
     assert [r["compiled"] for r in rows] == [1, 1, 0, 1, 0]
-    assert [r["traced"] for r in rows] == [1, 1, 0, 0, 0]
+    assert [r["body runs"] for r in rows] == [1, 1, 0, 0, 0]
 
 
 @pytest.mark.claim("sec-devices-key", "clm-devices-auto-typeof")

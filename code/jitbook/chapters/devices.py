@@ -232,7 +232,7 @@ def sharding_key_rows(mesh: Mesh, shape: tuple[int, int] = (8, 4)) -> list[dict]
 
     Taught in jit across devices and processes, Sharding is part of the cache key.
     """
-    from jitbook.cache import count_compiles, fresh_jit
+    from jitbook.cache import count_body_runs, count_compiles, fresh_jit
 
     axis = mesh.axis_names[0]
     rng = np.random.default_rng(0)
@@ -252,13 +252,13 @@ def sharding_key_rows(mesh: Mesh, shape: tuple[int, int] = (8, 4)) -> list[dict]
             if spec is None
             else jax.device_put(x, NamedSharding(mesh, spec))
         )
-        with count_compiles() as log:
+        with count_compiles() as log, count_body_runs(sum_of_squares) as runs:
             jitted(arg).block_until_ready()
         rows.append(
             {
                 "input": label,
                 "sharding": str(spec) if spec is not None else "-",
-                "traced": log.trace_events.count("sum_of_squares"),
+                "body runs": runs.count,
                 "compiled": log.count_for("sum_of_squares"),
             }
         )
