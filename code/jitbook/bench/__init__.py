@@ -16,7 +16,9 @@ from jitbook.bench import pln
 
 def main(argv: list[str] | None = None) -> None:
     """Parse the command line (every flag checked before any work) and run it."""
-    parser = argparse.ArgumentParser(prog="python -m jitbook.bench", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="python -m jitbook.bench", description=__doc__
+    )
     sub = parser.add_subparsers(dest="benchmark", required=True)
     pln.parser(sub)
     args = parser.parse_args(argv)

@@ -71,8 +71,11 @@ def _python(text: str) -> str:
 
 def _say(start: float) -> Callable[[str], None]:
     def say(text: str) -> None:
-        print(f"    {text} ({perf_counter() - start:.0f} s so far)", file=sys.stderr,
-              flush=True)
+        print(
+            f"    {text} ({perf_counter() - start:.0f} s so far)",
+            file=sys.stderr,
+            flush=True,
+        )
 
     return say
 
@@ -82,8 +85,11 @@ def _step(what: str, run: Callable):
     print(f"... {what}", file=sys.stderr, flush=True)
     start = perf_counter()
     out = run()
-    print(f"... {what}: done in {perf_counter() - start:.1f} s", file=sys.stderr,
-          flush=True)
+    print(
+        f"... {what}: done in {perf_counter() - start:.1f} s",
+        file=sys.stderr,
+        flush=True,
+    )
     return out
 
 
@@ -99,30 +105,71 @@ def parser(sub) -> None:
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     add = pln.add_argument
-    add("--n-repeat", type=_whole(1, "times the oaks rows are repeated"), default=100,
-        help="rows of the oaks data repeated (100: the tutorial's size)")
-    add("--iters", type=_whole(1, "iterations per fit"), default=200,
-        help="iterations per fit")
-    add("--rounds", "--repeats", type=_whole(1, "interleaved rounds"), default=5,
-        help="interleaved rounds at least (5 or more for a verdict)")
-    add("--min-time", type=_seconds, default=0.0,
-        help="seconds of timed fits to reach, in more rounds if needed")
-    add("--eager-iters", type=_whole(1, "iterations of the eager level"), default=3,
-        help="iterations actually run by the eager level")
-    add("--levels", type=_choices(LEVELS, "raced"), default=list(LEVELS),
-        help="comma-separated subset of levels")
-    add("--newton-iters", type=_whole(0, "iterations of the Newton fit; 0 skips it"),
-        default=argparse.SUPPRESS, help="iterations of the Newton fit, 0 to skip "
-        "(default: 5 x --iters)")
-    add("--profile-levels", type=_choices(PROGRAMS, "profiled"),
-        default=["scan", "fast"], help="one-program levels to profile per XLA "
-        "operation (empty: none)")
+    add(
+        "--n-repeat",
+        type=_whole(1, "times the oaks rows are repeated"),
+        default=100,
+        help="rows of the oaks data repeated (100: the tutorial's size)",
+    )
+    add(
+        "--iters",
+        type=_whole(1, "iterations per fit"),
+        default=200,
+        help="iterations per fit",
+    )
+    add(
+        "--rounds",
+        "--repeats",
+        type=_whole(1, "interleaved rounds"),
+        default=5,
+        help="interleaved rounds at least (5 or more for a verdict)",
+    )
+    add(
+        "--min-time",
+        type=_seconds,
+        default=0.0,
+        help="seconds of timed fits to reach, in more rounds if needed",
+    )
+    add(
+        "--eager-iters",
+        type=_whole(1, "iterations of the eager level"),
+        default=3,
+        help="iterations actually run by the eager level",
+    )
+    add(
+        "--levels",
+        type=_choices(LEVELS, "raced"),
+        default=list(LEVELS),
+        help="comma-separated subset of levels",
+    )
+    add(
+        "--newton-iters",
+        type=_whole(0, "iterations of the Newton fit; 0 skips it"),
+        default=argparse.SUPPRESS,
+        help="iterations of the Newton fit, 0 to skip (default: 5 x --iters)",
+    )
+    add(
+        "--profile-levels",
+        type=_choices(PROGRAMS, "profiled"),
+        default=["scan", "fast"],
+        help="one-program levels to profile per XLA operation (empty: none)",
+    )
     add("--peers", action="store_true", help=PEERS_HELP)
-    add("--peers-python", type=_python, default=None,
-        help="race the peers in this interpreter (a Python with torch, pyPLNmodels)")
-    add("--record", nargs="?", const="", default=None, metavar="NAME",
+    add(
+        "--peers-python",
+        type=_python,
+        default=None,
+        help="race the peers in this interpreter (a Python with torch, pyPLNmodels)",
+    )
+    add(
+        "--record",
+        nargs="?",
+        const="",
+        default=None,
+        metavar="NAME",
         help="write the run to data/peers/NAME.json (default NAME: the date); needs "
-        "the peers")
+        "the peers",
+    )
     pln.set_defaults(run=run)
 
 
@@ -151,13 +198,16 @@ def _start_peer(args, data):
     if args.peers_python is None:
         missing = peers.peers_missing()
         if missing:
-            print(f"--peers: {missing}\nThe JAX levels follow, without the peers.\n",
-                  flush=True)
+            print(
+                f"--peers: {missing}\nThe JAX levels follow, without the peers.\n",
+                flush=True,
+            )
             return None
     python = args.peers_python or sys.executable
     try:
-        return _step(f"peers: starting {python}", lambda: peers.Peer(
-            python, data, args.iters))
+        return _step(
+            f"peers: starting {python}", lambda: peers.Peer(python, data, args.iters)
+        )
     except RuntimeError as err:
         raise SystemExit(f"--peers-python {python}: {err}") from None
 
@@ -166,8 +216,9 @@ def run(args: argparse.Namespace) -> None:
     """The whole benchmark: levels (and peers) raced, donation, threads, profiles,
     Newton against pyPLNmodels; `--record` writes the peers' run."""
     if args.record is not None and not (args.peers or args.peers_python):
-        raise SystemExit("--record writes the peers' run: add --peers-python PATH "
-                         "(or --peers)")
+        raise SystemExit(
+            "--record writes the peers' run: add --peers-python PATH (or --peers)"
+        )
     args.newton_iters = getattr(args, "newton_iters", 5 * args.iters)
     from jitbook.chapters.pln import load_oaks, peers
 
@@ -202,20 +253,40 @@ def _levels(args, raw, peer, say) -> dict:
     where = "" if peer is None else f" and {', '.join(peer.variants)} in {peer.python}"
     rows, raced = _step(
         f"levels {', '.join(args.levels)}{where}",
-        lambda: benchmark_levels(data, args.iters, args.levels, args.rounds,
-                                 args.eager_iters, args.min_time, peer, say),
+        lambda: benchmark_levels(
+            data,
+            args.iters,
+            args.levels,
+            args.rounds,
+            args.eager_iters,
+            args.min_time,
+            peer,
+            say,
+        ),
     )
     caption = None if peer is None else peers.caption(peer.info, peer.python)
     print(table(rows, caption))
     same = [lv for lv in SAME_LOOP if lv in raced.names]
     if len(same) > 1:
-        print(f"\n{', '.join(same)}: one compiled loop written differently; " + (
-            "they agree here." if raced.agree(same)
-            else "they disagree: the machine was noisy."))
+        print(
+            f"\n{', '.join(same)}: one compiled loop written differently; "
+            + (
+                "they agree here."
+                if raced.agree(same)
+                else "they disagree: the machine was noisy."
+            )
+        )
     verdicts = [f"{a} was {v} {b}." for (a, b), v in peers.verdicts(raced).items()]
     print("\n".join(verdicts))
-    return {"n": n, "p": p, "rows": rows, "race": raced.times, "per": raced.per,
-            "verdicts": verdicts, "peer": None if peer is None else peer.info}
+    return {
+        "n": n,
+        "p": p,
+        "rows": rows,
+        "race": raced.times,
+        "per": raced.per,
+        "verdicts": verdicts,
+        "peer": None if peer is None else peer.info,
+    }
 
 
 def _newton(args, raw, peer, say) -> dict:
@@ -234,24 +305,31 @@ def _newton(args, raw, peer, say) -> dict:
         source = f"pyPLNmodels {pypln['version']}'s loss, measured now"
     else:
         target = PYPLN_REFERENCE_NEG_ELBO * args.n_repeat / PYPLN_REFERENCE_REPEAT
-        source = f"the pyPLNmodels reference loss (measured at repeat " \
-                 f"{PYPLN_REFERENCE_REPEAT}, scaled)"
+        source = (
+            f"the pyPLNmodels reference loss (measured at repeat "
+            f"{PYPLN_REFERENCE_REPEAT}, scaled)"
+        )
     row, raced = _step(
         f"Newton fit, {args.newton_iters} iterations, then raced to the target",
         lambda: newton_time_to_target(
-            data, target, args.newton_iters, args.rounds,
-            None if peer is None else (lambda: fits.append(peer.pypln())), say),
+            data,
+            target,
+            args.newton_iters,
+            args.rounds,
+            None if peer is None else (lambda: fits.append(peer.pypln())),
+            say,
+        ),
     )
     print(f"\nNewton fit, time to {source}: {target:,.0f}\n")
     print(table([row]))
     out = {"newton": row, "newton race": raced.times, "target": target}
     if pypln is not None:
-        out["pypln"] = {k: pypln[k] for k in ("seconds", "iterations", "elbo",
-                                              "version")}
+        out["pypln"] = {
+            k: pypln[k] for k in ("seconds", "iterations", "elbo", "version")
+        }
         if row["iterations to target"]:
             verdict = raced.verdict("Newton", PYPLN)
-            print(f"Newton to that loss was {verdict} {PYPLN} "
-                  f"({raced.rounds} rounds).")
+            print(f"Newton to that loss was {verdict} {PYPLN} ({raced.rounds} rounds).")
             out["newton verdict"] = str(verdict)
     return out
 
@@ -271,11 +349,14 @@ def _extras(args, raw, say) -> None:
         v = donated.verdict("jit_iteration, state donated", "jit_iteration")
         print(f"donated was {v} not donated.")
     print(f"\nTwo thread pools: the scan level's loop, {iters} iterations\n")
-    rows, pools = _step("thread contention",
-                        lambda: thread_contention(data, iters, "scan", args.rounds))
+    rows, pools = _step(
+        "thread contention", lambda: thread_contention(data, iters, "scan", args.rounds)
+    )
     print(table(rows))
-    print(f"Limited, the loop was {pools.verdict(*reversed(pools.names))} with the "
-          "pool as the process has it.")
+    print(
+        f"Limited, the loop was {pools.verdict(*reversed(pools.names))} with the "
+        "pool as the process has it."
+    )
     for level in args.profile_levels:
 
         def profile(level=level):
@@ -284,6 +365,8 @@ def _extras(args, raw, say) -> None:
                 return op_profile(lambda: PROGRAMS[level](data, 20, 1.0)[0], 20)
 
         rows = _step(f"profile of {level}", profile)
-        print(f"\nProfile of the {level} level: most expensive XLA operations, ms per "
-              "iteration\n")
+        print(
+            f"\nProfile of the {level} level: most expensive XLA operations, ms per "
+            "iteration\n"
+        )
         print(table(rows))

@@ -10,13 +10,13 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from jitbook.cache import count_compiles
-from jitbook.display import plural
 from jitbook.chapters.pln.converge import newton_program
 from jitbook.chapters.pln.data import PLNData, check_n_iter, device_data
 from jitbook.chapters.pln.levels import LEVELS, fit, fit_jit_iteration_donated
 from jitbook.chapters.pln.model import neg_elbo_numpy
 from jitbook.chapters.pln.profile import PROGRAMS
 from jitbook.chapters.pln.threads import blas_limited, blas_threads
+from jitbook.display import plural
 from jitbook.timing import Race, race
 
 # Levels known to be the same compiled loop written differently (their HLO differs only
@@ -83,9 +83,7 @@ def benchmark_levels(
         rows += [_peer_first(peer, name, say) for name in peer.variants]
         variants |= {name: lambda name=name: peer.call(name) for name in peer.variants}
     # each first fit cleared the caches of the levels before it: warm them all again
-    raced = race(
-        talking(variants, say), rounds=rounds, min_time=min_time, per=n_iter
-    )
+    raced = race(talking(variants, say), rounds=rounds, min_time=min_time, per=n_iter)
     eager = None
     if "eager" in levels:
         eager = race(
@@ -112,7 +110,12 @@ def _peer_first(peer, name: str, say) -> dict:
     peer.call(name)
     first = perf_counter() - start
     say(f"first call of {name}: {first:.1f} s")
-    return {"level": name, "compiles": "", "compile s": "", "first call s": round(first, 2)}
+    return {
+        "level": name,
+        "compiles": "",
+        "compile s": "",
+        "first call s": round(first, 2),
+    }
 
 
 def _peer_columns(row: dict, peer, median_fit: float) -> None:

@@ -92,7 +92,7 @@ def _radam(params, grads, mu, nu, count, lr: float):
     r = torch.sqrt(
         (ro - 4.0) * (ro - 2.0) * ro_inf / ((ro_inf - 4.0) * (ro_inf - 2.0) * ro)
     )
-    new = ([], [], [])
+    new_x, new_m, new_v = [], [], []
     for x, g, m, v in zip(params, grads, mu, nu, strict=True):
         m = b1 * m + (1 - b1) * g
         v = b2 * v + (1 - b2) * g * g
@@ -100,9 +100,10 @@ def _radam(params, grads, mu, nu, count, lr: float):
         step = torch.where(
             ro >= 5.0, r * m_hat / (torch.sqrt(v / (1 - b2t)) + 1e-8), m_hat
         )
-        for out, value in zip(new, (x + torch.clamp(-lr * step, -0.1, 0.1), m, v)):
-            out.append(value)
-    return tuple(new[0]), tuple(new[1]), tuple(new[2]), count
+        new_x.append(x + torch.clamp(-lr * step, -0.1, 0.1))
+        new_m.append(m)
+        new_v.append(v)
+    return tuple(new_x), tuple(new_m), tuple(new_v), count
 
 
 def _fast_step(params, opt, Omega, aux, data, lr: float):
@@ -266,7 +267,7 @@ def handle(state: dict, msg: dict) -> dict:
 
 
 def serve() -> None:
-    """Answer requests on stdin until it closes; anything else printed goes to stderr."""
+    """Answer requests on stdin until it closes; all else printed goes to stderr."""
     answers = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)  # torch.compile and pyPLNmodels print: keep the answers clean
     state: dict = {}
@@ -297,7 +298,11 @@ class Peer:
         )
         src = Path(self._tmp.name, "data.npz")
         np.savez(src, **dict(zip("YOX", (np.asarray(a) for a in data), strict=True)))
-        self.info = self.ask(op="setup", data=str(src), n_iter=n_iter, lr=lr)
+        try:
+            self.info = self.ask(op="setup", data=str(src), n_iter=n_iter, lr=lr)
+        except BaseException:
+            self.close()
+            raise
         self.variants: list[str] = self.info["variants"]
 
     def ask(self, **msg) -> dict:
@@ -334,13 +339,15 @@ class Peer:
 
     def close(self) -> None:
         """End the peer process for sure and reap it."""
-        if self._proc.poll() is None:
-            self._proc.stdin.close()
-            try:
-                self._proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self._proc.kill()
-                self._proc.wait()
+        try:
+            self._proc.stdin.close()  # the peer's loop ends at the end of its input
+        except BrokenPipeError:
+            pass
+        try:
+            self._proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
+            self._proc.wait()
         self._proc.stdout.close()
         self._log.close()
         self._tmp.cleanup()
