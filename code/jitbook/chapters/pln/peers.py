@@ -14,6 +14,7 @@ from __future__ import annotations
 import importlib
 import json
 import os
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -397,7 +398,7 @@ def start_record(argv: list[str]) -> dict:
     from jitbook.guard import XLA_FLAG
 
     return {
-        "command": " ".join(["python -m jitbook.bench", *argv]),
+        "command": "python -m jitbook.bench " + shlex.join(argv),
         "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "book commit": _commit(),
         "machine": platform.node(),
