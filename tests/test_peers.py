@@ -7,13 +7,15 @@ named by JITBOOK_PEERS_PYTHON (e.g. a Python 3.11 venv with a CPU build of torch
 import importlib.util
 import json
 import os
+import re
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 
-import jitbook  # noqa: F401
-from jitbook import bench
+import jitbook
+from jitbook import bench, display
 from jitbook.chapters.pln import (
     closed_form_sigma,
     fit,
@@ -184,3 +186,40 @@ def test_torch_tutorial_algorithm_follows_the_scan_level():
     jax_losses = fit(data, n_iter, "scan").losses
     torch_losses = torch_task("fit", data_arrays(), n_iter=n_iter, algorithm="tutorial")["losses"]
     np.testing.assert_allclose(torch_losses, jax_losses, rtol=1e-4)
+
+
+def page_section() -> str:
+    text = (Path(__file__).parents[1] / "chapters" / "pln.qmd").read_text()
+    start = text.index("## PyTorch on a CPU, answered {#sec-pln-peers}")
+    return text[start : text.index("## Exercises", start)]
+
+
+def test_the_pln_page_reads_the_recording():
+    """The section's cells and inline values run on the newest recording alone (no torch here)."""
+    section, recorded = page_section(), peers.latest()
+    assert recorded is not None, "data/peers/ holds no recorded run"
+    namespace = {"jitbook": jitbook, "display": display}
+    for cell in re.findall(r"```\{python\}\n(.*?)```", section, re.S):
+        exec(cell, namespace)
+    inline = [str(eval(expr, namespace)) for expr in re.findall(r"`\{python\} (.+?)`", section)]
+    assert namespace["recorded"] == recorded and recorded["date"][:10] in inline[0]
+    assert recorded["book commit"] in inline and recorded["peer"]["torch"] in inline
+    assert {row["PyTorch"] for row in namespace["peer_rows"]} == set(peers.VARIANTS)
+    assert namespace["claim_answer"].startswith("on this CPU")
+    assert "--peers-python peers-venv/bin/python" in peers.remake(recorded, "peers-venv/bin/python")
+
+
+def test_the_recording_fills_every_timing_cell_and_its_verdicts_follow_the_rule():
+    recorded = peers.latest()
+    names = {row["level"] for row in recorded["rows"]}
+    assert set(peers.VARIANTS) <= names and {"scan", "fast"} <= names
+    for row in recorded["rows"]:
+        for column in ("first call s", "ms / iter (min)", "ms / iter (median)", "ms / iter (max)"):
+            assert isinstance(row[column], int | float) and row[column] > 0, (row["level"], column)
+        assert row["rounds"] >= 5  # enough rounds for a decisive verdict
+    raced = peers.recorded_race(recorded)
+    again = [f"{a} was {v} {b}." for (a, b), v in peers.verdicts(raced).items()]
+    assert set(recorded["verdicts"]) <= set(again)  # the bench printed what the rule gives
+    for key in ("machine", "cpu", "book commit", "load average at start", "load average at end"):
+        assert recorded[key]
+    assert recorded["peer"]["torch"].startswith("2.13.0") and recorded["peer"]["pyPLNmodels"] == "1.0.10"

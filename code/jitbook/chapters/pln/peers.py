@@ -439,6 +439,7 @@ def recorded_race(record: dict):
 # The comparisons the bench and the page make: a JAX level against the peers that run
 # its algorithm.
 PAIRS = [
+    ("jit_step", "PyTorch eager, tutorial's algorithm"),
     ("fast", "PyTorch eager"),
     ("fast", "torch.compile"),
     ("scan", "PyTorch eager, tutorial's algorithm"),
@@ -456,6 +457,47 @@ def verdicts(raced) -> dict[tuple[str, str], object]:
         for a, b in PAIRS
         if a in raced.names and b in raced.names
     }
+
+
+def verdict_rows(record: dict) -> list[dict]:
+    """The recorded answer, level by level: each JAX level against the PyTorch peers
+    that run its algorithm, by the book's verdict rule.
+
+    Taught in A worked example, PyTorch on a CPU.
+    """
+    raced = recorded_race(record)
+    return [
+        {
+            "JAX level": a,
+            "was": v.phrase,
+            "PyTorch": b,
+            "rounds the JAX level won": f"{v.wins} of {v.rounds}",
+        }
+        for (a, b), v in verdicts(raced).items()
+        if b in VARIANTS
+    ]
+
+
+def newton_race(record: dict):
+    """The recorded race of the Newton fit to pyPLNmodels' loss against its fit."""
+    from jitbook.timing import Race
+
+    return Race(record["newton race"])
+
+
+def remake(record: dict, python: str) -> str:
+    """The shell lines that remake `record`: a venv with the peers, then its command
+    with that venv's Python."""
+    argv = shlex.split(record["command"])
+    at = argv.index("--peers-python") + 1
+    argv[at] = python
+    venv = python.rsplit("/bin/", 1)[0]
+    return (
+        f"python3.11 -m venv {venv}\n"
+        f"{venv}/bin/pip install torch=={record['peer']['torch'].split('+')[0]} "
+        f"pyPLNmodels=={record['peer']['pyPLNmodels']} 'setuptools<82' "
+        "--extra-index-url https://download.pytorch.org/whl/cpu\n" + shlex.join(argv)
+    )
 
 
 def caption(info: dict, python: str) -> str:
