@@ -78,7 +78,7 @@ def test_help_gives_every_default_and_how_long_a_run_took(capsys):
         bench.main(["pln", "--help"])
     out = " ".join(capsys.readouterr().out.split())
     for default in ("(default: 100)", "(default: 200)", "(default: 5)", "(default: 0.0)",
-                    "(default: 5 x --iters)", "(default: ['scan', 'fast'])"):
+                    "(default: 5 x --iters)", "(default: scan,fast)"):
         assert default in out
     from jitbook.chapters.pln.peers import latest
 

@@ -139,7 +139,7 @@ def parser(sub) -> None:
     add(
         "--levels",
         type=_choices(LEVELS, "raced"),
-        default=list(LEVELS),
+        default=",".join(LEVELS),
         help="comma-separated subset of levels",
     )
     add(
@@ -174,7 +174,8 @@ def parser(sub) -> None:
 
 
 def _how_long() -> str:
-    """How long runs took here: from the recording, measured, not guessed."""
+    """How long a run took here: the recorded one, measured, not guessed."""
+    from jitbook.chapters.pln.levels import LEVELS
     from jitbook.chapters.pln.peers import latest
 
     rec = latest()
@@ -182,9 +183,11 @@ def _how_long() -> str:
         return ""
     return (
         f"The recorded run `{rec['command']}` took {rec['wall s'] / 60:.0f} min on a "
-        f"{rec['cpu']['cores']}-core machine ({rec['date'][:10]}); the default run "
-        "races all 8 levels at 200 iterations and runs the Newton fit to 1,000: "
-        "expect several times that."
+        f"busy {rec['cpu']['cores']}-core machine ({rec['date'][:10]}). The default "
+        f"run is larger ({len(LEVELS)} levels, the tutorial's 11,600 rows, 200 "
+        "iterations, the Newton fit to 1,000, two profiles, no peers): expect it to "
+        "take longer; --iters 20 --levels scan,fast --newton-iters 0 --profile-levels "
+        "'' is a short first look."
     )
 
 
