@@ -49,6 +49,7 @@ BAD_FLAGS = [
     (["--profile-levels", "eager"], "argument --profile-levels: 'eager' cannot be profiled; choose from "
                                      "scan, namedtuple, fast (comma-separated)"),
     (["--levels", "scan,warp"], "argument --levels: 'warp' cannot be raced; choose from eager, jit_step"),
+    (["--peer-threads", "-1"], "argument --peer-threads: must be a whole number >= 0"),
     (["--iters", "ten"], "argument --iters: must be a whole number >= 1 (iterations per fit), got 'ten'"),
 ]
 

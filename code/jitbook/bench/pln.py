@@ -209,7 +209,8 @@ def _start_peer(args, data):
     python = args.peers_python or sys.executable
     try:
         return _step(
-            f"peers: starting {python}", lambda: peers.Peer(python, data, args.iters)
+            f"peers: starting {python}",
+            lambda: peers.Peer(python, data, args.iters, threads=args.peer_threads),
         )
     except RuntimeError as err:
         raise SystemExit(f"--peers-python {python}: {err}") from None

@@ -235,6 +235,8 @@ def _setup(state: dict, msg: dict) -> dict:
     import pyPLNmodels
     import torch
 
+    if msg.get("threads"):
+        torch.set_num_threads(msg["threads"])
     with np.load(msg["data"]) as a:
         state["data"] = (a["Y"], a["O"], a["X"])
     state["n_iter"], state["lr"] = msg["n_iter"], msg.get("lr", 1.0)
@@ -243,6 +245,7 @@ def _setup(state: dict, msg: dict) -> dict:
         "torch": torch.__version__,
         "pyPLNmodels": pyPLNmodels.__version__,
         "torch threads": torch.get_num_threads(),
+        "torch threads set by --peer-threads": bool(msg.get("threads")),
         "torch interop threads": torch.get_num_interop_threads(),
         "variants": list(VARIANTS),
     }
@@ -285,7 +288,9 @@ class Peer:
     """A peer process (``python`` running this file's ``serve``), asked one fit at a
     time, so its fits join the rounds of the JAX levels."""
 
-    def __init__(self, python: str, data, n_iter: int, lr: float = 1.0):
+    def __init__(
+        self, python: str, data, n_iter: int, lr: float = 1.0, threads: int = 0
+    ):
         self.python, self._tmp = python, tempfile.TemporaryDirectory()
         self._log = open(Path(self._tmp.name, "stderr.txt"), "w+")
         # -P: do not put this file's folder on sys.path, where data.py and profile.py
@@ -300,7 +305,9 @@ class Peer:
         src = Path(self._tmp.name, "data.npz")
         np.savez(src, **dict(zip("YOX", (np.asarray(a) for a in data), strict=True)))
         try:
-            self.info = self.ask(op="setup", data=str(src), n_iter=n_iter, lr=lr)
+            self.info = self.ask(
+                op="setup", data=str(src), n_iter=n_iter, lr=lr, threads=threads
+            )
         except BaseException:
             self.close()
             raise
@@ -422,10 +429,20 @@ def write_record(record: dict, out: dict, name: str, wall: float) -> Path:
     return path
 
 
-def latest() -> dict | None:
-    """The newest recorded run under data/peers/, by its date (None if there is
-    none)."""
+def _threads_set(record: dict) -> int | None:
+    peer = record["peer"]
+    return (
+        peer["torch threads"]
+        if peer.get("torch threads set by --peer-threads")
+        else None
+    )
+
+
+def latest(threads: int | None = None) -> dict | None:
+    """The newest recorded run under data/peers/, by its date: with PyTorch's own
+    thread count, or with `threads` set by --peer-threads (None if there is none)."""
     runs = [json.loads(p.read_text()) for p in sorted(RECORDINGS.glob("*.json"))]
+    runs = [r for r in runs if _threads_set(r) == threads]
     return max(runs, key=lambda r: r["date"]) if runs else None
 
 
