@@ -162,6 +162,12 @@ def parser(sub) -> None:
         help="race the peers in this interpreter (a Python with torch, pyPLNmodels)",
     )
     add(
+        "--peer-threads",
+        type=_whole(0, "threads PyTorch may use; 0: its own choice"),
+        default=0,
+        help="threads PyTorch may use in the peers (0: torch's own choice)",
+    )
+    add(
         "--record",
         nargs="?",
         const="",
