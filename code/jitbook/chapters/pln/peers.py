@@ -385,7 +385,7 @@ def _cpu_model() -> str:
 
 
 def _commit() -> str:
-    root = RECORDINGS.parents[1]
+    root = Path(__file__).resolve().parents[4]  # the book's checkout
     done = subprocess.run(
         ["git", "-C", str(root), "describe", "--always", "--dirty", "--abbrev=12"],
         capture_output=True,
