@@ -120,7 +120,8 @@ def _peer_first(peer, name: str, say) -> dict:
 
 def _peer_columns(row: dict, peer, median_fit: float) -> None:
     """Where a peer ran; torch.compile's compile is its first call minus the median."""
-    row["note"] = f"torch {peer.info['torch']}, {peer.info['torch threads']} threads"
+    threads = plural(peer.info["torch threads"], "thread")
+    row["note"] = f"torch {peer.info['torch']}, {threads}"
     if row["level"].startswith("torch.compile"):
         row["compile s"] = round(row["first call s"] - median_fit, 2)
         row["note"] += ", compile s = first call minus the median fit"

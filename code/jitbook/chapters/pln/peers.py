@@ -521,7 +521,8 @@ def caption(info: dict, python: str) -> str:
     """Where the peers ran, for the table's caption."""
     return (
         f"JAX levels in this process; PyTorch {info['torch']} "
-        f"({info['torch threads']} threads) and pyPLNmodels {info['pyPLNmodels']} in "
+        f"({info['torch threads']} thread{'s' * (info['torch threads'] != 1)}) and "
+        f"pyPLNmodels {info['pyPLNmodels']} in "
         f"Python {info['python']} ({python}), in the same interleaved rounds."
     )
 
