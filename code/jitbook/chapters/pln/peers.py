@@ -429,20 +429,15 @@ def write_record(record: dict, out: dict, name: str, wall: float) -> Path:
     return path
 
 
-def _threads_set(record: dict) -> int | None:
-    peer = record["peer"]
-    return (
-        peer["torch threads"]
-        if peer.get("torch threads set by --peer-threads")
-        else None
-    )
+def recording(name: str) -> dict | None:
+    """The run recorded as data/peers/NAME.json (None if there is none)."""
+    path = RECORDINGS / f"{name}.json"
+    return json.loads(path.read_text()) if path.exists() else None
 
 
-def latest(threads: int | None = None) -> dict | None:
-    """The newest recorded run under data/peers/, by its date: with PyTorch's own
-    thread count, or with `threads` set by --peer-threads (None if there is none)."""
+def latest() -> dict | None:
+    """The newest recorded run under data/peers/, by its date (None if none)."""
     runs = [json.loads(p.read_text()) for p in sorted(RECORDINGS.glob("*.json"))]
-    runs = [r for r in runs if _threads_set(r) == threads]
     return max(runs, key=lambda r: r["date"]) if runs else None
 
 
