@@ -151,7 +151,7 @@ def parser(sub) -> None:
     add(
         "--profile-levels",
         type=_choices(PROGRAMS, "profiled"),
-        default=["scan", "fast"],
+        default="scan,fast",
         help="one-program levels to profile per XLA operation (empty: none)",
     )
     add("--peers", action="store_true", help=PEERS_HELP)
@@ -187,9 +187,14 @@ def _how_long() -> str:
     rec = latest()
     if rec is None:
         return ""
+    busy = (
+        max(rec["load average at start"][0], rec["load average at end"][0])
+        > rec["cpu"]["cores"]
+    )
     return (
         f"The recorded run `{rec['command']}` took {rec['wall s'] / 60:.0f} min on a "
-        f"busy {rec['cpu']['cores']}-core machine ({rec['date'][:10]}). The default "
+        f"{'busy ' * busy}{rec['cpu']['cores']}-core machine ({rec['date'][:10]}). The "
+        "default "
         f"run is larger ({len(LEVELS)} levels, the tutorial's 11,600 rows, 200 "
         "iterations, the Newton fit to 1,000, two profiles, no peers): expect it to "
         "take longer; --iters 20 --levels scan,fast --newton-iters 0 --profile-levels "
