@@ -1,7 +1,9 @@
-"""The peers: PyTorch runs the fast level's algorithm (same ELBO, same iterates), and the bench says how to get them.
+"""The peers: PyTorch runs the fast level's and the tutorial's algorithms (same ELBO, same iterates), the
+bench races them in the levels' rounds through a peer process, and the PLN page reads the recorded runs.
 
 Torch is an optional extra. The tests that need it run in this interpreter if it has torch, or in the one
-named by JITBOOK_PEERS_PYTHON (e.g. a Python 3.11 venv with a CPU build of torch); otherwise they skip.
+named by JITBOOK_PEERS_PYTHON (e.g. a Python 3.11 venv with a CPU build of torch); otherwise they skip. A fake
+peer interpreter (a script speaking the same protocol) tests the bench without torch.
 """
 
 import importlib.util
@@ -115,8 +117,9 @@ for line in sys.stdin:
         answer = {{"python": "3.11.0", "torch": "fake", "pyPLNmodels": "fake", "torch threads": 1,
                   "torch interop threads": 1, "variants": {variants}}}
     elif msg["op"] == "call":
-        start = time.perf_counter()
-        time.sleep(0.01)
+        start, first = time.perf_counter(), msg["name"] not in state
+        state[msg["name"]] = True
+        time.sleep(0.3 if first and msg["name"].startswith("torch.compile") else 0.01)
         answer = {{"seconds": time.perf_counter() - start}}
     elif msg["op"] == "pypln":
         n, p = state["shape"]
@@ -151,7 +154,7 @@ def test_bench_with_a_peer_fills_every_timing_cell_and_gives_verdicts(fake_peer,
         for column in ("first call s", "ms / iter (min)", "ms / iter (median)", "ms / iter (max)"):
             assert float(cells[column]) > 0, (name, column)
         assert cells["rounds"] == "5"
-    assert float(dict(zip(header, rows["torch.compile"], strict=True))["compile s"]) != 0
+    assert float(dict(zip(header, rows["torch.compile"], strict=True))["compile s"]) > 0.2  # first call minus median
     assert "fast was " in out and " than torch.compile." in out or "about the same here as torch.compile." in out
     assert "scan was " in out and "PyTorch eager, tutorial's algorithm." in out
     assert "in the same interleaved rounds" in out
