@@ -74,6 +74,17 @@ def test_record_without_peers_is_refused_before_any_work(monkeypatch):
         bench.main(["pln", "--record"])
 
 
+def test_a_long_step_says_it_is_still_running(capsys):
+    import time
+
+    from jitbook.bench.pln import _step
+
+    assert _step("a slow step", lambda: time.sleep(0.35) or 7, every=0.1) == 7
+    err = capsys.readouterr().err
+    assert err.startswith("... a slow step\n") and "    a slow step: still running, 0 s" in err
+    assert err.count("still running") >= 2 and "... a slow step: done in 0." in err
+
+
 def test_help_gives_every_default_and_how_long_a_run_took(capsys):
     with pytest.raises(SystemExit):
         bench.main(["pln", "--help"])

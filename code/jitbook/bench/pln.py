@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import threading
 from collections.abc import Callable
 from time import perf_counter
 
@@ -80,11 +81,27 @@ def _say(start: float) -> Callable[[str], None]:
     return say
 
 
-def _step(what: str, run: Callable):
-    """Run one step, saying on stderr what it is and how long it took."""
+def _step(what: str, run: Callable, every: float = 30.0):
+    """Run one step, saying on stderr what it is, that it is still running at least
+    every `every` seconds, and how long it took."""
     print(f"... {what}", file=sys.stderr, flush=True)
-    start = perf_counter()
-    out = run()
+    start, done = perf_counter(), threading.Event()
+
+    def beat() -> None:
+        while not done.wait(every):
+            print(
+                f"    {what}: still running, {perf_counter() - start:.0f} s",
+                file=sys.stderr,
+                flush=True,
+            )
+
+    beating = threading.Thread(target=beat, daemon=True)
+    beating.start()
+    try:
+        out = run()
+    finally:
+        done.set()
+        beating.join()
     print(
         f"... {what}: done in {perf_counter() - start:.1f} s",
         file=sys.stderr,
