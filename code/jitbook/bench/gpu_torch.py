@@ -3,8 +3,8 @@ algorithms, each in both frameworks, raced in the same rounds.
 
 "scan" is the scan level's algorithm (autograd of the loss, RAdam scaled and clipped,
 Sigma in closed form, Omega by a general inverse); "fast" is the fast level's
-(hand-written gradients, Omega from a Cholesky factor: `pln.peers._fast_step`). PyTorch's
-default float32 matmul precision is full float32, JAX's on a GPU is not: the race
+(hand-written gradients, Omega from a Cholesky factor: `pln.peers._fast_step`).
+PyTorch's default float32 matmul precision is full float32, JAX's on a GPU is not: the race
 runs JAX both ways and says which is matched. torch.compile's compile time is the
 first call minus the median run, reported apart.
 """
@@ -34,7 +34,7 @@ def missing() -> str | None:
 
 
 def _radam(params, grads, mu, nu, count, lr: float):
-    """optax's RAdam, scaled by -lr and clipped to 0.1, as `pln.peers._fast_step` has it."""
+    """optax's RAdam, scaled by -lr and clipped to 0.1, as `pln.peers._radam` has it."""
     import torch
 
     b1, b2, ro_inf = 0.9, 0.999, 2.0 / (1.0 - 0.999) - 1.0
