@@ -5,9 +5,8 @@ algorithms, each in both frameworks, raced in the same rounds.
 Sigma in closed form, Omega by a general inverse); "fast" is the fast level's
 (hand-written gradients, Omega from a Cholesky factor: `pln.peers._fast_step`).
 PyTorch's default float32 matmul precision is full float32, JAX's on a GPU is not:
-the race
-runs JAX both ways and says which is matched. torch.compile's compile time is the
-first call minus the median run, reported apart.
+the race runs JAX both ways and says which is matched. torch.compile's compile time is
+the first call minus the median run, reported apart.
 """
 
 from __future__ import annotations
