@@ -524,7 +524,7 @@ def test_op_profile_top_none_returns_every_operation(jdata):
     assert len(every) > 8 and op_profile(lambda: fit(jdata, 3, "scan").losses, 3)[:1][0]["operation"]
 
 
-@pytest.mark.claim("sec-pln-fast-level")
+@pytest.mark.claim("sec-pln-fast-level", "clm-pln-fast-barrier")
 def test_without_the_barrier_xla_fuses_the_gradient_into_more_updates(jdata, monkeypatch):
     """Point 4 of the fast level: without optimization_barrier, more fused loops read the exponential A
     (each recomputes the gradient from it); the exponential itself is computed once either way."""
