@@ -99,19 +99,6 @@ def _without_options(source: str) -> str:
     return "\n".join(lines[start:])
 
 
-def _without_plotly_js(out) -> None:
-    """An explorer's HTML without plotly.js: JupyterLab draws the figure from Plotly's
-    own MIME type (the ``jupyterlab-plotly`` extension bundles plotly.js), so the 4.8 MB
-    copy is dead weight."""
-    html = out.get("data", {}).get("text/html")
-    if html is None:
-        return
-    text = "".join(html) if isinstance(html, list) else html
-    inline = f"<script>{_plotly_js()}</script>"
-    if inline in text:
-        out["data"]["text/html"] = text.replace(inline, "")
-
-
 def _reader_metadata(metadata: dict) -> dict:
     """Notebook metadata a reader can use: the kernel's name and language, no build
     machine's paths."""
@@ -132,12 +119,6 @@ def _reader_metadata(metadata: dict) -> dict:
     return kept
 
 
-def _plotly_js() -> str:
-    from jitbook.site.explore import plotly_js
-
-    return plotly_js()
-
-
 def reader_notebook(
     nb: nbformat.NotebookNode, titles: dict[str, str] | None = None
 ) -> nbformat.NotebookNode:
@@ -156,8 +137,6 @@ def reader_notebook(
             cell.metadata.pop("user_expressions", None)
         elif cell.cell_type == "code":
             cell.source = _without_options(cell.source)
-            for out in cell.get("outputs", []):
-                _without_plotly_js(out)
     nb.metadata = _reader_metadata(nb.metadata)
     if size.is_small() and not any(SMALL_NOTE in c.source for c in nb.cells):
         nb.cells.insert(

@@ -1,5 +1,5 @@
-"""Quarto's post-render step: offline pages (no remote scripts), one shared
-plotly.js, solutions out of search, a download beside every chapter page."""
+"""Quarto's post-render step: offline pages (no remote scripts), one shared, deferred
+plotly.js, solutions and listings out of search, a download beside every chapter."""
 
 import json
 import re
@@ -8,7 +8,8 @@ from pathlib import Path
 import nbformat
 
 from jitbook.site import harness
-from jitbook.site.downloads import _plotly_js, label_titles, reader_notebook
+from jitbook.site.downloads import label_titles, reader_notebook
+from jitbook.site.explore_page import PLOTLY_FILE, plotly_js
 from jitbook.site.harness import ROOT, chapter_files, chapter_pages, to_notebook
 
 CDN_TRIGGERS = (
@@ -57,13 +58,8 @@ def remote_loads(html: str) -> list[str]:
 def needs_require_or_jquery(html: str) -> bool:
     """Whether an HTML output's scripts use require.js or jQuery, which the offline site
     does not ship."""
-    from jitbook.site.explore import plotly_js
-
-    vendored = (
-        plotly_js().strip()
-    )  # minified plotly.js has "$(" but no AMD branch (tests/test_browser.py)
     scripts = re.findall(r"<script\b[^>]*>(.*?)</script>", html, re.S | re.I)
-    return any(NEEDS_REQUIRE.search(s) for s in scripts if s.strip() != vendored)
+    return any(NEEDS_REQUIRE.search(s) for s in scripts)
 
 
 def offline_html(html: str) -> str:
@@ -72,35 +68,28 @@ def offline_html(html: str) -> str:
     return JQUERY_SHIM.sub("", REMOTE_TAG.sub("", html))
 
 
-PLOTLY_LIB = "site_libs/plotly/plotly.min.js"
-
-
-def _inline_plotly(html: str) -> re.Match | None:
-    """The ``<script>`` holding plotly.js in a page, as Quarto wrote it (Pandoc turns
-    the tabs of plotly.js into spaces, so the text is not the package's file byte for
-    byte)."""
-    head = re.escape(_plotly_js()[:200])
-    return re.search(rf"<script>{head}.*?</script>", html, re.S)
+PLOTLY_LIB = "site_libs/plotly/" + PLOTLY_FILE
+EXPLORER = 'class="jitbook-explorer"'
 
 
 def shared_plotly(html: str, page: Path, site: Path) -> str:
-    """A page whose explorers point at the site's one copy of plotly.js instead of
-    embedding it.
+    """A page with explorers, loading the site's one plotly.js with ``defer``: the text
+    renders first, and the browser caches the script once for every page.
 
-    The browser caches ``site_libs/plotly/plotly.min.js`` once for every page; the copy
-    is written, the package's file unchanged, the first time a page needs it. ``page``
-    is the page's path inside ``site``.
+    The copy is written, the vendored file unchanged, the first time a page needs it.
+    ``page`` is the page's path inside ``site``.
     """
-    found = _inline_plotly(html)
-    if found is None:
+    if EXPLORER not in html or PLOTLY_LIB in html:
         return html
     lib = site / PLOTLY_LIB
     if not lib.exists():
         lib.parent.mkdir(parents=True, exist_ok=True)
-        lib.write_text(_plotly_js(), encoding="utf-8")
+        lib.write_text(plotly_js(), encoding="utf-8")
     up = "../" * (len(Path(page).parts) - 1)
-    tag = f'<script src="{up}{PLOTLY_LIB}"></script>'
-    return html[: found.start()] + tag + html[found.end() :]
+    tag = f'<script defer src="{up}{PLOTLY_LIB}"></script>'
+    head = html.find("</head>")
+    at = head if head != -1 else 0
+    return html[:at] + tag + html[at:]
 
 
 def solution_lines(root: Path = ROOT) -> list[str]:
