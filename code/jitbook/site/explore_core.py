@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from jitbook.display import number
+from jitbook.site import explore_print
 from jitbook.site.explore_page import CONFIG, json_for_script, page_scripts
 
 METADATA_KEY = "jitbook/explorer"
@@ -352,6 +353,10 @@ class Explorer:
             "text/html": self.html(include_scripts=first),
             "text/plain": self.text(),
         }
+        if explore_print.for_print():
+            data["text/markdown"] = explore_print.markdown(
+                self.title, self.figure, self.rows
+            )
         return data, {METADATA_KEY: self.spec()}
 
 
