@@ -245,7 +245,6 @@ def test_missing_values_and_section_ids_read_as_words(monkeypatch):
 
 def test_the_vendored_plotly_is_pinned_and_a_third_of_the_full_bundle():
     import hashlib
-
     from importlib import resources
 
     from jitbook.site import explore_page

@@ -148,7 +148,7 @@ def embedded_bytes(nb) -> int:
             shown = next((data[m] for m in ("text/html", "image/svg+xml", "image/png", "text/markdown",
                                             "text/plain") if m in data), out.get("text", ""))
             shown = "".join(shown) if isinstance(shown, list) else shown
-            total += len(shown.replace(f"<script>{explore.plotly_js()}</script>", "").encode())
+            total += len(shown.encode())
     return total
 
 
@@ -191,13 +191,15 @@ def test_reader_notebook_drops_quarto_markup_and_kernel_paths(monkeypatch):
     assert "/home/builder" not in str(dict(reader.metadata)) and reader.metadata["kernelspec"]["name"] == "python3"
 
 
-def test_site_pages_share_one_plotly_js(tmp_path):
+def test_explorer_pages_load_the_sites_one_plotly_js_deferred(tmp_path):
     site = tmp_path / "_book"
-    inline = f"<script>{explore.plotly_js()}</script>"
     page = site / "chapters" / "x.html"
     page.parent.mkdir(parents=True)
-    light = post_render.shared_plotly(f"<body>{inline}<p>x</p></body>", page.relative_to(site), site)
-    assert light == f'<body><script src="../{post_render.PLOTLY_LIB}"></script><p>x</p></body>'
+    html = '<head><title>x</title></head><body><div class="jitbook-explorer"></div></body>'
+    light = post_render.shared_plotly(html, page.relative_to(site), site)
+    tag = f'<script defer src="../{post_render.PLOTLY_LIB}"></script>'
+    assert light == html.replace("</head>", tag + "</head>")
+    assert post_render.shared_plotly(light, page.relative_to(site), site) == light, "once"
     assert (site / post_render.PLOTLY_LIB).read_text() == explore.plotly_js()
     assert post_render.shared_plotly("<body>plain</body>", Path("index.html"), site) == "<body>plain</body>"
 
@@ -232,6 +234,30 @@ def test_cross_references_become_the_titles_they_point_to():
     text = reader.cells[0].source
     assert "@" not in text and "section “Why `import jitbook` comes first" in text
     assert "table “Software and device that executed this page”" in text and "section “nowhere known”" in text
+
+
+def test_markdown_outputs_write_cross_references_as_titles_too(monkeypatch):
+    monkeypatch.setenv("JITBOOK_SMALL", "0")  # no note about the problem size among the cells
+    code = nbformat.v4.new_code_cell("jitbook.executed_on()")
+    code.outputs = [nbformat.v4.new_output("display_data", data={
+        "text/markdown": "Executed on JAX 0.12 (@sec-loops has the loops; see [-@exr-a]).",
+        "text/plain": "Executed on JAX 0.12"})]
+    titles = {"sec-loops": "Python loops unroll", "exr-a": "Count the compiles"}
+    reader = downloads.reader_notebook(nbformat.v4.new_notebook(cells=[code]), titles)
+    text = reader.cells[0].outputs[0]["data"]["text/markdown"]
+    assert text == ("Executed on JAX 0.12 (section “Python loops unroll” has the loops; "
+                    "see exercise “Count the compiles”).")
+
+
+def test_show_source_folds_under_a_one_line_summary_unless_asked_not_to():
+    from jitbook import display
+
+    folded = display.show_source(display.fit).text
+    assert folded.startswith('<details class="jitbook-source">\n<summary><code>fit</code>: ')
+    assert "\n```python\ndef fit(" in folded and folded.endswith("```\n\n</details>")
+    summary = folded.split("<summary>")[1].split("</summary>")[0]
+    assert "\n" not in summary and "``" not in summary, "one line, reST code spans as <code>"
+    assert display.show_source(display.fit, folded=False).text.startswith("```python\ndef fit(")
 
 
 def test_quarto_inline_results_are_filled_in():

@@ -99,6 +99,18 @@ def _without_options(source: str) -> str:
     return "\n".join(lines[start:])
 
 
+def _titled_markdown(out, titles: dict[str, str]) -> None:
+    """A Markdown output's cross-references written as titles, like the prose's: Quarto
+    resolves them on the page, Jupyter would show ``@sec-...``."""
+    text = out.get("data", {}).get("text/markdown")
+    if text is None:
+        return
+    text = "".join(text) if isinstance(text, list) else text
+    out["data"]["text/markdown"] = REF.sub(
+        lambda m: words_for(m.group(1), titles), text
+    )
+
+
 def _reader_metadata(metadata: dict) -> dict:
     """Notebook metadata a reader can use: the kernel's name and language, no build
     machine's paths."""
@@ -137,6 +149,8 @@ def reader_notebook(
             cell.metadata.pop("user_expressions", None)
         elif cell.cell_type == "code":
             cell.source = _without_options(cell.source)
+            for out in cell.get("outputs", []):
+                _titled_markdown(out, titles)
     nb.metadata = _reader_metadata(nb.metadata)
     if size.is_small() and not any(SMALL_NOTE in c.source for c in nb.cells):
         nb.cells.insert(
