@@ -58,12 +58,12 @@ book: setup
 	fi
 
 # The whole book as one PDF, _book/JIT-with-JAX.pdf (the site's sidebar links it), made by Typst through
-# Quarto. Quarto executes the chapters once per output format, so this runs every chapter again (as long
-# as `make book` takes); explorers print as their figure and table (jitbook/site/explore_print.py).
+# Quarto (the `pdf` profile, _quarto-pdf.yml). Quarto executes the chapters once per output format, so
+# this runs every chapter again (as long as `make book` takes); explorers print as their figure and table.
 pdf: setup
 	@test -n "$(QUARTO)" || { echo "Quarto is not installed: 'make quarto' or conda-forge's quarto (environment.yml), then 'make pdf'."; exit 1; }
 	@$(QUARTO) typst --version >/dev/null 2>&1 || { echo "Quarto's Typst is missing: Quarto's releases (quarto.org, PyPI quarto-cli, conda-forge quarto) bundle it; a Quarto built without it needs 'typst' on PATH (e.g. https://github.com/typst/typst/releases)."; exit 1; }
-	QUARTO_PYTHON=$(PY) $(QUARTO) render --to typst
+	QUARTO_PYTHON=$(PY) $(QUARTO) render --profile pdf --to typst
 	@echo "The PDF is _book/JIT-with-JAX.pdf."
 
 # Quarto sites are read over HTTP: the standard library serves _book/ on this machine only.
