@@ -395,3 +395,28 @@ def test_display_equations_are_broken_into_lines_that_fit(page):
         wide = [r.strip()[:50] for r in re.split(r"\\\\", equation) if _printed(r) > MATH_LINE]
         assert not wide, (f"{page.name}: display-equation lines printing over {MATH_LINE} symbols overflow the "
                           f"column; split them with \\\\ in an aligned environment: {wide}")
+
+
+def test_search_finds_the_teaching_section_first_and_shows_prose(tmp_path):
+    from jitbook.site import search
+
+    site = tmp_path / "_book"
+    (site / "chapters").mkdir(parents=True)
+    teach = ('<section id="sec-static" class="level2"><h2>Static arguments</h2><p>Say it with '
+             '<code>static_argnums</code> or <code>static_argnames</code>; <code>static_argnums</code> '
+             'takes positions.</p><div class="sourceCode"><pre><code>f = jax.jit(g, static_argnums=1)'
+             '</code></pre></div></section>')
+    other = ('<section id="sec-other" class="level2"><h2>Other</h2><p>Once: <code>static_argnums</code>.'
+             '</p></section>')
+    (site / "chapters" / "a.html").write_text(f"<main>{other}</main>")
+    (site / "chapters" / "b.html").write_text(f"<main>{teach}</main>")
+    docs = [{"href": "chapters/a.html#sec-other", "section": "Other", "text": "Once: static_argnums."},
+            {"href": "chapters/b.html#sec-static", "section": "Static arguments",
+             "text": "Say it with static_argnums or static_argnames; static_argnums takes positions.\n"
+                     "f = jax.jit(g, static_argnums=1)"}]
+    (site / "search.json").write_text(json.dumps(docs))
+    search.tune(site, ["chapters/a.html", "chapters/b.html"])
+    a, b = json.loads((site / "search.json").read_text())
+    assert b["section"] == "Static arguments · static_argnums", "the section that teaches it, by name"
+    assert a["section"] == "Other", "one mention teaches nothing"
+    assert "jax.jit(g" not in b["text"] and b["text"].startswith("Say it with"), "code leaves the snippet"

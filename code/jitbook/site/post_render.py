@@ -1,13 +1,12 @@
 """Quarto's post-render step: offline pages (no remote scripts), one shared, deferred
 plotly.js, solutions and listings out of search, a download beside every chapter."""
 
-import json
 import re
 from pathlib import Path
 
 import nbformat
 
-from jitbook.site import harness
+from jitbook.site import harness, search
 from jitbook.site.downloads import label_titles, reader_notebook
 from jitbook.site.explore_page import PLOTLY_FILE, plotly_js
 from jitbook.site.harness import ROOT, chapter_files, chapter_pages, to_notebook
@@ -104,22 +103,17 @@ def solution_lines(root: Path = ROOT) -> list[str]:
 
 
 def unsearchable(site: Path, root: Path = ROOT) -> None:
-    """The site's search index without the exercises' solutions.
+    """The site's search index with prose only (no solutions, listings, code, outputs)
+    and each section found first for the names it teaches (``search.tune``).
 
-    The solutions are folded on the page, but Quarto 1.7 indexes every text of a page,
-    so a search would show them; this runs after Quarto wrote ``search.json``.
+    The solutions are folded on the page, but Quarto indexes every text of a page, so a
+    search would show them; this runs after Quarto wrote ``search.json``.
     """
-    index = Path(site) / "search.json"
-    if not index.exists():
-        return
-    solutions = sorted(set(solution_lines(root)), key=len, reverse=True)
-    docs = json.loads(index.read_text())
-    for doc in docs:
-        text = doc.get("text", "")
-        for line in solutions:
-            text = text.replace(line, "")
-        doc["text"] = "\n".join(t for t in text.splitlines() if t.strip())
-    index.write_text(json.dumps(docs, indent=1, ensure_ascii=False))
+    order = [
+        page.relative_to(root).with_suffix(".html").as_posix()
+        for page in chapter_files(root)
+    ]
+    search.tune(Path(site), order, drop=solution_lines(root))
 
 
 def quarto_notebook(qmd: Path) -> Path | None:

@@ -1,0 +1,116 @@
+"""The site's search, tuned after Quarto wrote ``search.json``: snippets of prose, and
+the section that teaches a name found first.
+
+Quarto's search (Fuse.js) weighs a page's title and a section's title twice its text,
+and a short field above a long one (``quarto-search.js``), so a name a section teaches
+at length ranks under every short section that mentions it. Each name written as code
+in a book's prose goes, as a keyword, into the title field of the section whose prose
+writes it most (at least twice): ``Static arguments · static_argnums, static_argnames``.
+Code blocks, outputs and listings leave the text, so a snippet is prose.
+"""
+
+import html
+import json
+import re
+from collections import Counter, defaultdict
+from html.parser import HTMLParser
+from pathlib import Path
+
+# A name worth a keyword: an identifier or dotted path with an underscore or a dot.
+NAME = re.compile(r"^[A-Za-z_][\w]*(?:\.[A-Za-z_]\w*)*$")
+MOST_KEYWORDS = 4
+LEAST_MENTIONS = 2
+
+
+class _Page(HTMLParser):
+    """One page's level-2 sections: the inline code of their prose, and the lines of
+    every code block and output (to drop from the text)."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        # ids of the open level-2 <section> elements, None for other sections
+        self.stack: list[str | None] = []
+        self.names: dict[str, Counter] = defaultdict(Counter)
+        self.code_lines: set[str] = set()
+        self._pre = 0
+        self._code: list[str] | None = None
+        self._block: list[str] = []
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        if tag == "section":
+            level2 = "level2" in (attrs.get("class") or "").split()
+            self.stack.append(attrs.get("id") if level2 else None)
+        elif tag == "pre":
+            self._pre += 1
+        elif tag == "code" and not self._pre:
+            self._code = []
+
+    def handle_endtag(self, tag):
+        if tag == "section" and self.stack:
+            self.stack.pop()
+        elif tag == "pre" and self._pre:
+            self._pre -= 1
+            if not self._pre:
+                text = "".join(self._block)
+                self.code_lines |= {
+                    ln.strip() for ln in text.splitlines() if ln.strip()
+                }
+                self._block = []
+        elif tag == "code" and self._code is not None:
+            name, section = "".join(self._code).strip(), self._section()
+            if section and NAME.match(name) and ("_" in name or "." in name):
+                self.names[section][name] += 1
+            self._code = None
+
+    def handle_data(self, data):
+        if self._pre:
+            self._block.append(data)
+        elif self._code is not None:
+            self._code.append(data)
+
+    def _section(self) -> str | None:
+        return next((s for s in reversed(self.stack) if s), None)
+
+
+def read_page(path: Path) -> _Page:
+    """The sections' code names and the code lines of one built page."""
+    page = _Page()
+    page.feed(path.read_text(encoding="utf-8"))
+    return page
+
+
+def keywords(pages: dict[str, _Page]) -> dict[str, list[str]]:
+    """``page#section`` -> the names it teaches: each name to the section whose prose
+    writes it most (the first such in the book's order on a tie)."""
+    best: dict[str, tuple[int, str]] = {}
+    for href, page in pages.items():
+        for section, counts in page.names.items():
+            for name, count in counts.items():
+                if count >= LEAST_MENTIONS and count > best.get(name, (0, ""))[0]:
+                    best[name] = (count, f"{href}#{section}")
+    taught: dict[str, Counter] = defaultdict(Counter)
+    for name, (count, where) in best.items():
+        taught[where][name] = count
+    return {w: [n for n, _ in c.most_common(MOST_KEYWORDS)] for w, c in taught.items()}
+
+
+def tune(site: Path, order: list[str], drop: list[str] = ()) -> None:
+    """Rewrite ``site/search.json``: code and ``drop`` lines out of the text, taught
+    names into their section's title. ``order``: the pages (hrefs) in book order."""
+    index = Path(site) / "search.json"
+    if not index.exists():
+        return
+    pages = {href: read_page(site / href) for href in order if (site / href).exists()}
+    taught = keywords(pages)
+    docs = json.loads(index.read_text(encoding="utf-8"))
+    for doc in docs:
+        href = doc.get("href", "")
+        page = pages.get(href.split("#")[0])
+        gone = set(drop) | (page.code_lines if page else set())
+        gone = {html.escape(line, quote=False) for line in gone} | gone
+        lines = [t for t in doc.get("text", "").splitlines() if t.strip() not in gone]
+        doc["text"] = "\n".join(t for t in lines if t.strip())
+        if taught.get(href):
+            doc["section"] = f"{doc.get('section', '')} · {', '.join(taught[href])}"
+    index.write_text(json.dumps(docs, indent=1, ensure_ascii=False), encoding="utf-8")
