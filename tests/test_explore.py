@@ -19,7 +19,7 @@ def test_slider_marks_each_rows_values():
         update = ex.updates[i]
         assert update["x"] == [[row["n"]], [row["n"]]]
         assert update["y"] == [[row["eager ms"]], [row["jit ms"]]]
-        assert ex.captions[i] == f"n: {row['n']}; eager ms: {row['eager ms']:.3g}; jit ms: {row['jit ms']:.3g}"
+        assert ex.captions[i] == f"n: {row['n']}\neager ms: {row['eager ms']:.3g}\njit ms: {row['jit ms']:.3g}"
     assert ex.labels == ["1", "10", "100"]
 
 
@@ -51,7 +51,7 @@ def test_grid_marks_the_cell_of_each_row():
     assert ex.updates[3] == {"x": [["layer"]], "y": [["eqx"]]}
     assert ex.figure["data"][0]["z"] == [[0.0, 1.0], [0.0, 1.0]]
     assert ex.labels[1] == "jit / layer"
-    assert ex.captions[1] == "strategy: jit; event: layer; compiles: 1"
+    assert ex.captions[1] == "strategy: jit\nevent: layer\ncompiles: 1", "one column: value a line"
 
 
 def test_curves_bring_one_forward():
@@ -228,6 +228,7 @@ def test_log_axes_get_several_ticks_and_close_values_do_not_overprint():
 
     narrow = log_ticks(20.0, 90.0)
     assert len(narrow) >= 3 and all(20 <= t <= 90 for t in narrow), "a log axis inside one decade"
+    assert log_ticks(130.0, 330.0) == [150.0, 200.0, 250.0, 300.0], "even a third of a decade"
     close = axis([1000, 1024, 1100, 4096, 8192], log=True)
     assert 1024 not in close["tickvals"] or 1000 not in close["tickvals"], "neighbours 2% apart"
     assert "1.02e+03" not in close["ticktext"]

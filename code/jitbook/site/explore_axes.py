@@ -42,6 +42,10 @@ def log_ticks(low: float, high: float) -> list[float]:
         ]
         if len(ticks) >= 3:
             break
+    if len(ticks) < 3:  # inside one decade: evenly spaced round values
+        step = nice((high - low) / 4)
+        first = math.ceil(low / step)
+        ticks = [float(f"{k * step:.6g}") for k in range(first, int(high // step) + 1)]
     while len(ticks) > MOST_TICKS:
         ticks = ticks[::2]
     return ticks or [low, high]

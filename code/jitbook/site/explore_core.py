@@ -391,7 +391,7 @@ def _caption_lines(caption: str, width: int = 100) -> list[str]:
     """A caption cut between its ``column: value`` parts into lines Plotly's title
     holds."""
     lines = [""]
-    for part in caption.split("; "):
+    for part in caption.split("\n"):
         if lines[-1] and len(lines[-1]) + 2 + len(part) > width:
             lines.append("")
         lines[-1] = f"{lines[-1]}; {part}" if lines[-1] else part
@@ -399,7 +399,8 @@ def _caption_lines(caption: str, width: int = 100) -> list[str]:
 
 
 def _caption(row: dict) -> str:
-    return "; ".join(f"{k}: {fmt(v)}" for k, v in row.items())
+    """The chosen row, one ``column: value`` a line (the page sets them in columns)."""
+    return "\n".join(f"{k}: {fmt(v)}" for k, v in row.items())
 
 
 def _ident(title: str, labels: Sequence[str]) -> str:

@@ -89,6 +89,7 @@ STYLE = """
 .jitbook-explorer input[type=range] { width: min(100%, 28em); vertical-align: middle; }
 .jitbook-explorer output {
   display: block; margin: 0.4em 0; font-variant-numeric: tabular-nums;
+  white-space: pre-line; columns: 15em auto; column-gap: 2em;
 }
 .jitbook-explorer select {
   max-width: 100%; color: inherit; background-color: transparent;
