@@ -191,14 +191,14 @@ def test_reader_notebook_drops_quarto_markup_and_kernel_paths(monkeypatch):
     assert "/home/builder" not in str(dict(reader.metadata)) and reader.metadata["kernelspec"]["name"] == "python3"
 
 
-def test_explorer_pages_load_the_sites_one_plotly_js_deferred(tmp_path):
+def test_explorer_pages_load_the_sites_one_plotly_js_once_parsed(tmp_path):
     site = tmp_path / "_book"
     page = site / "chapters" / "x.html"
     page.parent.mkdir(parents=True)
     html = '<head><title>x</title></head><body><div class="jitbook-explorer"></div></body>'
     light = post_render.shared_plotly(html, page.relative_to(site), site)
-    tag = f'<script defer src="../{post_render.PLOTLY_LIB}"></script>'
-    assert light == html.replace("</head>", tag + "</head>")
+    tag = post_render.LOADER.format(src=f"../{post_render.PLOTLY_LIB}")
+    assert light == html.replace("</head>", tag + "</head>") and "DOMContentLoaded" in tag
     assert post_render.shared_plotly(light, page.relative_to(site), site) == light, "once"
     assert (site / post_render.PLOTLY_LIB).read_text() == explore.plotly_js()
     assert post_render.shared_plotly("<body>plain</body>", Path("index.html"), site) == "<body>plain</body>"

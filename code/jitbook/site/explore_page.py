@@ -1,14 +1,14 @@
 """What an explorer needs in the page besides its own HTML: plotly.js, the runtime that
 moves the figure, the style.
 
-plotly.js is not in any explorer's output. The site's post-render step puts one
-``<script defer>`` for the vendored cartesian bundle (``vendor/``: scatter, bar and
-heatmap are all the explorers draw) in the head of each page with an explorer, so the
-text renders before the 1.5 MB script is parsed, and the browser caches it once for the
-whole book. Quarto 1.10 would hoist any output holding plotly.js into the page's head
-(``src/core/jupyter/widgets.ts``), explorer and all. The runtime draws the figure as
-soon as ``window.Plotly`` exists; where it never comes (a notebook exported to HTML),
-the controls still change the caption, the panels and the table.
+plotly.js is not in any explorer's output. The site's post-render step has each page
+with an explorer ask for the vendored cartesian bundle (``vendor/``: scatter, bar and
+heatmap are all the explorers draw) once the page is parsed, so the text renders and
+the page is interactive before the 1.5 MB script is parsed, and the browser caches it
+once for the whole book. Quarto 1.10 would hoist any output holding plotly.js into the
+page's head (``src/core/jupyter/widgets.ts``), explorer and all. The runtime draws the
+figure as soon as ``window.Plotly`` exists; where it never comes (a notebook exported
+to HTML), the controls still change the caption, the panels and the table.
 """
 
 import functools
@@ -70,7 +70,8 @@ window.jitbookExplorer = function (id) {
       .observe(document.body, {attributes: true, attributeFilter: ["class"]});
   }
   choose(Number(control.value));
-  // plotly.js comes with `defer`: it runs after the page is parsed, before this event.
+  // plotly.js is asked for after DOMContentLoaded (or loaded by the page itself, as an
+  // exported notebook does): the window's load event waits for it.
   if (window.Plotly) { draw(); } else {
     document.addEventListener("DOMContentLoaded", draw);
     window.addEventListener("load", draw);

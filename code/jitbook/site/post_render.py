@@ -1,4 +1,4 @@
-"""Quarto's post-render step: offline pages (no remote scripts), one shared, deferred
+"""Quarto's post-render step: offline pages (no remote scripts), one shared, late
 plotly.js, solutions and listings out of search, a download beside every chapter."""
 
 import re
@@ -71,9 +71,20 @@ PLOTLY_LIB = "site_libs/plotly/" + PLOTLY_FILE
 EXPLORER = 'class="jitbook-explorer"'
 
 
+# plotly.js is asked for once the page is parsed: the page is interactive (its
+# DOMContentLoaded) without waiting for 1.5 MB of script, which even `defer` would make
+# it wait for; the explorers' controls work at once and the figure draws when it comes.
+LOADER = (
+    '<script>document.addEventListener("DOMContentLoaded", function () {{ '
+    'var s = document.createElement("script"); s.src = "{src}"; '
+    "document.head.appendChild(s); }});</script>"
+)
+
+
 def shared_plotly(html: str, page: Path, site: Path) -> str:
-    """A page with explorers, loading the site's one plotly.js with ``defer``: the text
-    renders first, and the browser caches the script once for every page.
+    """A page with explorers, loading the site's one plotly.js after the page is
+    parsed: the text renders first, and the browser caches the script once for every
+    page.
 
     The copy is written, the vendored file unchanged, the first time a page needs it.
     ``page`` is the page's path inside ``site``.
@@ -85,7 +96,7 @@ def shared_plotly(html: str, page: Path, site: Path) -> str:
         lib.parent.mkdir(parents=True, exist_ok=True)
         lib.write_text(plotly_js(), encoding="utf-8")
     up = "../" * (len(Path(page).parts) - 1)
-    tag = f'<script defer src="{up}{PLOTLY_LIB}"></script>'
+    tag = LOADER.format(src=f"{up}{PLOTLY_LIB}")
     head = html.find("</head>")
     at = head if head != -1 else 0
     return html[:at] + tag + html[at:]
