@@ -25,6 +25,7 @@ explorer and its three renderings; ``explore_axes`` the ticks; ``explore_page`` 
 the page shares (plotly.js, the runtime, the style).
 """
 
+import textwrap
 from collections.abc import Mapping, Sequence
 
 from jitbook.site import explore_axes as axes
@@ -187,10 +188,10 @@ def grid(
     ``note`` names a column written in each cell after its value (an outcome, say).
     """
     rows = check_rows(rows, [across, down, value] + ([note] if note else []), "grid()")
-    cols = list(dict.fromkeys(fmt(r[across]) for r in rows))
-    lines = list(dict.fromkeys(fmt(r[down]) for r in rows))
+    cols = list(dict.fromkeys(_label(r[across]) for r in rows))
+    lines = list(dict.fromkeys(_label(r[down]) for r in rows))
     cells = {
-        (fmt(r[down]), fmt(r[across])): finite(r[value], f"column {value!r}")
+        (_label(r[down]), _label(r[across])): finite(r[value], f"column {value!r}")
         for r in rows
     }
     if len(cells) != len(rows):
@@ -199,7 +200,7 @@ def grid(
         )
     z = [[cells.get((d, a)) for a in cols] for d in lines]
     notes = {
-        (fmt(r[down]), fmt(r[across])): f"{fmt(r[value])}: {fmt(r[note])}"
+        (_label(r[down]), _label(r[across])): f"{fmt(r[value])}: {fmt(r[note])}"
         if note
         else fmt(r[value])
         for r in rows
@@ -232,12 +233,12 @@ def grid(
             "line": {"width": 4},
         },
     }
-    updates = [{"x": [[fmt(r[across])]], "y": [[fmt(r[down])]]} for r in rows]
+    updates = [{"x": [[_label(r[across])]], "y": [[_label(r[down])]]} for r in rows]
     labels = [f"{fmt(r[down])} / {fmt(r[across])}" for r in rows]
     layout = axes.layout(title, across, down)
     layout["yaxis"]["autorange"] = "reversed"
     layout["margin"] = {**layout["margin"], "l": 10, "r": 10}  # automargin fits labels
-    layout["height"] = 200 + 40 * len(lines)
+    layout["height"] = 200 + 48 * len(lines)
     figure = {"data": [heat, mark], "layout": layout}
     return build(
         title,
@@ -251,6 +252,12 @@ def grid(
         updates,
         start,
     )
+
+
+def _label(value, width: int = 16) -> str:
+    """A heat map's row or column name broken into short lines: long names would leave
+    the cells a sliver of a phone's width."""
+    return "<br>".join(textwrap.wrap(fmt(value), width)) or fmt(value)
 
 
 def curves(

@@ -71,8 +71,8 @@ def _draw(ax, trace: dict) -> None:
         ax.barh(trace["y"], trace["x"], color=colour)
     elif kind == "heatmap":
         ax.imshow(trace["z"], cmap="Blues", aspect="auto", alpha=0.5)
-        ax.set_xticks(range(len(trace["x"])), trace["x"])
-        ax.set_yticks(range(len(trace["y"])), trace["y"])
+        ax.set_xticks(range(len(trace["x"])), [_text(t) for t in trace["x"]])
+        ax.set_yticks(range(len(trace["y"])), [_text(t) for t in trace["y"]])
         for r, line in enumerate(trace.get("text", [])):
             for c, text in enumerate(line):
                 ax.text(c, r, text, ha="center", va="center", fontsize=7)
@@ -95,6 +95,11 @@ def _draw(ax, trace: dict) -> None:
             markersize=3,
             label=trace.get("name"),
         )
+
+
+def _text(label: str) -> str:
+    """A Plotly label as matplotlib writes it: its ``<br>`` as line breaks."""
+    return str(label).replace("<br>", "\n")
 
 
 def markdown(title: str, figure: dict, rows: list[dict]) -> str:
