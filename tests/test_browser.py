@@ -163,10 +163,10 @@ def test_a_remote_request_would_be_caught(browser, tmp_path):
 
 
 def test_every_kind_of_explorer_works_on_one_page(browser, tmp_path):
-    """Slider, picker with panels, grid and curves, in one executed notebook: plotly.js embedded once, all move."""
+    """Slider, picker with panels, grid and curves, in one executed notebook: the runtime sent once, all move."""
     from nbclient import NotebookClient
 
-    cells = ["import jitbook\nfrom jitbook import explore",
+    cells = ["import jitbook\nfrom jitbook.site import explore",
              "explore.slider([{'n': n, 'a': n * 1.5, 'b': n ** 0.5} for n in (1, 2, 4, 8)], x='n', ys=['a', 'b'], "
              "title='slider', log_x=True)",
              "explore.picker([{'v': 'sin', 'flops': 3}, {'v': 'cos', 'flops': 5}], key='v', bar='flops', title='picker', "
@@ -180,7 +180,8 @@ def test_every_kind_of_explorer_works_on_one_page(browser, tmp_path):
     specs = explorer_specs(nb)
     assert [s["title"] for s in specs] == ["slider", "picker", "grid", "curves"]
     html = [o["data"]["text/html"] for c in nb.cells for o in c.outputs if "text/html" in o.get("data", {})]
-    assert sum("window.Plotly = Plotly" in h for h in html) == 1
+    assert sum("jitbookExplorer = function" in h for h in html) == 1, "the runtime once a page"
+    assert not any("Plotly, Inc." in h for h in html), "plotly.js comes from the site, not the outputs"
     page, remote, errors = open_offline(browser, export(nb, tmp_path))
     for spec in specs:
         page.wait_for_selector(f"#{spec['id']}-plot .main-svg", state="attached")
