@@ -89,8 +89,10 @@ def test_every_shown_line_of_chapter_code_fits_the_column(page):
 @pytest.mark.parametrize("page", known(KNOWN_WIDE), ids=lambda p: p.name)
 def test_no_output_line_is_wider_than_the_column(page, executed):
     nb = executed(page)
+    # HTML outputs lay out their own text; a folded listing (show_source's <details>) is Markdown
     wide = [(i, len(line), line[:60]) for i, text in output_texts(nb)
-            if not text.lstrip().startswith("<") for line in _code_lines(text) if len(line) > WIDTH]
+            if not text.lstrip().startswith("<") or text.lstrip().startswith("<details")
+            for line in _code_lines(text) if len(line) > WIDTH]
     assert not wide, f"{page.name}: output lines wider than {WIDTH} characters (cell, width, start): {wide}"
 
 
