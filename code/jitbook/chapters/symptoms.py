@@ -119,7 +119,9 @@ def output_texts(cell) -> Iterator[str]:
             data = out["data"]
             text = data.get("text/markdown") or data.get("text/plain") or ""
             # show_source: code, not output (a listing, folded or not)
-            if not text.lstrip().startswith(("```", '<details class="jitbook-source">')):
+            if not text.lstrip().startswith(
+                ("```", '<details class="jitbook-source">')
+            ):
                 yield text
         elif out.get("output_type") == "error":
             yield f"{out.get('ename')}: {out.get('evalue')}"
