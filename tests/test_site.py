@@ -422,3 +422,23 @@ def test_search_finds_the_teaching_section_first_and_shows_prose(tmp_path):
     assert b["section"] == "Static arguments · static_argnums", "the section that teaches it, by name"
     assert a["section"] == "Other", "one mention teaches nothing"
     assert "jax.jit(g" not in b["text"] and b["text"].startswith("Say it with"), "code leaves the snippet"
+
+
+def test_the_pdf_render_writes_no_downloads_and_the_site_links_its_pdf(tmp_path, monkeypatch):
+    root = tmp_path / "book"
+    shutil.copytree(ROOT / "chapters", root / "chapters")
+    shutil.copy(ROOT / "_quarto.yml", root / "_quarto.yml")
+    shutil.copy(ROOT / "index.qmd", root / "index.qmd")
+    kept = root / "chapters" / "tracing.quarto_ipynb"
+    nbformat.write(harness.to_notebook(root / "chapters" / "tracing.qmd"), kept)
+    pdf_dir = tmp_path / "_build" / "pdf"
+    pdf_dir.mkdir(parents=True)
+    (pdf_dir / "JIT-with-JAX.pdf").write_bytes(b"%PDF-1.7")
+    assert post_render.build_site(pdf_dir, root) == [] and not kept.exists(), "a PDF render: no downloads"
+    monkeypatch.setattr(post_render, "PDF_DIR", pdf_dir)
+    monkeypatch.setattr(harness, "BUILD", tmp_path / "_build" / "notebooks")
+    site = _fake_render(root, tmp_path)
+    for qmd in harness.chapter_pages(root):
+        nbformat.write(harness.to_notebook(qmd), qmd.with_suffix(".quarto_ipynb"))
+    post_render.build_site(site, root)
+    assert (site / "JIT-with-JAX.pdf").read_bytes() == b"%PDF-1.7", "the sidebar's Download PDF resolves"

@@ -2,6 +2,7 @@
 plotly.js, solutions and listings out of search, a download beside every chapter."""
 
 import re
+import shutil
 from pathlib import Path
 
 import nbformat
@@ -68,6 +69,9 @@ def offline_html(html: str) -> str:
 
 
 PLOTLY_LIB = "site_libs/plotly/" + PLOTLY_FILE
+# Where `make pdf` renders the book (`--output-dir`: a render into _book would replace
+# the site); the site step copies the PDF from there into every site it builds.
+PDF_DIR = ROOT / "_build" / "pdf"
 EXPLORER = 'class="jitbook-explorer"'
 
 
@@ -127,6 +131,13 @@ def unsearchable(site: Path, root: Path = ROOT) -> None:
     search.tune(Path(site), order, drop=solution_lines(root))
 
 
+def _drop_kept_notebooks(root: Path) -> None:
+    """Remove what ``keep-ipynb`` left beside every page, the preface's included."""
+    for page in chapter_files(root):
+        for stale in page.parent.glob(f"{page.stem}.quarto_ipynb*"):
+            stale.unlink()
+
+
 def quarto_notebook(qmd: Path) -> Path | None:
     """The executed notebook Quarto kept for a chapter (``keep-ipynb``), newest first if
     several were left."""
@@ -153,6 +164,13 @@ def build_site(site: Path, root: Path = ROOT) -> list[Path]:
         raise FileNotFoundError(
             f"no rendered site at {site}; run `quarto render` (or `make book`) first."
         )
+    if not (
+        site / "index.html"
+    ).exists():  # the PDF (`make pdf`): no pages, no downloads
+        _drop_kept_notebooks(root)
+        return []
+    for pdf in PDF_DIR.glob("*.pdf"):  # the last `make pdf`, linked from the sidebar
+        shutil.copy2(pdf, site / pdf.name)
     for page in site.rglob("*.html"):
         text = page.read_text()
         light = shared_plotly(offline_html(text), page.relative_to(site), site)
@@ -183,11 +201,7 @@ def build_site(site: Path, root: Path = ROOT) -> list[Path]:
         harness.BUILD.mkdir(parents=True, exist_ok=True)
         nbformat.write(nb, harness.BUILD / path.name)
         written.append(path)
-    for page in chapter_files(
-        root
-    ):  # pages without a download (the preface) leave theirs too
-        for stale in page.parent.glob(f"{page.stem}.quarto_ipynb*"):
-            stale.unlink()
+    _drop_kept_notebooks(root)
     if missing:
         names = ", ".join(str(q.relative_to(root)) for q in missing)
         raise FileNotFoundError(
