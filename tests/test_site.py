@@ -260,6 +260,8 @@ def test_show_source_folds_under_a_one_line_summary_unless_asked_not_to():
     summary = folded.split("<summary>")[1].split("</summary>")[0]
     assert "\n" not in summary and "``" not in summary, "one line, reST code spans as <code>"
     assert display.show_source(display.fit, folded=False).text.startswith("```python\ndef fit(")
+    assert display._inline_code("A class with @jax.jit on it") == "A class with &#64;jax.jit on it", (
+        "Pandoc would read @jax.jit as a citation (the PDF fails on it)")
 
 
 def test_quarto_inline_results_are_filled_in():

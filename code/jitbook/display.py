@@ -81,7 +81,8 @@ def show_source(obj, folded: bool = True) -> Markdown:
 def _inline_code(text: str) -> str:
     """Text with code spans (Markdown's and reST's double ones) as HTML ``<code>``:
     inside a raw HTML line Pandoc does not read Markdown."""
-    escaped = html.escape(text, quote=False)
+    # `@` as an entity: Pandoc would read ``@jax.jit`` as a citation
+    escaped = html.escape(text, quote=False).replace("@", "&#64;")
     return re.sub(r"``?([^`]+?)``?", lambda m: f"<code>{m.group(1)}</code>", escaped)
 
 
