@@ -147,7 +147,12 @@ def tune(site: Path, order: list[str], drop: list[str] = ()) -> None:
         page = pages.get(href.split("#")[0])
         gone = set(drop) | (page.code_lines if page else set())
         gone = {html.escape(line, quote=False) for line in gone} | gone
-        lines = [t for t in doc.get("text", "").splitlines() if t.strip() not in gone]
+        text = doc.get("text", "")
+        for line in sorted(
+            set(drop), key=len, reverse=True
+        ):  # solutions, even in prose
+            text = text.replace(html.escape(line, quote=False), "").replace(line, "")
+        lines = [t for t in text.splitlines() if t.strip() not in gone]
         doc["text"] = "\n".join(t for t in lines if t.strip())
         section = doc.get("section", "").split(KEYS)[0]  # a partial render tunes again
         doc["section"] = section + (
