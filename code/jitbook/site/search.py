@@ -38,6 +38,9 @@ class _Page(HTMLParser):
         self.code_lines: set[str] = set()
         self.text: dict[str, list[str]] = defaultdict(list)
         self.headings: dict[str, str] = {}
+        self.first: str | None = (
+            None  # the first section, which Quarto indexes as the page
+        )
         self._heading: list[str] | None = None
         self._pre = 0
         self._code: list[str] | None = None
@@ -48,6 +51,8 @@ class _Page(HTMLParser):
         if tag == "section":
             level2 = "level2" in (attrs.get("class") or "").split()
             self.stack.append(attrs.get("id") if level2 else None)
+            if level2 and self.first is None:
+                self.first = attrs.get("id")
         elif tag == "pre":
             self._pre += 1
         elif tag == "code" and not self._pre:
@@ -145,6 +150,10 @@ def tune(site: Path, order: list[str], drop: list[str] = ()) -> None:
     for doc in docs:
         href = doc.get("href", "")
         page = pages.get(href.split("#")[0])
+        if (
+            page and "#" not in href and page.first
+        ):  # the page's entry is its first section
+            href = f"{href}#{page.first}"
         gone = set(drop) | (page.code_lines if page else set())
         gone = {html.escape(line, quote=False) for line in gone} | gone
         text = doc.get("text", "")
@@ -155,6 +164,8 @@ def tune(site: Path, order: list[str], drop: list[str] = ()) -> None:
         lines = [t for t in text.splitlines() if t.strip() not in gone]
         doc["text"] = "\n".join(t for t in lines if t.strip())
         section = doc.get("section", "").split(KEYS)[0]  # a partial render tunes again
+        if taught.get(href) and not section and page:
+            section = page.headings.get(href.split("#")[-1], "")
         doc["section"] = section + (
             KEYS + ", ".join(taught[href]) if taught.get(href) else ""
         )
