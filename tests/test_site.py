@@ -444,3 +444,9 @@ def test_the_pdf_render_writes_no_downloads_and_the_site_links_its_pdf(tmp_path,
         nbformat.write(harness.to_notebook(qmd), qmd.with_suffix(".quarto_ipynb"))
     post_render.build_site(site, root)
     assert (site / "JIT-with-JAX.pdf").read_bytes() == b"%PDF-1.7", "the sidebar's Download PDF resolves"
+
+
+def test_pages_drop_the_left_alignment_pandoc_writes_on_every_cell():
+    html = '<td style="text-align: left;">x</td><th class="a" style="text-align: left;">y</th>' \
+           '<td style="text-align: right;">3</td>'
+    assert post_render.offline_html(html) == '<td>x</td><th class="a">y</th><td style="text-align: right;">3</td>'

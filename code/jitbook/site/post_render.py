@@ -62,10 +62,15 @@ def needs_require_or_jquery(html: str) -> bool:
     return any(NEEDS_REQUIRE.search(s) for s in scripts)
 
 
+LEFT_CELL = re.compile(r'<(td|th)( [^>]*?)? style="text-align: left;"')
+
+
 def offline_html(html: str) -> str:
     """A built page without its remote ``<script src>`` and ``<link href>`` tags and
-    Quarto's jQuery shim."""
-    return JQUERY_SHIM.sub("", REMOTE_TAG.sub("", html))
+    Quarto's jQuery shim, and without the left alignment Pandoc writes on every table
+    cell (the theme aligns cells left; the ledger's matrix weighed 110 kB of it)."""
+    light = JQUERY_SHIM.sub("", REMOTE_TAG.sub("", html))
+    return LEFT_CELL.sub(lambda m: f"<{m.group(1)}{m.group(2) or ''}", light)
 
 
 PLOTLY_LIB = "site_libs/plotly/" + PLOTLY_FILE
