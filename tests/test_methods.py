@@ -79,7 +79,15 @@ def test_count_each_counts_compiles_per_call_and_by_name():
     f = jax.jit(twice)
     longer = jnp.ones(5)
     assert count_each(lambda: f(X), lambda: f(X), lambda: f(longer)) == [1, 0, 1]
-    assert count_each(lambda: f(jnp.ones(7)), name="other") == [0]
+    assert count_each(lambda: f(jnp.ones(7)), name="twice") == [1]
+
+    def other(v):
+        return v + 1.0
+
+    jax.jit(other)(X)  # traced once in this process, so its name can be counted
+    assert count_each(lambda: f(jnp.ones(9)), name="other") == [0]
+    with pytest.raises(ValueError, match="check the spelling"):
+        count_each(lambda: f(jnp.ones(11)), name="othre")
 
 
 # The problem.
