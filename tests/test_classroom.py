@@ -11,6 +11,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
+import processes
 from jitbook import classroom
 from jitbook.exercises import registry
 from jitbook.site import downloads, harness
@@ -475,21 +476,16 @@ def test_lab_starts_without_nbgrader_and_without_errors(tmp_path):
     (tmp_path / "notebooks").mkdir()
     env = {**os.environ, "JUPYTER_CONFIG_DIR": str(config), "JUPYTER_RUNTIME_DIR": str(tmp_path / "runtime")}
     root = ["--allow-root"] if os.getuid() == 0 else []
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "jupyter", "lab", str(tmp_path / "notebooks"), "--no-browser", "--port", "0",
-         *root], stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, env=env)
+    lab = [sys.executable, "-m", "jupyter", "lab", str(tmp_path / "notebooks"), "--no-browser", "--port", "0", *root]
     lines = []
-    try:
+    # processes.running stops the server for sure (kill after 10 s), inside this test
+    with processes.running(lab, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, env=env) as proc:
         deadline = time.monotonic() + 90
         while time.monotonic() < deadline:
             line = proc.stderr.readline()
             lines.append(line)
             if not line or "Use Control-C to stop this server" in line:
                 break
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
-        proc.stderr.close()
     log = "".join(lines)
     assert "Use Control-C to stop this server" in log, log[-3000:]
     assert "[E " not in log and "nbgrader" not in log, log
