@@ -84,7 +84,7 @@ serve:  ## serve _book/ at http://127.0.0.1:8000/ until Ctrl-C (another port: PO
 # _build/jupyter hides nbgrader's instructor tools. Jupyter refuses to run as root unless told, so as root
 # this passes --allow-root and says so.
 LAB_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root)
-lab: setup  ## JupyterLab on the executed chapters (runs `make notebooks` first if there are none)
+lab: setup  ## JupyterLab on _build/notebooks/ until Ctrl-C (first runs `make notebooks` if empty)
 	@test -n "$$(ls _build/notebooks/*.ipynb 2>/dev/null)" || $(MAKE) notebooks
 	@$(PY) -m jitbook.classroom lab-config _build/jupyter >/dev/null
 	@if [ -n "$(LAB_ROOT)" ]; then echo "Running as root: JupyterLab starts with --allow-root."; fi
@@ -93,7 +93,7 @@ lab: setup  ## JupyterLab on the executed chapters (runs `make notebooks` first 
 test: setup  ## the whole test suite, every chapter at small sizes (15-20 min)
 	$(PY) -m pytest
 
-preview: setup  ## quarto preview: re-render a page as you edit it (first render as `make book`)
+preview: setup  ## quarto preview until Ctrl-C: re-renders a page as you edit it (first render ~25 min)
 	@test -n "$(QUARTO)" || { echo "Quarto is not installed: 'make quarto' or conda-forge's quarto (environment.yml)."; exit 1; }
 	QUARTO_PYTHON=$(PY) $(QUARTO) preview
 
@@ -120,5 +120,5 @@ canary: setup  ## claim tests on the newest JAX on the index (downloads ~600 MB;
 	$(PY) -m jitbook.ledger --canary
 
 # The benchmarks print tables; options through BENCH_ARGS, e.g. `make bench BENCH_ARGS="--iters 20"`.
-bench: setup  ## the PLN benchmark, python -m jitbook.bench pln (minutes; BENCH_ARGS=--help)
+bench: setup  ## the PLN benchmark, python -m jitbook.bench pln (5-10 min; BENCH_ARGS=--help)
 	$(PY) -m jitbook.bench pln $(BENCH_ARGS)

@@ -55,9 +55,9 @@ class CellProgress:
     long, and the chapter's time so far, whenever ``every`` s pass in silence."""
 
     def __init__(
-        self, name: str, nb: nbformat.NotebookNode, out: TextIO, every: float = EVERY
+        self, name: str, nb: nbformat.NotebookNode, out: TextIO, every: float = 0.0
     ):
-        self.name, self.out, self.every = name, out, every
+        self.name, self.out, self.every = name, out, every or EVERY
         self.places = _where(nb)
         self.start = self.said = self.cell_start = time.monotonic()
         self.place = "starting the kernel"
