@@ -145,8 +145,10 @@ def test_race_compiles_outside_the_rounds():
 def test_race_bad_input_names_the_mistake():
     with pytest.raises(TypeError, match="dict of named variants"):
         timing.race([lambda: 1])
-    with pytest.raises(TypeError, match="dict of named variants"):
+    with pytest.raises(ValueError, match=r"race got an empty dict: give at least one named variant, e\.g\. \{'op by op'"):
         timing.race({})
+    with pytest.raises(ValueError, match="warmup must be a whole number >= 0"):
+        timing.race({"f": lambda: 1}, warmup=-1)
     with pytest.raises(TypeError, match=r"write lambda: f\(x\), not f\(x\)"):
         timing.race({"f": jnp.ones(3)})
     with pytest.raises(ValueError, match="rounds must be a whole number"):
