@@ -120,5 +120,5 @@ canary: setup  ## claim tests on the newest JAX on the index (downloads ~600 MB;
 	$(PY) -m jitbook.ledger --canary
 
 # The benchmarks print tables; options through BENCH_ARGS, e.g. `make bench BENCH_ARGS="--iters 20"`.
-bench: setup  ## the PLN benchmark, python -m jitbook.bench pln (5-10 min; BENCH_ARGS=--help)
+bench: setup  ## the PLN benchmark, python -m jitbook.bench pln (--iters 20: 3 min; BENCH_ARGS=--help)
 	$(PY) -m jitbook.bench pln $(BENCH_ARGS)
