@@ -6,9 +6,9 @@ descendant), terminating first and killing whatever is left after ``grace`` seco
 A server that hangs on shutdown (JupyterLab sometimes does) can then never outlive its test, and no
 ``Popen`` is left to warn from its destructor in an unrelated test.
 
-``leftovers()`` lists the processes, other than this one, that carry this test run's mark in their
-environment: ``conftest.py`` asks it at the end of the session, so a child that outlives the suite
-fails it, even one that was orphaned and adopted by init.
+``leftovers()`` lists this process's descendants (zombies included: a ``Popen`` nobody waited for) and
+the processes that carry this test run's mark in their environment: ``conftest.py`` asks it at the
+end of the session, so a child that outlives the suite fails it, even one orphaned and adopted by init.
 """
 
 import contextlib
@@ -117,15 +117,13 @@ def leftovers(wait: float = 15.0) -> dict[int, str]:
     me, mark = os.getpid(), f"{MARK}={os.getpid()}".encode()
     deadline = time.monotonic() + wait
     while True:
-        found = []
+        # Descendants too: a kernel started with an environment of its own lacks the mark.
+        found = [pid for pid, _ in descendants(me)]
         for pid in _pids():
             stat = _stat(pid)
-            if pid == me or stat is None:
-                continue
-            if stat[0] == "Z" and stat[1] == me:
-                found.append(pid)
-            elif mark in _environ(pid).split(b"\0"):
-                found.append(pid)
+            if pid not in found and pid != me and stat is not None:
+                if mark in _environ(pid).split(b"\0"):
+                    found.append(pid)
         if not found or time.monotonic() > deadline:
             break
         time.sleep(0.5)
