@@ -527,8 +527,9 @@ def test_in_a_notebook_a_check_stuck_in_compiled_code_says_what_to_do():
             "    return jax.block_until_ready(x)\n"
             "exercises.check('why-compile.ready', time_limit=1)")
     steps = _tiny(code)
-    classroom.run_steps(steps, classroom.Kernel(), cell_timeout=12, check_timeout={}, time_limit=60)
-    assert steps[0].failure == "ran longer than 12 s"
+    # A generous notebook limit: on a busy machine the kernel alone can take a minute to start.
+    stopped = classroom.run_steps(steps, classroom.Kernel(), cell_timeout=12, check_timeout={}, time_limit=600)
+    assert steps[0].failure == "ran longer than 12 s", stopped
     shown = "".join(o.get("text", "") for o in steps[0].cell.outputs)
     assert "The check of why-compile.ready is still running after 2 s" in shown
     assert "Restart the kernel" in shown
