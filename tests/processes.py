@@ -13,8 +13,10 @@ end of the session, so a child that outlives the suite fails it, even one orphan
 
 import contextlib
 import os
+import queue
 import signal
 import subprocess
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -93,6 +95,30 @@ def running(cmd: list[str], grace: float = 10.0, **kwargs) -> Iterator[subproces
         yield proc
     finally:
         stop(proc, grace)
+
+
+def lines_until(stream, marker: str, timeout: float) -> list[str]:
+    """Lines of ``stream`` up to the first holding ``marker``, its end, or ``timeout`` s,
+    whichever comes first: a server that prints nothing cannot hang the test."""
+    got: queue.Queue = queue.Queue()
+
+    def read() -> None:
+        with contextlib.suppress(ValueError, OSError):  # stop() may close the stream first
+            for line in iter(stream.readline, ""):
+                got.put(line)
+        got.put("")
+
+    threading.Thread(target=read, daemon=True).start()
+    lines, deadline = [], time.monotonic() + timeout
+    while (left := deadline - time.monotonic()) > 0:
+        try:
+            line = got.get(timeout=left)
+        except queue.Empty:
+            break
+        lines.append(line)
+        if not line or marker in line:
+            break
+    return lines
 
 
 def mark_this_run() -> None:

@@ -477,15 +477,9 @@ def test_lab_starts_without_nbgrader_and_without_errors(tmp_path):
     env = {**os.environ, "JUPYTER_CONFIG_DIR": str(config), "JUPYTER_RUNTIME_DIR": str(tmp_path / "runtime")}
     root = ["--allow-root"] if os.getuid() == 0 else []
     lab = [sys.executable, "-m", "jupyter", "lab", str(tmp_path / "notebooks"), "--no-browser", "--port", "0", *root]
-    lines = []
     # processes.running stops the server for sure (kill after 10 s), inside this test
     with processes.running(lab, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, env=env) as proc:
-        deadline = time.monotonic() + 90
-        while time.monotonic() < deadline:
-            line = proc.stderr.readline()
-            lines.append(line)
-            if not line or "Use Control-C to stop this server" in line:
-                break
+        lines = processes.lines_until(proc.stderr, "Use Control-C to stop this server", timeout=90)
     log = "".join(lines)
     assert "Use Control-C to stop this server" in log, log[-3000:]
     assert "[E " not in log and "nbgrader" not in log, log
