@@ -62,6 +62,7 @@ EXTRAS = (
     "rich",
     "nbformat",
     "pyyaml",
+    "flatbuffers",  # jax.export's serialization: without it two claims fail everywhere
 )  # what the claim tests import beside JAX and the book
 STATUSES = ("holds", "fails", "n/a")
 NEEDS = re.compile(
@@ -767,7 +768,11 @@ def canary(args: argparse.Namespace) -> list[str]:
     shutil.rmtree(folder, ignore_errors=True)
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", folder], check=True)
     python = str(folder / "bin" / "python")
-    print("canary: installing the newest jax, jaxlib, equinox and optax", flush=True)
+    print(
+        f"canary: installing the newest jax, jaxlib, equinox and optax into {folder} "
+        "(about 600 MB downloaded; --cache or JITBOOK_LEDGER_CACHE moves it)",
+        flush=True,
+    )
     subprocess.run(
         [sys.executable, "-m", "pip", "--python", python, "install", "--quiet",
          "--index-url", args.index or public_index()[0],
