@@ -132,7 +132,7 @@ def test_harness_says_which_cell_runs_and_for_how_long_during_silence(tmp_path, 
     waiting = [line for line in lines if "cell 2 of 2 (line 9), in 'Waiting'" in line]
     assert len(waiting) >= 3, lines  # about one line each half second of the 3 s cell
     assert all(line.startswith("  slow.qmd: ") and "since the chapter started" in line for line in lines)
-    assert re.search(r"running 0:0[1-9]; 0:\d\d since the chapter started$", waiting[-1]), waiting
+    assert re.search(r"running (?!0:00)\d+:\d\d; \d+:\d\d since the chapter started$", waiting[-1]), waiting
 
 
 def test_harness_is_silent_unless_asked(tmp_path, capsys):
@@ -147,10 +147,14 @@ def test_timed_stamps_each_line_and_says_when_a_command_is_silent():
     script = "import time\nprint('first', flush=True)\ntime.sleep(2)\nprint('second')\nraise SystemExit(3)"
     assert talk.stamped([sys.executable, "-c", script], every=0.5, out=said) == 3
     lines = said.getvalue().splitlines()
-    assert lines[0] == "[0:00] first", lines
-    assert any(re.fullmatch(r"\[0:0[0-2]\] \.\.\. still running \(0:0[0-2] since its last output: first\)", line)
-               for line in lines), lines
-    assert re.fullmatch(r"\[0:0[2-5]\] second", lines[-2]) and lines[-1].endswith("exited with 3"), lines
+    # the times depend on the machine's load: only their form and order are checked
+    stamp = r"\[(\d+):(\d\d)\] "
+    assert re.fullmatch(stamp + "first", lines[0]), lines
+    silent = [line for line in lines if re.fullmatch(stamp + r"\.\.\. still running \(0:0\d since its last output: first\)", line)]
+    assert silent, lines
+    assert re.fullmatch(stamp + "second", lines[-2]) and lines[-1].endswith("exited with 3"), lines
+    seconds = [int(m) * 60 + int(s) for m, s in (re.match(stamp, line).groups() for line in lines)]
+    assert seconds == sorted(seconds) and seconds[-2] - seconds[0] >= 2, lines
 
 
 def test_run_takes_a_chapter_by_name_and_lists_the_chapters_for_a_wrong_one(capsys):
