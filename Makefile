@@ -112,11 +112,11 @@ clean:  ## remove what the build wrote (_build, _book, .quarto); instant
 # The claim ledger (the "Ledger of claims" appendix): every claim test on every JAX release since 0.4.18,
 # one venv per release under ~/.cache/jitbook-ledger; resumable. Options: LEDGER_ARGS="--only-missing".
 .PHONY: ledger canary
-ledger: setup  ## claim tests on every JAX release; LEDGER_ARGS=--help for options (hours; resumable)
+ledger: setup  ## claim tests on 11 JAX releases, ~100 min, resumable (options: LEDGER_ARGS=--help)
 	$(PY) -m jitbook.ledger $(LEDGER_ARGS)
 
 # The newest JAX and jaxlib the index offers, in a scratch venv: which claims change against the lock.
-canary: setup  ## claim tests on the newest JAX on the index (downloads ~600 MB; 10-20 min)
+canary: setup  ## claim tests on the newest JAX (downloads ~600 MB; about 13 min)
 	$(PY) -m jitbook.ledger --canary
 
 # The benchmarks print tables; options through BENCH_ARGS, e.g. `make bench BENCH_ARGS="--iters 20"`.
