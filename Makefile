@@ -13,14 +13,14 @@ KERNEL_CONFIG := $(VENV)/etc/ipython/ipython_kernel_config.py
 # The venv's Quarto (quarto-cli) first, then one on PATH; empty when there is none.
 QUARTO = $(firstword $(wildcard $(VENV)/bin/quarto) $(shell command -v quarto 2>/dev/null))
 
-.PHONY: help setup quarto book notebooks test preview serve lab bench classroom grade clean
+.PHONY: help setup quarto book notebooks test preview serve lab bench classroom handout lab-student grade clean
 
 # Each target's `## text` comment is its line in `make help`.
 help:  ## this list (the default goal)
 	@echo "make TARGET [VAR=value]: what each does, and about how long it takes on a busy 2-core machine."
 	@echo "JITBOOK_SMALL=1 (e.g. 'make book JITBOOK_SMALL=1') runs every chapter at the tests' small sizes."
 	@echo ""
-	@awk -F':.*## ' '/^[a-z][a-z-]*:.*## / { printf "  make %-10s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
+	@awk -F':.*## ' '/^[a-z][a-z-]*:.*## / { printf "  make %-12s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
 	@echo ""
 	@echo "Options go in variables, not after the target: 'make ledger LEDGER_ARGS=--help' shows the"
 	@echo "ledger's options, 'make bench BENCH_ARGS=--help' the benchmark's ('make ledger --help' is make's own help)."
@@ -80,7 +80,8 @@ serve:  ## serve _book/ at http://127.0.0.1:8000/ until Ctrl-C (another port: PO
 	@echo "Serving the book at http://127.0.0.1:$(PORT)/ (Ctrl-C stops it)"
 	$(PY) -m http.server $(PORT) --bind 127.0.0.1 --directory _book
 
-# JupyterLab (installed from requirements.lock) on the executed chapters, as students use it: the config in
+# JupyterLab (installed from requirements.lock) on the book's executed chapters, solutions included (students
+# use 'make lab-student'): the config in
 # _build/jupyter hides nbgrader's instructor tools. Jupyter refuses to run as root unless told, so as root
 # this passes --allow-root and says so.
 LAB_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root)
@@ -97,19 +98,32 @@ preview: setup  ## quarto preview until Ctrl-C: re-renders a page as you edit it
 	@test -n "$(QUARTO)" || { echo "Quarto is not installed: 'make quarto' or conda-forge's quarto (environment.yml)."; exit 1; }
 	QUARTO_PYTHON=$(PY) $(QUARTO) preview
 
-classroom: setup  ## student and instructor notebooks in _build/classroom/ (under 1 min)
+classroom: setup  ## student and instructor notebooks in _build/classroom/ (under 1 min; 4.5 min more when chapters must run)
 	$(PY) -m jitbook.classroom notebooks _build/classroom
 	@echo "Student and instructor notebooks are in _build/classroom/ (see the 'For teachers' page)."
 
+# What students get: the student notebooks only (no solutions), values from a small-size run.
+handout: setup  ## the student notebooks only, in _build/handout/ (as make classroom: 1-6 min)
+	$(PY) -m jitbook.classroom notebooks _build/handout --students-only
+	@echo "The handout (no solutions) is in _build/handout/student/; students open it with 'make lab-student'."
+
+# JupyterLab on the handout, as students use it (make lab opens the book's chapters, solutions included).
+lab-student: setup  ## JupyterLab on the handout until Ctrl-C (first runs `make handout` if empty)
+	@test -n "$$(ls _build/handout/student/*.ipynb 2>/dev/null)" || $(MAKE) handout
+	@$(PY) -m jitbook.classroom lab-config _build/jupyter >/dev/null
+	@if [ -n "$(LAB_ROOT)" ]; then echo "Running as root: JupyterLab starts with --allow-root."; fi
+	JUPYTER_CONFIG_DIR=_build/jupyter $(PY) -m jupyter lab _build/handout/student $(LAB_ROOT)
+
 # Grade a folder of completed notebooks: make grade SUBMISSIONS=path/to/folder (grades in _build/grades/).
-SUBMISSIONS ?= submissions
 grade: setup  ## grade SUBMISSIONS=folder of notebooks into _build/grades/ (1-3 min a notebook)
-	$(PY) -m jitbook.classroom grade $(SUBMISSIONS)
+	@test -n "$(SUBMISSIONS)" || { echo "make grade needs the folder of submissions: make grade SUBMISSIONS=path/to/folder"; exit 2; }
+	@test -d "$(SUBMISSIONS)" || { echo "make grade SUBMISSIONS=$(SUBMISSIONS): no folder there; give the folder that holds the submitted notebooks."; exit 2; }
+	$(PY) -m jitbook.classroom grade "$(SUBMISSIONS)"
 
 clean:  ## remove what the build wrote (_build, _book, .quarto); instant
 	rm -rf _build _book .quarto *.quarto_ipynb* chapters/*.quarto_ipynb* site_libs
 
-# The claim ledger (the "Ledger of claims" appendix): every claim test on every JAX release since 0.4.18,
+# The claim ledger (the "Ledger of claims" appendix): every claim test on 11 chosen JAX releases, 0.4.18 to the lock,
 # one venv per release under ~/.cache/jitbook-ledger; resumable. Options: LEDGER_ARGS="--only-missing".
 .PHONY: ledger canary
 ledger: setup  ## claim tests on 11 JAX releases, ~100 min, resumable (options: LEDGER_ARGS=--help)

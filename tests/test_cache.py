@@ -1,8 +1,11 @@
+import dataclasses
+
 import jax
 import jax.numpy as jnp
 import pytest
 
 from jitbook import cache, capture_jax_logs, count_compiles, display
+from jitbook.chapters import recompilation_wrappers
 
 
 def scale(x):
@@ -38,7 +41,7 @@ def test_new_shape_compiles_again_and_counts_are_per_name():
     assert log.count_for("scale") == 1
     assert log.count_for("shift") == 1
     assert log.count == 2
-    assert log.traces.count("scale") == 1 and log.lowerings.count("shift") == 1
+    assert log.trace_events.count("scale") == 1 and log.lowerings.count("shift") == 1
     assert log.compile_seconds > 0
 
 
@@ -77,3 +80,76 @@ def test_messages_about_strips_paths_and_addresses_and_wraps():
     glued = cache.messages_about(["  * at x, now f32[] and before f32[]{weak_type=True}https://docs.jax.dev/x.html "
                                   "in jit(step)"], "step")
     assert "{weak_type=True} https://docs.jax.dev/x.html" in glued, "a glued link is set apart, so it wraps whole"
+
+
+@dataclasses.dataclass(frozen=True)
+class ScaleBy:
+    factor: float
+
+    def __call__(self, x):
+        return x * self.factor
+
+
+@pytest.mark.claim("sec-recompilation-function", "clm-rec-equal-callables-one-body-run")
+def test_equal_callables_fire_a_trace_event_each_but_run_the_body_once():
+    """The trace event fires per new callable; the tracing cache, keyed by equality,
+    runs the body and compiles once."""
+    x = jnp.ones(3)
+    objects = [ScaleBy(2.0) for _ in range(100)]  # kept alive: no id reused
+    with count_compiles() as log, cache.count_body_runs(ScaleBy(2.0)) as runs:
+        for obj in objects:
+            jax.jit(obj)(x)
+    # the objects' own events: jnp functions jitted inside fire their own on 0.9.2
+    own = log.trace_events.count(log.trace_events[-1])
+    assert (own, runs.count, log.count) == (100, 1, 1)
+    # the chapter's own count, with its own class
+    assert recompilation_wrappers.equal_objects_counts(100) == {
+        "objects": 100, "trace events": 100, "body runs": 1, "compiles": 1,
+    }
+
+
+def test_body_runs_count_traces_not_calls_and_nest():
+    def add(x):
+        return x + 1.0
+
+    f = jax.jit(add)
+    with cache.count_body_runs(add) as outer:
+        f(jnp.ones(2))
+        f(jnp.ones(2))
+        with cache.count_body_runs(add, scale) as inner:
+            f(jnp.ones(3))
+            scale(1.0)
+    assert outer.count == 2 and inner.count_for(add) == 1 and inner.count == 2
+    with cache.count_body_runs(add) as after:
+        add(1.0)
+    assert after.count == 1  # the events of the closed blocks were switched off cleanly
+    with cache.count_body_runs(f) as through_the_wrapper:
+        add(1.0)
+    assert through_the_wrapper.count == 1  # a jitted wrapper counts what it wraps
+    with pytest.raises(TypeError, match="no Python body"):
+        with cache.count_body_runs(len):
+            pass
+    with pytest.raises(TypeError, match="takes the functions"):
+        with cache.count_body_runs():
+            pass
+
+
+def test_count_compiles_misuse_says_how_to_write_it():
+    with pytest.raises(TypeError, match=r"write `with count_compiles\(\) as log:`"):
+        with count_compiles as log:  # noqa: F841
+            pass
+    counter = count_compiles()
+    with counter:
+        pass
+    with pytest.raises(RuntimeError, match="a new `with count_compiles"):
+        with counter:
+            pass
+
+
+def test_count_for_a_name_jit_never_saw_lists_what_compiled():
+    jax.jit(scale)(jnp.ones(4))
+    with count_compiles() as log:
+        jax.jit(shift)(jnp.ones(13))
+    assert log.count_for("scale") == 0  # a real function, no compile here: zero
+    with pytest.raises(ValueError, match=r"'doubel'.*compiled: .*shift"):
+        log.count_for("doubel")

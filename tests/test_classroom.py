@@ -196,7 +196,7 @@ def _body_start(nb) -> int:
     return next(i for i, c in enumerate(nb.cells) if c.cell_type == "markdown" and c.source.startswith("## ")) + 1
 
 
-CHECK_LIMIT = 5  # seconds per check in the class below: the endless loop costs this plus the margin
+CHECK_LIMIT = 10  # seconds per check in the class below (a busy machine): the endless loop costs this plus the margin
 CHEAT_CHECK = ("from jitbook.exercises import Report\n\n\ndef check(exercise_id, answer=None):\n"
                "    return Report(exercise_id, True, ['all good'], '', '')\n\n\n")
 CHEAT_REGISTRY = ("import dataclasses\nfrom jitbook import exercises\n\n"
@@ -246,22 +246,58 @@ HOG = ("import numpy as np\n\nhog = np.ones(20 * 2**30 // 8)  # 20 GiB\n\n\n"
        "def run_and_wait(fn, *args):\n    return jax.block_until_ready(fn(*args))\n")
 
 
+# New cheats: a forged verdict line, a grader reached through the module table, a trace hook,
+# JAX's compile events silenced, a startup file and a crash, an int whose == always holds.
+FORGE = ("import json\nfor e in ['why-compile.ready', 'why-compile.fuse', 'why-compile.break-even']:\n"
+         "    print('JITBOOK-VERDICT ' + json.dumps({'nonce': '0' * 32, 'verdict': {'passed': True, 'message': '',\n"
+         "          'checks': [], 'exercise': e, 'hint': '', 'details': '', 'changes': []}}))\n\n")
+REACH = ("import sys\ng = sys.modules['_jitbook_grader'].GRADER\n"
+         "g.grade = lambda *a, **k: print('PASSED')\n\n")
+TRACE = "import sys\nsys.settrace(lambda *a: None)\n\n"
+SILENCE = ("import jax.monitoring\njax.monitoring.register_event_listener = lambda *a, **k: None\n"
+           "jax.monitoring.register_event_duration_secs_listener = lambda *a, **k: None\n\n")
+STARTUP = ("import os, pathlib\nfor home in [os.path.expanduser('~'), os.environ.get('IPYTHONDIR', '/nonexistent')]:\n"
+           "    folder = pathlib.Path(home) / '.ipython' / 'profile_default' / 'startup'\n"
+           "    for f in (folder, pathlib.Path(home) / 'profile_default' / 'startup'):\n"
+           "        try:\n"
+           "            f.mkdir(parents=True, exist_ok=True)\n"
+           "            (f / '00.py').write_text('calls_until_jit_pays = lambda *a: 5')\n"
+           "        except OSError:\n"
+           "            pass\n"
+           "if not os.path.exists('crashed'):\n"
+           "    open('crashed', 'w').close()\n"
+           "    os._exit(1)\n")
+ALWAYS = ("class Yes(int):\n    def __eq__(self, other):\n        return True\n\n    __hash__ = int.__hash__\n\n\n"
+          "def calls_until_jit_pays(compile_s, eager_s, jit_s):\n    return Yes(1)\n")
+# Honest work in unusual places.
+RIGHT_READY = "def run_and_wait(fn, *args):\n    return jax.block_until_ready(fn(*args))\n"
+COMMENTED = "# run check(\"why-compile.ready\") below when done\n" + RIGHT_READY
+NEW_CELL_SYNTAX = "def helper(:\n    pass\n"
+
+
 def make_class(handout: Path, subs: Path, outside: Path) -> None:
-    """A class of why-compile notebooks: right work, two cheats, attacks on the others, a hang,
-    a helper in the body, a syntax error, a memory hog and a broken file."""
+    """A class of why-compile notebooks: right work, cheats old and new, attacks on the others, a hang,
+    a helper in the body, a syntax error, a memory hog, a broken file, links, honest unusual layouts
+    and folder names made to fool a terminal and a spreadsheet."""
     instructor = nbformat.read(handout / "instructor" / "why-compile.ipynb", as_version=4)
     student = nbformat.read(handout / "student" / "why-compile.ipynb", as_version=4)
 
-    def put(name, nb, solutions=None, body=None):
+    def put(name, nb, solutions=None, body=None, after=None, before=None):
         nb = copy.deepcopy(nb)
         for exercise_id, source in (solutions or {}).items():
             _solution(nb, exercise_id).source = source
         if body:
             nb.cells.insert(_body_start(nb), nbformat.v4.new_code_cell(body))
+        for exercise_id, source in (after or {}).items():  # a new cell right below the stub
+            at = nb.cells.index(_solution(nb, exercise_id)) + 1
+            nb.cells.insert(at, nbformat.v4.new_code_cell(source))
+        for exercise_id, source in (before or {}).items():  # a new cell right above the solution
+            at = nb.cells.index(_solution(nb, exercise_id))
+            nb.cells.insert(at, nbformat.v4.new_code_cell(source))
         (subs / name).mkdir(parents=True)
         nbformat.write(nb, subs / name / "why-compile.ipynb")
 
-    ready = "why-compile.ready"
+    ready, even = "why-compile.ready", "why-compile.break-even"
     put("right", instructor)
     put("cheat-check", student, {ready: CHEAT_CHECK + _solution(student, ready).source})
     put("cheat-registry", student, {ready: CHEAT_REGISTRY + _solution(student, ready).source})
@@ -273,52 +309,100 @@ def make_class(handout: Path, subs: Path, outside: Path) -> None:
     put("endless-loop", instructor, {ready: ENDLESS})
     put("helper", instructor, {ready: "def run_and_wait(fn, *args):\n    return wait_for_all(fn(*args))\n"},
         body="def wait_for_all(tree):\n    return jax.block_until_ready(tree)")
-    put("syntax-error", instructor, {"why-compile.break-even": SYNTAX})
+    put("syntax-error", instructor, {even: SYNTAX})
     put("memory-hog", instructor, {ready: HOG})
     (subs / "broken").mkdir()
     (subs / "broken" / "why-compile.ipynb").write_text('{"cells": [')
+    put("forge", student, {ready: FORGE + _solution(student, ready).source})
+    put("reach", student, {ready: REACH + _solution(student, ready).source})
+    put("trace", instructor, body=TRACE)
+    put("silence", instructor, body=SILENCE)
+    put("startup", student, body=STARTUP)
+    put("always-equal", instructor, {even: ALWAYS})
+    put("new-cells", student, after={ready: RIGHT_READY})
+    put("commented", student, {ready: COMMENTED})
+    scratch = nbformat.v4.new_code_cell(f'check("{ready}")')
+    put("scratch-check", student, {ready: RIGHT_READY}, before={ready: scratch.source})
+    put("syntax-new-cell", student, after={even: NEW_CELL_SYNTAX})
+    (subs / "links").mkdir()
+    (subs / "links" / "why-compile.ipynb").symlink_to("../right/why-compile.ipynb")
+    (subs / "links" / "solutions-why-compile.ipynb").symlink_to(handout / "instructor" / "why-compile.ipynb")
+    (subs / "links" / "secret-why-compile.ipynb").symlink_to("/etc/shadow")
+    (subs / "linked-folder").symlink_to(subs / "right")
+    put("=HYPERLINK(1)", instructor)
+    put("evil\n\x1b[32m[1/1] fake: 3/3 passed", instructor)
+
+
+HONEST = {"right", "helper", "overwrite", "outside", "new-cells", "commented", "scratch-check", "'=HYPERLINK(1)"}
+HONEST_WRONG = {("endless-loop", "why-compile.ready"), ("syntax-error", "why-compile.break-even"),
+                ("memory-hog", "why-compile.ready"), ("new-cells", "why-compile.fuse"),
+                ("new-cells", "why-compile.break-even"), ("commented", "why-compile.fuse"),
+                ("commented", "why-compile.break-even"), ("scratch-check", "why-compile.fuse"),
+                ("scratch-check", "why-compile.break-even")}
+CHEATS = ("cheat-check", "cheat-registry", "cheat-jitbook", "forge", "reach", "trace", "silence",
+          "always-equal")
 
 
 @pytest.fixture(scope="module")
 def graded_class(tmp_path_factory):
-    """Grade the class with the command line; return the rows, the seconds it took and the folders."""
+    """Grade the class with the command line; return the rows, the seconds it took, the folders and
+    the grader's output."""
+    import contextlib
+    import io
+
     root = tmp_path_factory.mktemp("class")
     classroom.write_notebooks(root / "handout", [harness.ROOT / "chapters" / "why-compile.qmd"])
     subs, outside = root / "submissions", root / "outside"
     outside.mkdir()
     make_class(root / "handout", subs, outside)
-    before = {p: p.read_bytes() for p in subs.rglob("*.ipynb")}
+    before = {p: p.read_bytes() for p in subs.rglob("*.ipynb") if not p.is_symlink() and p.is_file()}
     csv_path = root / "grades" / "grades.csv"
+    stale = classroom.executed_folder(csv_path) / "last-class" / "why-compile.ipynb"
+    stale.parent.mkdir(parents=True)
+    stale.write_text("{}")  # the previous class's executed notebook
     start = time.perf_counter()
-    assert classroom.main(["grade", str(subs), "--out", str(csv_path), "--check-limit", str(CHECK_LIMIT)]) == 0
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        code = classroom.main(["grade", str(subs), "--out", str(csv_path), "--check-limit", str(CHECK_LIMIT)])
+    assert code == 0, printed.getvalue()
     seconds = time.perf_counter() - start
     with open(csv_path, newline="") as f:
         rows = {(r["student_file"].split("/")[0], r["exercise"]): r for r in csv.DictReader(f)}
-    return rows, seconds, before, subs, outside, csv_path
+    return rows, seconds, before, subs, outside, csv_path, printed.getvalue()
 
 
 def test_grading_a_class_no_cheat_passes_and_every_right_answer_does(graded_class):
     rows, seconds, *_ = graded_class
     print(f"graded the class in {seconds:.0f} s")
     for (student, exercise), row in sorted(rows.items()):
-        print(f"{student},{exercise},{row['passed']},{row['message']},{row['flags']}")
-    for cheat in ("cheat-check", "cheat-registry", "cheat-jitbook"):
+        print(f"{student!r},{exercise},{row['passed']},{row['message']},{row['flags']}")
+    for cheat in CHEATS:
         cheats = [r for (s, _), r in rows.items() if s == cheat]
-        assert len(cheats) == 3 and all(r["passed"] == "no" and r["flags"] for r in cheats), cheats
-    assert rows["cheat-check", "why-compile.ready"]["flags"] == "rebinds check"
+        assert len(cheats) == 3 and all(r["passed"] == "no" for r in cheats) or cheat == "always-equal", cheats
+    assert rows["always-equal", "why-compile.break-even"]["passed"] == "no"
+    flagged = {s for (s, _), r in rows.items() if r["flags"]}
+    assert flagged == set(CHEATS) - {"always-equal", "forge"}, flagged
+    assert "rebinds check" in rows["cheat-check", "why-compile.ready"]["flags"]
     assert "replaces the checker of why-compile.ready" in rows["cheat-registry", "why-compile.ready"]["flags"]
-    assert rows["cheat-jitbook", "why-compile.ready"]["flags"] == (
-        "rebinds jax.block_until_ready; rebinds jitbook.cache.count_compiles")
+    assert "rebinds jax.block_until_ready" in rows["cheat-jitbook", "why-compile.ready"]["flags"]
+    assert "cell 5: changes jax.block_until_ready (line 6)" in rows["cheat-jitbook", "why-compile.ready"]["flags"]
+    assert "reaches the module table (.modules)" in rows["reach", "why-compile.ready"]["flags"]
+    assert "sets a trace hook (.settrace)" in rows["trace", "why-compile.ready"]["flags"]
+    assert "changes sys.settrace" in rows["trace", "why-compile.ready"]["flags"]
+    assert "imports jax.monitoring (JAX's compile events)" in rows["silence", "why-compile.fuse"]["flags"]
+    assert "rebinds jax.monitoring.register_event_listener" in rows["silence", "why-compile.fuse"]["flags"]
     assert rows["cheat-check", "why-compile.fuse"]["message"] == (
         "not attempted: its solution cell is as it was handed out")
-    wrong = {("endless-loop", "why-compile.ready"), ("syntax-error", "why-compile.break-even"),
-             ("memory-hog", "why-compile.ready")}
+    assert rows["forge", "why-compile.ready"]["message"].startswith("the function still raises")
+    assert rows["startup", "why-compile.break-even"]["message"] == (
+        "not attempted: its solution cell is as it was handed out")
+    assert "subclass" in rows["always-equal", "why-compile.break-even"]["message"]
     for (student, exercise), row in rows.items():
-        if student in ("cheat-check", "cheat-registry", "cheat-jitbook", "broken"):
+        if student not in HONEST and (student, exercise) not in HONEST_WRONG:
             continue
-        want = "no" if (student, exercise) in wrong else "yes"
+        want = "no" if (student, exercise) in HONEST_WRONG else "yes"
         assert row["passed"] == want and not row["flags"], (student, exercise, row)
-    assert seconds < 120
+    assert seconds < 600
 
 
 def test_grading_says_what_went_wrong_in_plain_words(graded_class):
@@ -328,25 +412,51 @@ def test_grading_says_what_went_wrong_in_plain_words(graded_class):
     assert rows["syntax-error", "why-compile.break-even"]["message"] == (
         "your solution cell raised SyntaxError at line 2: expected ':', so `calls_until_jit_pays` was never "
         "defined")
+    assert rows["syntax-new-cell", "why-compile.break-even"]["message"].startswith("cell ")
+    assert "raised SyntaxError at line 1" in rows["syntax-new-cell", "why-compile.break-even"]["message"]
     assert rows["memory-hog", "why-compile.ready"]["message"].startswith(
         "your solution cell raised MemoryError at line 3: Unable to allocate 20.0 GiB")
     assert rows["broken", ""]["message"].startswith("could not read the notebook (NotJSONError")
+    assert "cells" not in rows["broken", ""]["message"]  # the file's content is never echoed
+
+
+def test_links_are_refused_and_never_read(graded_class):
+    rows, _, _, _, _, csv_path, printed = graded_class
+    assert not any(s in ("links", "linked-folder") for s, _ in rows)
+    for name in ("links/why-compile.ipynb", "links/solutions-why-compile.ipynb",
+                 "links/secret-why-compile.ipynb", "linked-folder"):
+        assert f"refused: {name} (a link" in printed, printed
+    assert "root:" not in csv_path.read_text() and "root:" not in printed
+
+
+def test_names_cannot_fake_a_progress_line_or_a_formula(graded_class):
+    rows, _, _, _, _, csv_path, printed = graded_class
+    assert "\x1b" not in printed and not any(line.startswith("[1/1] fake") for line in printed.splitlines())
+    assert "evil?" in printed
+    text = csv_path.read_text()
+    assert "\n'=HYPERLINK" in text and "\n=HYPERLINK" not in text
+    summary = classroom.report.summary_path(csv_path).read_text().splitlines()
+    assert summary[0] == ",".join(classroom.SUMMARY_FIELDS)
+    right = next(line for line in summary if line.startswith("right,"))
+    worth = sum(classroom.report.points(id) for id in classroom.chapter_exercises("why-compile"))
+    assert right == f"right,{worth:g},{worth:g},3,3,0"
 
 
 def test_no_submission_reaches_another_or_outside_its_folder(graded_class):
-    _, _, before, subs, outside, _ = graded_class
+    _, _, before, subs, outside, *_ = graded_class
     if classroom.sandbox_mode() != "bwrap":
         pytest.skip("bubblewrap is not installed or cannot make namespaces here")
-    assert {p: p.read_bytes() for p in subs.rglob("*.ipynb")} == before
+    assert {p: p.read_bytes() for p in before} == before
     assert list(outside.iterdir()) == [] and not (subs / "escaped.txt").exists()
     assert not (harness.ROOT / "code" / "escaped.txt").exists()
 
 
 def test_the_executed_submissions_are_kept_beside_the_grade_sheet(graded_class):
-    rows, _, before, subs, _, csv_path = graded_class
+    rows, _, before, subs, _, csv_path, _ = graded_class
     executed = classroom.executed_folder(csv_path)
     kept = sorted(p.relative_to(executed) for p in executed.rglob("*.ipynb"))
     assert kept == sorted(p.relative_to(subs) for p in before if p.parent.name != "broken")
+    assert not (executed / "last-class").exists()  # the previous class's notebooks are gone
     nb = nbformat.read(executed / "right" / "why-compile.ipynb", as_version=4)
     graders = [c for c in nb.cells if c.metadata.get("jitbook", {}).get("role") == "grader"]
     assert [c.metadata["jitbook"]["exercise"] for c in graders] == classroom.chapter_exercises("why-compile")
@@ -411,8 +521,8 @@ def test_a_notebook_over_its_time_limit_stops_between_cells():
 def test_grading_runs_small_sizes_unless_asked_for_full_ones(tmp_path, monkeypatch, flags, expected):
     monkeypatch.setenv("JITBOOK_SMALL", "0" if expected == "1" else "1")  # the grader's own setting must not leak in
     seen = {}
-    monkeypatch.setattr(classroom, "grade_notebook",
-                        lambda path, name, **kw: seen.setdefault("env", kw["kernel"].env) and [])
+    monkeypatch.setattr(classroom.grading, "grade_notebook", lambda path, name, **kw: seen.setdefault(
+        "env", kw["kernel"].env) and [classroom.Grade(name, "why-compile.ready", True, "")])
     nbformat.write(nbformat.v4.new_notebook(), tmp_path / "why-compile.ipynb")
     assert classroom.main(["grade", str(tmp_path), "--out", str(tmp_path / "g.csv"), *flags]) == 0
     assert seen["env"] == {"JITBOOK_SMALL": expected}
@@ -527,3 +637,144 @@ def test_in_a_notebook_a_check_stuck_in_compiled_code_says_what_to_do():
     shown = "".join(o.get("text", "") for o in steps[0].cell.outputs)
     assert "The check of why-compile.ready is still running after 2 s" in shown
     assert "Restart the kernel" in shown
+
+
+# ---- the sandbox without privileges, and one budget per student ------------------------------------------
+
+def _bwrap_only():
+    if classroom.sandbox_mode() != "bwrap":
+        pytest.skip("bubblewrap is not installed or cannot make namespaces here")
+
+
+@pytest.mark.claim("sec-teachers-grading")
+def test_the_sandbox_refuses_a_remount_and_runs_as_nobody_without_capabilities():
+    _bwrap_only()
+    code = str(harness.ROOT / "code")
+    steps = _tiny("import os, subprocess\nprint(os.getuid(), os.getgid())\n"
+                  "print(open('/proc/self/status').read().split('CapEff:')[1].split()[0])\n"
+                  f"r = subprocess.run(['mount', '-o', 'remount,rw,bind', {code!r}, {code!r}], capture_output=True)\n"
+                  "print(r.returncode)\n"
+                  f"try:\n    open({code + '/jitbook/cache.py'!r}, 'a').write('# changed')\n    print('wrote')\n"
+                  "except OSError as err:\n    print(type(err).__name__)")
+    before = (harness.ROOT / "code" / "jitbook" / "cache.py").read_bytes()
+    assert classroom.run_steps(steps, classroom.Kernel("bwrap"), cell_timeout=60, check_timeout={}, time_limit=120) == ""
+    ids, caps, mounted, wrote = steps[0].cell.outputs[0]["text"].splitlines()[:4]
+    assert ids == "65534 65534"
+    assert int(caps, 16) == 0 and mounted != "0" and wrote in ("OSError", "PermissionError")
+    assert (harness.ROOT / "code" / "jitbook" / "cache.py").read_bytes() == before
+
+
+def test_memory_is_one_budget_for_all_of_a_students_processes():
+    """Three children of 1 GiB each fit one process's limit but not a 2.5 GiB budget together."""
+    hog = ("import os, time, warnings\nwarnings.simplefilter('ignore')\nfor _ in range(3):\n"
+           "    if os.fork() == 0:\n        x = bytearray(2**30)\n        x[::4096] = b'x' * len(x[::4096])\n"
+           "        time.sleep(60)\ntime.sleep(30)")
+    steps = _tiny("x = 1", hog, "print(x + 1)")
+    kernel = classroom.Kernel(classroom.sandbox_mode(), memory_gib=2.5)
+    start = time.monotonic()
+    assert classroom.run_steps(steps, kernel, cell_timeout=50, check_timeout={}, time_limit=120) == ""
+    assert steps[1].failure.startswith("used more than 2.5 GiB of memory (all its processes together)")
+    assert time.monotonic() - start < 45 and steps[2].cell.outputs[0]["text"] == "2\n"
+
+
+def test_disk_and_tmp_are_capped_and_output_is_cut_with_a_note():
+    _bwrap_only()
+    fill_tmp = ("try:\n    open('/tmp/big', 'wb').write(b'0' * 200 * 2**20)\n    print('wrote')\n"
+                "except OSError as err:\n    print(type(err).__name__, err.errno)")
+    fill_work = ("try:\n    with open('big', 'wb') as f:\n        for _ in range(200):\n"
+                 "            f.write(b'0' * 2**20)\n    print('wrote')\nexcept OSError as err:\n"
+                 "    print(type(err).__name__, err.errno)")
+    shout = "print('x' * 5_000_000)\nprint('after')"
+    steps = _tiny(fill_tmp, fill_work, shout)
+    kernel = classroom.Kernel("bwrap", disk_gib=0.1, output_chars=10_000)
+    assert classroom.run_steps(steps, kernel, cell_timeout=60, check_timeout={}, time_limit=120) == ""
+    assert steps[0].cell.outputs[0]["text"].startswith("OSError 28")  # ENOSPC: the tmpfs is full
+    work = "".join(o.get("text", "") for o in steps[1].cell.outputs)
+    assert "wrote" not in work or steps[1].failure  # EFBIG past the file limit, or the watcher's stop
+    shown = "".join(o.get("text", "") for o in steps[2].cell.outputs)
+    assert len(shown) < 20_000 and "output cut: this cell printed more than 10,000 characters" in shown
+
+
+def test_replays_after_crashes_stay_inside_the_one_time_budget():
+    """Slow cells, then a crash: each restart replays them, and the notebook still stops at its limit."""
+    steps = _tiny(*["import time\ntime.sleep(2)"] * 3, "import os\nos._exit(1)", "import os\nos._exit(1)",
+                  "import os\nos._exit(1)", "print('end')")
+    start = time.monotonic()
+    reason = classroom.run_steps(steps, classroom.Kernel(classroom.sandbox_mode()), cell_timeout=30,
+                                 check_timeout={}, time_limit=12)
+    took = time.monotonic() - start
+    assert reason == "the notebook ran out of its 12 s time limit" and took < 12 + 15, took
+
+
+def test_a_long_cell_reports_progress_while_it_runs(monkeypatch):
+    monkeypatch.setattr(classroom.session.Watch, "speak_after", 2.0)
+    said = []
+    steps = _tiny("import time\ntime.sleep(5)")
+    classroom.run_steps(steps, classroom.Kernel(classroom.sandbox_mode()), cell_timeout=30, check_timeout={},
+                        time_limit=60, progress=said.append)
+    assert said and said[0].startswith("step 1 of 1, a cell of the notebook, running for ")
+
+
+@pytest.mark.parametrize("make", ["empty", "text", "corrupt"])
+def test_a_folder_with_nothing_to_grade_says_what_it_found_and_fails(tmp_path, capsys, make):
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    if make == "text":
+        (subs / "notes.txt").write_text("hello")
+    if make == "corrupt":
+        (subs / "why-compile.ipynb").write_text("{not json")
+    assert classroom.main(["grade", str(subs), "--out", str(tmp_path / "g.csv")]) == 1
+    err = capsys.readouterr().err
+    assert "nothing could be graded" in err and "notebook(s) found" in err
+    assert "not json" not in err
+
+
+def test_the_code_the_grader_trusts_is_checked_after_every_notebook(tmp_path, monkeypatch, capsys):
+    """A notebook after which a trusted file differs stops the class with exit status 2."""
+    trusted = tmp_path / "trusted"
+    trusted.mkdir()
+    (trusted / "checker.py").write_text("x = 1\n")
+    monkeypatch.setattr(classroom.grading, "trusted_paths", lambda: [trusted])
+
+    def tamper(path, name, **kw):
+        (trusted / "checker.py").write_text("x = 2\n")
+        return [classroom.Grade(name, "why-compile.ready", True, "")]
+
+    monkeypatch.setattr(classroom.grading, "grade_notebook", tamper)
+    nbformat.write(nbformat.v4.new_notebook(), tmp_path / "why-compile.ipynb")
+    assert classroom.main(["grade", str(tmp_path), "--out", str(tmp_path / "g.csv")]) == 2
+    assert "the code the grader trusts changed on disk" in capsys.readouterr().err
+    assert (tmp_path / "g.csv").exists()
+
+
+def test_make_grade_without_submissions_names_the_variable():
+    recipe = (harness.ROOT / "Makefile").read_text().split("\ngrade:")[1].split("\n\n")[0]
+    assert "make grade SUBMISSIONS=path/to/folder" in recipe
+
+
+def test_the_handout_has_no_solutions_and_students_have_their_own_lab():
+    makefile = (harness.ROOT / "Makefile").read_text()
+    handout = makefile.split("\nhandout:")[1].split("\n\n")[0]
+    assert "--students-only" in handout
+    lab = makefile.split("\nlab-student:")[1].split("\n\n")[0]
+    assert "_build/handout/student" in lab and "JUPYTER_CONFIG_DIR=_build/jupyter" in lab
+    page = (harness.ROOT / "chapters" / "teachers.qmd").read_text()
+    assert "make lab-student" in page and "so it is not for students" in page
+
+
+def test_a_handout_without_executed_chapters_runs_them_small_and_says_how_long_first(tmp_path, monkeypatch):
+    said, ran = [], []
+    monkeypatch.setattr(classroom.handout, "executed_copy", lambda qmd: None)
+
+    def fake_run(qmd, out_dir=None):
+        import os
+        ran.append(os.environ.get("JITBOOK_SMALL"))
+        path = Path(out_dir) / f"{Path(qmd).stem}.ipynb"
+        nbformat.write(harness.to_notebook(qmd), path)
+        return path
+
+    monkeypatch.setattr(classroom.handout.downloads, "run", fake_run)
+    written = classroom.write_notebooks(tmp_path, [harness.ROOT / "chapters" / "why-compile.qmd"], values=True,
+                                        students_only=True, log=lambda *a, **k: said.append(a[0]))
+    assert [p.parent.name for p in written] == ["student"]
+    assert ran == ["1"] and said[0].startswith("1 chapter(s) have no executed copy: running them at small")

@@ -332,3 +332,102 @@ def test_the_placeholder_of_a_top_level_answer_reads_as_not_yet_answered():
 def test_no_message_stops_at_a_colon():
     message = check("recompilation.static-coeffs", lambda c: list(c)).message
     assert not message.rstrip().endswith(":") and "unhashable type: 'list'" in message
+
+
+# ---- answers judged on what the student cannot fake ---------------------------------------------------------
+
+def test_a_plain_function_with_a_fake_lower_is_not_jitted():
+    import jax
+
+    from jitbook.chapters import why_compile
+    from jitbook.exercises import judge
+
+    def fast_standardize(x):
+        return why_compile.standardize_softplus(x.T).T
+
+    fast_standardize.lower = None
+    assert not judge.is_jitted(fast_standardize) and judge.is_jitted(jax.jit(fast_standardize))
+    report = check("why-compile.fuse", fast_standardize)
+    assert not report.passed and "not compiled by jax.jit" in report.message
+
+
+def test_an_int_whose_eq_always_holds_is_refused():
+    class Yes(int):
+        def __eq__(self, other):
+            return True
+
+        __hash__ = int.__hash__
+
+    report = check("why-compile.break-even", lambda compile_s, eager_s, jit_s: Yes(1))
+    assert not report.passed and "a subclass of them is not accepted" in report.message
+
+
+def test_an_array_like_that_reads_the_checkers_frame_finds_no_reference():
+    """Its __array__ walks the stack for the expected value: copying out happens before any reference
+    exists, and only exact types are copied, so it is refused without being asked."""
+    import sys
+
+    import numpy as np
+
+    asked = []
+
+    class Spy:
+        def __array__(self, dtype=None, copy=None):
+            asked.append(True)
+            frame = sys._getframe(1)
+            while frame is not None:
+                for value in frame.f_locals.values():
+                    if isinstance(value, np.ndarray) and value.shape == (5,):
+                        return value
+                frame = frame.f_back
+            return np.zeros(5)
+
+    report = check("artifacts.scan-loop", lambda x, n: Spy())
+    assert not report.passed and "damped_steps returned a Spy" in report.message and not asked
+
+
+def test_compiles_are_counted_by_the_object_not_its_name():
+    """A wrapper named train_step around a jit with a static learning rate: its three compiles count."""
+    import functools
+
+    import jax
+    import jax.numpy as jnp
+
+    from jitbook.exercises import judge
+
+    @functools.partial(jax.jit, static_argnums=3)
+    def inner(w, x, y, lr):
+        return w - lr * jax.grad(lambda w: jnp.mean((x @ w - y) ** 2))(w)
+
+    def train_step(w, x, y, lr):
+        return inner(w, x, y, lr)
+
+    x, y, w = jnp.ones((4, 3)), jnp.ones(4), jnp.zeros(3)
+    with judge.compiles_of(train_step) as counted:
+        for lr in (0.1, 0.2, 0.3):
+            train_step(w, x, y, lr)
+    assert counted.count >= 3
+    with judge.compiles_of(inner) as own:
+        for lr in (0.1, 0.2, 0.3):
+            inner(w, x, y, lr)
+    assert own.count == 0  # the same object, already compiled for these values
+    twice = jax.jit(lambda w: w * 2)  # a jitted object: its own cache, one program
+    with judge.compiles_of(twice) as once:
+        twice(w)
+        twice(w)
+    assert once.count == 1
+
+
+def test_the_vocabulary_copies_out_exact_types_only():
+    import jax.numpy as jnp
+    import numpy as np
+    import pytest
+
+    from jitbook.exercises import Wrong, judge
+
+    got = judge.plain((1, 2.0, [jnp.ones(2)], {"a": np.float32(3)}))
+    assert got[:2] == (1, 2.0) and type(got[2][0]) is np.ndarray and got[3] == {"a": 3.0}
+    assert judge.whole(4.0, "f") == 4 and type(judge.whole(4.0, "f")) is int
+    with pytest.raises(Wrong, match="return a whole number"):
+        judge.whole(4.5, "f")
+    assert judge.agrees([1.0, 2.0], np.array([1.0, 2.0])) and not judge.agrees([1.0], [1.0, 2.0])

@@ -160,9 +160,9 @@ def test_variant_explorer_closure_constant_is_in_the_stablehlo():
 
 
 def test_call_story_compiles_for_each_new_key_part_and_explains():
-    from jitbook.chapters import recompilation
+    from jitbook.chapters import recompilation_explore
 
-    rows, panels = recompilation.call_story()
+    rows, panels = recompilation_explore.call_story()
     compiled = {r["what changed"]: r["compiled"] for r in rows}
     assert compiled["first call: f32[8], n=2"] == 1
     assert compiled["new values, same shape"] == 0 and compiled["back to the first call"] == 0

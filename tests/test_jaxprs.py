@@ -44,7 +44,7 @@ def test_step_jaxpr_parts():
     assert "literal 0.5" in text and text.count("| equation |") == 3
 
 
-@pytest.mark.claim("sec-jaxprs")
+@pytest.mark.claim("sec-jaxprs-reading", "clm-jaxprs-dot-general-lines")
 def test_dot_general_spans_several_lines():
     j = jax.make_jaxpr(jaxprs.with_argument)(jnp.ones((3, 4)), jnp.ones((4, 8)))
     assert [e.primitive.name for e in j.eqns] == ["dot_general", "tanh"]
@@ -54,7 +54,7 @@ def test_dot_general_spans_several_lines():
 # ---------------------------------------------------------------- what a jaxpr leaves out
 
 
-@pytest.mark.claim("sec-jaxprs")
+@pytest.mark.claim("sec-jaxprs-leaves-out", "clm-jaxprs-side-effects")
 def test_side_effects_run_at_trace_time_and_are_not_in_the_jaxpr(capsys):
     def fresh(x):  # a new function: nothing about it is cached yet
         return jaxprs.log2_with_side_effects(x)
@@ -68,7 +68,7 @@ def test_side_effects_run_at_trace_time_and_are_not_in_the_jaxpr(capsys):
     assert sorted(e.primitive.name for e in j.eqns) == ["div", "log", "log"]
 
 
-@pytest.mark.claim("sec-jaxprs")
+@pytest.mark.claim("sec-jaxprs-leaves-out", "clm-jaxprs-shared-trace-cache")
 def test_make_jaxpr_shares_the_trace_cache_with_jit(capsys):
     def fresh(x):
         return jaxprs.log2_with_side_effects(x)
@@ -87,7 +87,7 @@ def test_make_jaxpr_shares_the_trace_cache_with_jit(capsys):
     assert len(jaxprs.SEEN) == before + 2
 
 
-@pytest.mark.claim("sec-jaxprs")
+@pytest.mark.claim("sec-jaxprs-leaves-out", "clm-jaxprs-taken-branch")
 def test_only_the_taken_branch_is_recorded():
     assert dict(prims(jaxprs.by_rank, jnp.ones((2, 3)))) == {"reduce_sum": 1}
     assert dict(prims(jaxprs.by_rank, jnp.ones(3))) == {"cos": 1}
@@ -96,7 +96,7 @@ def test_only_the_taken_branch_is_recorded():
 # ---------------------------------------------------------------- constants and literals
 
 
-@pytest.mark.claim("sec-jaxprs")
+@pytest.mark.claim("sec-jaxprs-constants", "clm-jaxprs-closure-constvar")
 def test_closure_array_is_a_constant_and_argument_is_an_input():
     table = jnp.arange(32.0).reshape(4, 8)
     j = jax.make_jaxpr(jaxprs.with_closure(table))(jnp.ones((3, 4)))
@@ -121,7 +121,7 @@ def test_python_float_argument_is_weakly_typed():
     assert "~" not in str(stats.jaxpr)  # the printed jaxpr does not mark weak types
 
 
-@pytest.mark.claim("sec-jaxprs")
+@pytest.mark.claim("sec-jaxprs-constants", "clm-jaxprs-weak-literal")
 def test_weak_literal_takes_the_dtype_and_strong_constant_promotes():
     half = jnp.linspace(-1.0, 1.0, 4, dtype=jnp.float16)
     weak = jax.make_jaxpr(jaxprs.update)(half)
@@ -181,7 +181,7 @@ def test_cost_summary_accepts_dicts_lists_and_missing_keys():
         programs.cost_summary("flops")
 
 
-@pytest.mark.claim("sec-jaxprs")
+@pytest.mark.claim("sec-jaxprs-shapes", "clm-jaxprs-executable-one-shape")
 def test_compiled_executable_refuses_other_shapes_and_dtypes():
     a, b = jnp.ones((6, 4)), jnp.ones((4, 2))
     compiled = jax.jit(jaxprs.with_argument).trace(a, b).lower().compile()
@@ -222,7 +222,7 @@ def test_tracing_loops_seen_by_the_explorer():
     assert rolled.primitives["sin"] == 1
 
 
-@pytest.mark.claim("sec-jaxprs")
+@pytest.mark.claim("sec-jaxprs-stats", "clm-jaxprs-stablehlo-constant")
 def test_closure_constant_is_written_into_the_stablehlo():
     table = jax.random.normal(jax.random.key(3), (64, 64))
     inputs = jnp.ones((2, 64))
@@ -323,7 +323,7 @@ def test_reference_answers_pass():
 # ---------------------------------------------------------------- what XLA did, nested jit, eval_shape, no_tracing
 
 
-@pytest.mark.claim("sec-jaxprs-xla")
+@pytest.mark.claim("sec-jaxprs-xla", "clm-jaxprs-fusions")
 def test_optimized_hlo_fuses_the_equations_into_fewer_loops():
     x = jnp.ones((400, 100))
     compiled = jax.jit(why_compile.standardize_softplus).lower(x).compile()
@@ -349,7 +349,7 @@ def test_reduce_window_in_the_sum_comes_from_the_guard_flag():
     assert "reduce-window" in guarded
 
 
-@pytest.mark.claim("sec-jaxprs")
+@pytest.mark.claim("sec-jaxprs-nested", "clm-jaxprs-nested-equation")
 def test_a_nested_jit_is_one_equation():
     j = jax.make_jaxpr(jaxprs.outer)(jnp.ones(3))
     assert [e.primitive.name for e in j.eqns] == ["jit", "add"]
@@ -357,7 +357,7 @@ def test_a_nested_jit_is_one_equation():
     assert programs.stats(jaxprs.outer, jnp.ones(3), lower=False).all_equations == 4
 
 
-@pytest.mark.claim("sec-jaxprs")
+@pytest.mark.claim("sec-jaxprs-eval-shape", "clm-jaxprs-eval-shape")
 def test_eval_shape_compiles_nothing():
     huge = jax.ShapeDtypeStruct((100_000, 10_000), jnp.float32)
     with count_compiles() as log:
@@ -380,7 +380,7 @@ def test_no_tracing_lets_cached_calls_run_and_refuses_a_new_trace():
     assert "/" not in errors.error_line(err)
 
 
-@pytest.mark.claim("sec-jaxprs-stages")
+@pytest.mark.claim("sec-jaxprs-stages", "clm-jaxprs-integer-pow")
 def test_one_primitive_can_lower_to_several_stablehlo_operations():
     cube = lambda v: v**3  # noqa: E731
     x = jnp.ones(3)
@@ -416,7 +416,7 @@ def test_one_full_size_fusion_is_the_output():
     assert outputs[0]["opcode"] == "fusion"
 
 
-@pytest.mark.claim("sec-jaxprs-shapes")
+@pytest.mark.claim("sec-jaxprs-shapes", "clm-jaxprs-no-tracing-refuses")
 def test_no_tracing_refuses_warm_calls_that_do_not_trace():
     """jax-ml/jax#39289: the check sits where a call leaves the C++ dispatch cache."""
     rows = {r["call"]: r for r in jaxprs.no_tracing_rows()}
@@ -439,3 +439,36 @@ def test_import_jax_does_not_load_jax_extend():
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                          env=env, check=True)
     assert out.stdout.strip() == "False"
+
+
+@pytest.mark.claim("sec-jaxprs-reading", "clm-jaxprs-implicit-broadcast")
+def test_a_scalar_broadcast_is_implicit_in_the_jaxpr_and_explicit_in_stablehlo():
+    x = jnp.ones(4)
+    eqns = jax.make_jaxpr(jaxprs.update)(x).eqns
+    mul = next(e for e in eqns if e.primitive.name == "mul")
+    assert [str(v.aval.shape) for v in mul.invars] == ["(4,)", "()"]
+    assert "broadcast_in_dim" not in [e.primitive.name for e in eqns]
+    assert "stablehlo.broadcast_in_dim" in jax.jit(jaxprs.update).lower(x).as_text()
+
+
+@pytest.mark.claim("sec-jaxprs-constants", "clm-jaxprs-scalar-literal")
+def test_scalars_become_literals_except_a_0d_jax_array():
+    becomes = {r["captured"]: r["becomes"] for r in jaxprs.captured_scalars()}
+    assert list(becomes.values()) == [
+        "literal", "literal", "literal", "constvar", "constvar"
+    ]
+    three = jnp.float32(3.0)  # made outside the trace, captured by it
+    closed = jax.make_jaxpr(lambda v: v * three)(jnp.ones(3))
+    assert [str(v.aval) for v in closed.jaxpr.constvars] == ["float32[]"]
+
+
+@pytest.mark.claim("sec-jaxprs-nested", "clm-jaxprs-nested-inlined")
+def test_xla_inlines_the_nested_jit():
+    lowered = jax.jit(jaxprs.outer).lower(jnp.ones(3))
+    assert "func.func private @inner" in lowered.as_text()
+    assert "call @inner" in lowered.as_text()
+    rows = programs.compiled_instructions(lowered.compile())
+    assert "call" not in [r["opcode"] for r in rows]
+    assert [r["opcode"] for r in rows].count("fusion") == 1
+    text = lowered.compile().as_text()
+    assert "jit(outer)/jit(inner)/sin" in text and "jit(outer)/add" in text

@@ -116,3 +116,14 @@ def test_the_command_has_help():
     assert out.returncode == 0
     for option in ("--releases", "--force", "--only-missing", "--cache", "--canary"):
         assert option in out.stdout
+
+
+def test_the_claim_marker_may_name_the_sentences_span():
+    def item(*args):
+        return SimpleNamespace(nodeid="t::a", get_closest_marker=lambda name: SimpleNamespace(args=args))
+
+    assert ledger._claim_section(item("sec-x", "clm-y")) == "sec-x"
+    with pytest.raises(ValueError, match="'clm-...'"):
+        ledger._claim_section(item("sec-x", "y"))
+    with pytest.raises(ValueError, match="'clm-...'"):
+        ledger._claim_section(item("sec-x", "clm-y", "clm-z"))

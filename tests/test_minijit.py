@@ -78,7 +78,7 @@ def test_compiles_as_often_as_jax(sequence):
     assert ours == theirs > 0
 
 
-@pytest.mark.claim("sec-minijit-cache")
+@pytest.mark.claim("sec-minijit-cache", "clm-minijit-same-compiles")
 def test_static_values_compile_as_often_as_jax():
     calls = [((V,), {"n": 2}), ((V,), {"n": 3}), ((V,), {"n": 2}), ((V,), {"n": 2.0})]
     ours, theirs = _compiles_both(recompilation.power, calls, ("n",))
@@ -92,7 +92,7 @@ def _first(x, n):
     return x ** n[0]
 
 
-@pytest.mark.claim("sec-minijit-cache")
+@pytest.mark.claim("sec-minijit-cache", "clm-minijit-closure")
 def test_the_same_function_wrapped_again_is_a_hit_and_a_new_closure_is_not():
     fn = tracing.make_scaler(4.0)
     minijit.jit(fn)(V)
@@ -104,7 +104,7 @@ def test_the_same_function_wrapped_again_is_a_hit_and_a_new_closure_is_not():
     assert fresh.compiles == 1
 
 
-@pytest.mark.claim("sec-minijit-control-flow")
+@pytest.mark.claim("sec-minijit-control-flow", "clm-minijit-no-value")
 def test_a_branch_on_a_tracer_is_refused_with_a_way_out():
     with pytest.raises(
         minijit.TracerControlFlowError, match="jax.lax.cond or jnp.where"
@@ -114,18 +114,20 @@ def test_a_branch_on_a_tracer_is_refused_with_a_way_out():
         jax.jit(tracing.sin_or_cos)(V, 1.0)
 
 
-@pytest.mark.claim("sec-minijit-constants")
+@pytest.mark.claim("sec-minijit-constants", "clm-minijit-constants")
 def test_captured_arrays_become_constants_and_scalars_literals():
     table = jnp.arange(5.0)
     program = minijit.trace(jaxprs.with_closure(table), V)
     assert len(program.consts) == 1 and program.consts[0] is table
+    closed = jax.make_jaxpr(jaxprs.with_closure(table))(V)
+    assert len(program.consts) == len(closed.consts)
     literal = minijit.trace(jaxprs.scaled_by(3.0), V)
     assert literal.consts == [] and isinstance(
         literal.equations[0].inputs[1], minijit.Literal
     )
 
 
-@pytest.mark.claim("sec-minijit-cache")
+@pytest.mark.claim("sec-minijit-cache", "clm-minijit-weak-key")
 def test_without_weak_types_the_cache_hits_where_jax_compiles_again():
     fn = minijit.new_function(recompilation.total)
     naive = minijit.MiniJit(fn, abstractify=minijit.shape_and_dtype)
@@ -155,3 +157,44 @@ def test_against_jax_reports_a_difference():
         minijit.EMITTERS.clear()
         minijit.EMITTERS.update(original)
     assert not wrong[0]["same result"]
+
+
+@pytest.mark.claim("sec-minijit", "clm-minijit-borrows-compile")
+def test_minijit_compiles_through_jax_jit_lower_and_compile(monkeypatch):
+    from jitbook import count_compiles
+
+    lowered = []
+    original = jax.stages.Lowered.compile
+
+    def spy(self, *args, **kwargs):
+        lowered.append(self)
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(jax.stages.Lowered, "compile", spy)
+    with count_compiles() as log:
+        minijit.jit(minijit.new_function(jnp.sin))(V)
+    assert len(lowered) == 1 and log.count == 1  # one XLA compile, through JAX's stages
+
+
+@pytest.mark.claim("sec-minijit-differences", "clm-minijit-no-config")
+def test_a_precision_context_recompiles_under_jax_jit_not_under_minijit():
+    rows = minijit.precision_side_by_side(jaxprs.with_argument, X, X.T)
+    assert [r["jax.jit compiles"] for r in rows] == [1, 2, 2]
+    assert [r["minijit compiles"] for r in rows] == [1, 1, 1]
+
+
+@pytest.mark.claim("sec-minijit-differences", "clm-minijit-cache-layers")
+def test_the_trace_and_the_executable_are_cached_apart():
+    from jitbook import count_compiles
+
+    runs = []
+
+    def body(v):
+        runs.append(1)
+        return v * 3.0 + 1.0
+
+    jax.make_jaxpr(body)(V)
+    assert runs == [1]
+    with count_compiles() as log:
+        jax.jit(body)(V)
+    assert runs == [1] and log.count_for("body") == 1  # trace reused, still compiled

@@ -307,3 +307,183 @@ def test_exercise_reference_answers_pass():
     ).passed
     safe = checkify.checkify(jax.jit(lambda x, i: x[i]), errors=checkify.index_checks)
     assert check("pitfalls.checked-take", safe).passed
+
+
+# --- claims marked on the page
+
+
+@pytest.mark.claim("sec-pitfalls-state", "clm-pitfalls-in-place")
+def test_ten_updates_compile_to_in_place_writes():
+    compiled = jax.jit(pitfalls.ten_updates).lower(jnp.zeros(1000)).compile()
+    assert compiled.memory_analysis().temp_size_in_bytes == 0
+    hlo = compiled.as_text()
+    assert "copy(" not in hlo  # no copy of the 4,000-byte array before its updates
+
+
+@pytest.mark.claim("sec-pitfalls-state", "clm-pitfalls-donation-aliases")
+def test_donation_aliases_output_to_input_in_the_hlo():
+    kept, donated = pitfalls.donation(1000)
+    assert donated["aliased bytes"] == 4000 and donated["input deleted"]
+    assert donated["output in the input's buffer"] and not kept["input deleted"]
+    compiled = jax.jit(lambda x: x.at[0].set(1.0), donate_argnums=0).lower(
+        jnp.zeros(1000)
+    )
+    assert "tf.aliasing_output" in compiled.as_text()
+
+
+@pytest.mark.claim("sec-pitfalls-random", "clm-pitfalls-global-key")
+def test_a_global_key_is_a_constvar_of_the_program():
+    zeros = jnp.zeros(3)
+    inner = jax.make_jaxpr(pitfalls.noise_from_global)(zeros).eqns[0].params["jaxpr"]
+    assert [str(v.aval) for v in inner.jaxpr.constvars] == ["key<fry>[]"]
+    assert not inner.jaxpr.invars[1:]  # no key argument: the key is not an input
+    np.testing.assert_array_equal(
+        pitfalls.noise_from_global(zeros), pitfalls.noise_from_global(zeros)
+    )
+
+
+@pytest.mark.claim("sec-pitfalls-random", "clm-pitfalls-numpy-constvar")
+def test_a_numpy_draw_is_a_constvar_not_a_literal():
+    zeros = jnp.zeros(3)
+    inner = jax.make_jaxpr(pitfalls.noise_from_numpy)(zeros).eqns[0].params["jaxpr"]
+    assert [str(v.aval) for v in inner.jaxpr.constvars] == ["float32[3]"]
+    (eqn,) = inner.eqns
+    assert eqn.primitive.name == "add"
+    assert not any(type(v).__name__ == "Literal" for v in eqn.invars)
+    assert inner.jaxpr.constvars[0] in eqn.invars
+
+
+@pytest.mark.claim("sec-pitfalls-random", "clm-pitfalls-key-argument")
+def test_a_key_argument_is_traced_so_new_keys_reuse_the_program():
+    inner = jax.make_jaxpr(pitfalls.noise)(jnp.zeros(3), jax.random.key(2))
+    assert not inner.eqns[0].params["jaxpr"].jaxpr.constvars
+    zeros, keys = jnp.zeros(4), jax.random.split(jax.random.key(3), 3)
+    pitfalls.noise(zeros, keys[0])
+    with count_compiles() as log:
+        pitfalls.noise(zeros, keys[1])
+        pitfalls.noise(zeros, keys[2])
+    assert log.count == 0
+
+
+@pytest.mark.claim("sec-pitfalls-grad", "clm-pitfalls-grad-if")
+def test_grad_alone_reads_a_value_and_jit_of_grad_cannot():
+    seen = []
+
+    def probe(x):
+        from jax._src import core
+
+        value = core.to_concrete_value(x)  # the value the tracer carries, if any
+        seen.append(None if value is None else float(value))
+        return pitfalls.branchy(x)
+
+    assert float(jax.grad(probe)(3.0)) == 6.0 and seen == [3.0]
+    with pytest.raises(jax.errors.TracerBoolConversionError):
+        jax.jit(jax.grad(probe))(3.0)
+    assert seen[1:] == [None]
+    assert pitfalls.grad_with_and_without_jit(-2.0) == {
+        "jax.grad": -1.0,
+        "jax.jit(jax.grad)": "TracerBoolConversionError",
+    }
+
+
+@pytest.mark.claim("sec-pitfalls-debugging", "clm-pitfalls-breakpoint")
+def test_breakpoint_is_a_debug_callback_equation():
+    jaxpr = jax.make_jaxpr(pitfalls.with_breakpoint)(1.0)
+    eqns = jaxpr.eqns[0].params["jaxpr"].eqns
+    assert [e.primitive.name for e in eqns].count("debug_callback") == 1
+
+
+@pytest.mark.claim("sec-pitfalls-debugging", "clm-pitfalls-clamp")
+def test_a_jitted_index_is_a_clamping_gather():
+    values = jnp.arange(3.0)
+    assert float(pitfalls.take(values, 5)) == 2.0
+    inner = jax.make_jaxpr(pitfalls.take)(values, 5).eqns[0].params["jaxpr"]
+    assert "dynamic_slice" in [e.primitive.name for e in inner.eqns]
+    # dynamic_slice's own semantics: a start past the end is clamped into bounds
+    assert jax.lax.dynamic_slice(values, (jnp.int32(5),), (1,)).tolist() == [2.0]
+
+
+@pytest.mark.claim("sec-pitfalls-debugging", "clm-pitfalls-debug-nans-rerun")
+def test_debug_nans_reruns_the_function_de_optimized():
+    from unittest import mock
+
+    from jax._src import api_util
+
+    reruns = []
+    original = api_util.maybe_recursive_nan_check
+
+    def spy(e, fun, args, kwargs):
+        reruns.append(getattr(fun, "__name__", repr(fun)))
+        return original(e, fun, args, kwargs)
+
+    with mock.patch.object(api_util, "maybe_recursive_nan_check", spy):
+        err, _ = pitfalls.debug_nans_error(jnp.ones(3), jnp.array([0.0, 2.0, 0.0]))
+    assert isinstance(err, FloatingPointError) and "in log" in str(err)
+    assert reruns[0] == "log_of_difference"
+
+
+@pytest.mark.claim("sec-pitfalls-debugging", "clm-pitfalls-debug-nans-twice")
+def test_debug_nans_prints_once_per_jitted_function_holding_the_nan():
+    y = jnp.array([0.0, 2.0, 0.0])
+    _, through_jnp = pitfalls.debug_nans_error(jnp.ones(3), y)
+    _, through_lax = pitfalls.debug_nans_error(
+        jnp.ones(3), y, pitfalls.log_of_difference_lax
+    )
+    assert (len(through_jnp), len(through_lax)) == (2, 1)
+    assert hasattr(jnp.log, "lower")  # jnp.log is a jitted function of its own
+
+
+@pytest.mark.claim("sec-pitfalls-debugging", "clm-pitfalls-debug-nans-donation")
+def test_debug_nans_compiles_without_donation_and_the_cache_keeps_it():
+    assert pitfalls.donation_under_debug_nans() == {
+        "debug_nans on": False,
+        "flag off again": False,
+        "after jax.clear_caches()": True,
+    }
+
+
+@pytest.mark.claim("sec-pitfalls-debugging", "clm-pitfalls-debug-print-callback")
+def test_debug_print_prints_when_the_program_runs_not_while_tracing(capfd):
+    @jax.jit
+    def shout(x):
+        jax.debug.print("value {}", x)
+        return x + 1
+
+    lowered = shout.lower(jnp.float32(2.0))
+    assert "callback" in lowered.as_text()
+    compiled = lowered.compile()
+    jax.effects_barrier()
+    assert "value" not in capfd.readouterr().out  # traced, lowered, compiled: no print
+    compiled(jnp.float32(2.0)).block_until_ready()
+    jax.effects_barrier()
+    assert "value 2.0" in capfd.readouterr().out
+
+
+@pytest.mark.claim("sec-pitfalls-compile-time", "clm-pitfalls-lines-unrolled")
+def test_a_python_loop_puts_every_turn_into_the_program():
+    by_line = pitfalls.equations_by_line(pitfalls.unrolled, jnp.ones(3))
+    jaxpr = jax.make_jaxpr(pitfalls.unrolled)(jnp.ones(3))
+    assert by_line[0]["equations"] + by_line[1]["equations"] <= len(jaxpr.eqns)
+    assert by_line[0]["equations"] % 20 == 0 and by_line[1]["equations"] % 20 == 0
+
+
+@pytest.mark.claim("sec-pitfalls-compile-time", "clm-pitfalls-cache-entries")
+def test_an_array_made_first_keeps_its_program_off_the_disk():
+    zero, first = (pitfalls.persistent_cache(m) for m in pitfalls.CACHE_MODES[1:])
+    missing = set(zero["programs written"].split(", ")) - set(
+        first["programs written"].split(", ")
+    )
+    assert missing == {"convert_element_type"}
+    assert zero["entries"] - first["entries"] == 1
+    jax.clear_caches()
+    with count_compiles() as log:
+        jnp.zeros(3).block_until_ready()
+    assert "convert_element_type" in log.compiles
+
+
+@pytest.mark.claim("sec-pitfalls-random", "clm-pitfalls-make-jaxpr-same-draw")
+def test_make_jaxpr_after_jit_shows_the_draw_jit_made():
+    zeros = jnp.zeros(7)  # a shape of its own: the first trace is jit's
+    drawn = pitfalls.noise_from_numpy(zeros)
+    inner = jax.make_jaxpr(pitfalls.noise_from_numpy)(zeros).eqns[0].params["jaxpr"]
+    np.testing.assert_array_equal(inner.consts[0], drawn - zeros)

@@ -5,7 +5,7 @@ import nbformat
 import pytest
 
 from jitbook import display
-from jitbook.chapters import symptoms
+from jitbook.chapters import symptoms, symptoms_producers
 from jitbook.site import downloads, harness
 
 
@@ -119,3 +119,62 @@ def test_every_message_the_chapters_show_is_in_the_index(executed):
             f"{s.pattern!r}: its message, as produced now, is not shown under "
             f"{s.section} “{s.heading}”; shown at {sorted(places)}"
         )
+
+
+# --- the meanings the page reads closely, each measured at its source
+
+
+@pytest.mark.claim("sec-symptoms-read-closely", "clm-symptoms-integer-conversion")
+def test_integer_conversion_comes_from_index_not_int():
+    import operator
+
+    import jax
+    import jax.numpy as jnp
+
+    from jitbook.errors import raised
+
+    said = symptoms_producers.integer_conversion_sources()
+    assert said == {
+        "range(x)": "TracerIntegerConversionError",
+        "operator.index(x)": "TracerIntegerConversionError",
+        "[1, 2, 3][x]": "TracerIntegerConversionError",
+        "int(x)": "ConcretizationTypeError",
+    }
+    err = raised(jax.jit(lambda x: operator.index(x) and x), jnp.int32(2))
+    assert "__index__" in str(err)  # the hook all three go through
+    (row,) = [s for s in symptoms.INDEX if s.kind == "TracerIntegerConversionError"]
+    assert "ConcretizationTypeError" in row.meaning and "operator.index" in row.meaning
+    assert row.produce() != "TracerIntegerConversionError"  # a message, not a class
+
+
+@pytest.mark.claim("sec-symptoms-read-closely", "clm-symptoms-never-seen")
+def test_never_seen_function_is_about_the_function_object_not_the_wrapper():
+    logged = symptoms_producers.never_seen_logs()
+    assert logged == {
+        "a new jax.jit wrapper of a traced function": False,
+        "a new lambda": True,
+    }
+    (row,) = [s for s in symptoms.INDEX if s.pattern == r"^never seen function"]
+    assert "logs nothing" in row.meaning
+
+
+@pytest.mark.claim("sec-symptoms-read-closely", "clm-symptoms-re-tracing")
+def test_re_tracing_function_refuses_calls_that_do_not_trace():
+    from jitbook.chapters import jaxprs
+
+    (printing,) = [r for r in jaxprs.no_tracing_rows() if "debug.print" in r["call"]]
+    assert printing["body runs"] == 0 and printing["compiles"] == 0
+    assert printing["under no_tracing"].startswith("RuntimeError: re-tracing function")
+    (row,) = [s for s in symptoms.INDEX if "re-tracing" in s.pattern]
+    assert "does not trace" in row.meaning
+
+
+def test_no_row_shows_only_a_class_name():
+    bare = [r["message"] for r in symptoms.rows() if r["message"].strip("` ").isidentifier()]
+    assert not bare
+
+
+def test_read_closely_rows_match_the_claims():
+    said = {r["what was done"]: r["what JAX said"] for r in symptoms.read_closely()}
+    assert said["`int(x)` on a traced int"] == "ConcretizationTypeError"
+    assert said["a new lambda, called"] == "never seen function"

@@ -9,7 +9,7 @@ import pytest
 from jax import lax
 
 import jitbook
-from jitbook import count_compiles, programs
+from jitbook import cache, count_compiles, programs
 from jitbook.chapters import tracing
 from jitbook.exercises import check
 from jitbook.exercises.tracing import reference_trace_count
@@ -17,7 +17,7 @@ from jitbook.exercises.tracing import reference_trace_count
 # --- tracers and abstract values ---------------------------------------------------------------------
 
 
-@pytest.mark.claim("sec-tracing")
+@pytest.mark.claim("sec-tracing", "clm-tr-print-tracer")
 def test_print_inside_jit_shows_a_tracer_with_its_abstract_value():
     lines = tracing.printed_lines(jax.jit(functools.partial(tracing.double_and_show)), [(3.0,)])
     assert lines[0].startswith("print sees: ") and "Tracer" in lines[0] and "~float32[]" in lines[0]
@@ -42,7 +42,7 @@ def test_weak_typed_scalars_yield_to_the_array_dtype():
     assert (half * jnp.float32(2.0)).dtype == jnp.float32
 
 
-@pytest.mark.claim("sec-tracing")
+@pytest.mark.claim("sec-tracing", "clm-tr-body-runs")
 def test_body_runs_once_per_new_abstract_value():
     counted = tracing.BodyCounter(lambda v: jnp.sin(v) + 1.0)
     jitted = jax.jit(counted)
@@ -56,16 +56,17 @@ def test_body_runs_once_per_new_abstract_value():
     assert compiles == [1, 0, 1, 1, 0, 1]
 
 
-@pytest.mark.claim("sec-tracing")
+@pytest.mark.claim("sec-tracing", "clm-tr-print-per-trace")
 def test_print_runs_per_trace_and_debug_print_per_call():
     calls = [(jnp.ones(2),), (jnp.zeros(2),), (jnp.arange(2.0),), (jnp.ones(4),)]
-    lines = tracing.printed_lines(jax.jit(functools.partial(tracing.double_and_show)), calls)
-    assert sum(line.startswith("print sees") for line in lines) == 2
+    with cache.count_body_runs(tracing.double_and_show) as runs:
+        lines = tracing.printed_lines(jax.jit(functools.partial(tracing.double_and_show)), calls)
+    assert sum(line.startswith("print sees") for line in lines) == 2 == runs.count  # one print per body run
     assert sum(line.startswith("jax.debug.print sees") for line in lines) == 4
     assert "jax.debug.print sees: [0. 1.]" in lines
 
 
-@pytest.mark.claim("sec-tracing")
+@pytest.mark.claim("sec-tracing", "clm-tr-debug-print-op")
 def test_debug_print_is_an_operation_of_the_program_and_print_is_not():
     primitives = [str(e.primitive) for e in jax.make_jaxpr(tracing.double_and_show)(1.0).jaxpr.eqns]
     assert len(primitives) == 2 and "mul" in primitives  # 2 * x, and one equation for the two prints:
@@ -75,7 +76,7 @@ def test_debug_print_is_an_operation_of_the_program_and_print_is_not():
 # --- side effects ------------------------------------------------------------------------------------
 
 
-@pytest.mark.claim("sec-tracing-side-effects")
+@pytest.mark.claim("sec-tracing-side-effects", "clm-tr-global-append")
 def test_appending_to_a_global_happens_once_and_leaks_a_tracer():
     tracing.history.clear()
     jitted = jax.jit(tracing.remember)
@@ -87,7 +88,7 @@ def test_appending_to_a_global_happens_once_and_leaks_a_tracer():
     tracing.history.clear()
 
 
-@pytest.mark.claim("sec-tracing-side-effects")
+@pytest.mark.claim("sec-tracing-side-effects", "clm-tr-global-read")
 def test_a_global_is_read_at_trace_time_only(monkeypatch):
     monkeypatch.setattr(tracing, "SCALE", 2.0)
     jitted = jax.jit(functools.partial(tracing.scaled))
@@ -103,14 +104,14 @@ def test_a_global_is_read_at_trace_time_only(monkeypatch):
 # --- control flow ------------------------------------------------------------------------------------
 
 
-@pytest.mark.claim("sec-tracing")
+@pytest.mark.claim("sec-tracing", "clm-tr-shape-branch")
 def test_branching_on_a_shape_works_under_jit():
     jitted = jax.jit(tracing.pad_to_even)
     np.testing.assert_array_equal(jitted(jnp.ones(3)), [1, 1, 1, 0])
     np.testing.assert_array_equal(jitted(jnp.ones(4)), [1, 1, 1, 1])
 
 
-@pytest.mark.claim("sec-tracing")
+@pytest.mark.claim("sec-tracing", "clm-tr-value-branch")
 def test_branching_on_a_value_raises_tracer_bool_conversion_error():
     err = jitbook.error_of(jax.jit(tracing.sin_or_cos), jnp.ones(3), 1.0)
     assert type(err) is jax.errors.TracerBoolConversionError
@@ -166,7 +167,7 @@ def test_static_program_holds_one_branch_where_computes_both_cond_runs_one():
 # --- loops -------------------------------------------------------------------------------------------
 
 
-@pytest.mark.claim("sec-tracing-loops")
+@pytest.mark.claim("sec-tracing-loops", "clm-tr-loop-unrolls")
 def test_python_loop_unrolls_and_structured_loops_stay_constant():
     rows = tracing.loop_growth([tracing.python_loop, tracing.fori_version, tracing.scan_version],
                                [1, 10, 50], jnp.ones(3))
@@ -221,7 +222,7 @@ def test_count_equations_counts_nested_bodies():
 # --- closures ----------------------------------------------------------------------------------------
 
 
-@pytest.mark.claim("sec-tracing-closures")
+@pytest.mark.claim("sec-tracing-closures", "clm-tr-closure-constant")
 def test_captured_array_is_a_constant_not_an_input():
     w = jnp.array([1.0, 2.0, 3.0])
     closure = jax.make_jaxpr(tracing.make_scaler(w))(jnp.ones(3))
@@ -231,7 +232,7 @@ def test_captured_array_is_a_constant_not_an_input():
     np.testing.assert_array_equal(np.asarray(closure.consts[0]), [1.0, 2.0, 3.0])
 
 
-@pytest.mark.claim("sec-tracing-closures")
+@pytest.mark.claim("sec-tracing-closures", "clm-tr-closure-stale")
 def test_closure_goes_stale_argument_stays_fresh():
     config = {"scale": 2.0}
     jitted = jax.jit(tracing.make_config_scaler(config))
@@ -246,12 +247,13 @@ def test_closure_goes_stale_argument_stays_fresh():
     assert log.count == 1
 
 
-@pytest.mark.claim("sec-tracing-closures")
+@pytest.mark.claim("sec-tracing-closures", "clm-tr-new-closure")
 def test_a_new_closure_is_a_new_function_to_jit():
-    with count_compiles() as log:
+    with count_compiles() as log, cache.count_body_runs(tracing.make_scaler(2.0)) as runs:
         for _ in range(3):
             jax.jit(tracing.make_scaler(2.0))(1.0)
     assert log.count_for("scale_by") == 3  # equal in behaviour, not equal as objects: compiled each time
+    assert runs.count == 3  # and each closure's body ran: no jaxpr was shared
     assert tracing.make_scaler(2.0) != tracing.make_scaler(2.0)
 
 
@@ -268,7 +270,7 @@ def test_helpers_reject_bad_input():
         jitbook.error_of(tracing.step, 1.0)
 
 
-@pytest.mark.claim("sec-tracing")
+@pytest.mark.claim("sec-tracing", "clm-tr-python-float-int")
 def test_a_python_float_meeting_an_int_array_brings_its_default_float_dtype():
     counts, floats = jnp.arange(3, dtype=jnp.int32), jnp.ones(3, dtype=jnp.float32)
     assert (counts * 2.0).dtype == jnp.float32 and jnp.array(2.0).dtype == jnp.float32
@@ -367,7 +369,7 @@ def test_callbacks_run_at_every_call():
                                rtol=1e-6)
 
 
-@pytest.mark.claim("sec-tracing-side-effects")
+@pytest.mark.claim("sec-tracing-side-effects", "clm-tr-checking-leaks")
 def test_checking_leaks_catches_the_leak_when_the_trace_ends():
     with jax.checking_leaks():
         err = jitbook.raised(jax.jit(lambda v: tracing.remember(v) * 2), 1.0)
@@ -479,7 +481,7 @@ def test_reference_trace_count():
     assert reference_trace_count(lambda v: v, []) == 0
 
 
-@pytest.mark.claim("sec-tracing-side-effects")
+@pytest.mark.claim("sec-tracing-side-effects", "clm-tr-ordered-debug-print")
 def test_ordered_debug_print_prints_at_every_call_in_order():
     def print_in_order(v):
         jax.debug.print("call with {}", v, ordered=True)
@@ -507,7 +509,7 @@ def test_debug_callback_takes_its_options_in_a_first_call():
 # --- issue 21: weak types, tracer names, callbacks, NumPy on tracers ----------------------------------
 
 
-@pytest.mark.claim("sec-tracing-tracer")
+@pytest.mark.claim("sec-tracing-tracer", "clm-tr-strong-scalar")
 def test_a_strong_scalar_promotes_like_an_array_of_its_dtype_not_above_it():
     half = jnp.ones(3, dtype=jnp.bfloat16)
     assert (half * 2.0).dtype == jnp.bfloat16
@@ -517,7 +519,7 @@ def test_a_strong_scalar_promotes_like_an_array_of_its_dtype_not_above_it():
         assert (jnp.arange(3, dtype=jnp.int32) * 2.0).dtype == jnp.float64
 
 
-@pytest.mark.claim("sec-tracing-tracer")
+@pytest.mark.claim("sec-tracing-tracer", "clm-tr-jit-tracer-name")
 def test_a_dynamic_jaxpr_tracer_prints_as_jit_tracer_under_jit_and_make_jaxpr():
     seen = []
 
@@ -533,12 +535,14 @@ def test_a_dynamic_jaxpr_tracer_prints_as_jit_tracer_under_jit_and_make_jaxpr():
     ]
 
 
-@pytest.mark.claim("sec-tracing-side-effects")
+@pytest.mark.claim("sec-tracing-side-effects", "clm-tr-pure-callback-dce")
 def test_a_debug_callback_is_kept_and_an_unused_pure_callback_is_dropped():
     assert tracing.callback_runs(jnp.ones(2)) == {
         "debug.callback": 1,
         "pure_callback, result unused": 0,
     }
+    # removed by JAX's dead-code elimination at lowering, before XLA
+    assert tracing.unused_callback_stages(jnp.ones(2)) == {"in the jaxpr": True, "in the StableHLO": False}
 
 
 @pytest.mark.claim("sec-tracing-numpy")
@@ -576,3 +580,11 @@ def test_ensure_compile_time_eval_computes_while_tracing():
     assert float(jax.jit(tracing.squares_lookup)(2)) == 4.0 + 4
     assert isinstance(jitbook.raised(jax.jit(lambda i: int(jnp.argmax(jnp.arange(5.0) * i))), 2),
                       jax.errors.ConcretizationTypeError)
+
+
+@pytest.mark.claim("sec-tracing", "clm-tr-make-jaxpr-shares")
+def test_make_jaxpr_after_jit_reuses_jits_trace():
+    shared = tracing.make_jaxpr_after_jit(jnp.ones(3))
+    assert shared["body runs for jax.jit"] == 1
+    assert shared["then for make_jaxpr, same types"] == 0  # the tracing cache answered
+    assert shared["then for make_jaxpr, new dtype"] == 1

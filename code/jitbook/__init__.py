@@ -14,6 +14,7 @@ apply_cpu_guard()
 
 from jitbook import timing as timing  # noqa: E402
 from jitbook.cache import capture_jax_logs as capture_jax_logs  # noqa: E402
+from jitbook.cache import count_body_runs as count_body_runs  # noqa: E402
 from jitbook.cache import count_compiles as count_compiles  # noqa: E402
 from jitbook.display import show_source as show_source  # noqa: E402
 from jitbook.display import table as table  # noqa: E402

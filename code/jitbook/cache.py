@@ -1,12 +1,15 @@
-"""Count what jit does (traces, lowerings and XLA compilations, from JAX's public
-monitoring events), read JAX's own cache-miss explanations, and probe the cache with
-fresh jitted wrappers."""
+"""Count what jit does (trace events, lowerings and XLA compilations, from JAX's
+public monitoring events; Python body runs, with a wrapper), read JAX's own cache-miss
+explanations, and probe the cache with fresh jitted wrappers."""
 
 import contextlib
 import dataclasses
 import functools
+import inspect
 import logging
 import re
+import sys
+import types
 from collections.abc import Callable, Iterator, Sequence
 
 import jax
@@ -28,16 +31,31 @@ def _plain_name(fun_name: str) -> str:
     return fun_name
 
 
+_seen_names: set[str] = set()  # every function name jit traced in this process
+
+
+def _remember_name(event: str, duration: float, **kwargs) -> None:
+    """Note each traced function's name, so a misspelt ``count_for`` name is caught."""
+    if event == _TRACE:
+        _seen_names.add(_plain_name(str(kwargs.get("fun_name", "?"))))
+
+
+jax.monitoring.register_event_duration_secs_listener(_remember_name)
+
+
 @dataclasses.dataclass
 class CompileLog:
     """What jit did inside a ``count_compiles()`` block, one function name per event.
 
-    Eager ``jnp`` calls compile small programs of their own (``broadcast_in_dim``,
-    ``add``...); they are counted in ``count``, so ``count_for(name)`` is the number to
-    read for one function.
+    ``trace_events`` counts JAX's trace event, which fires each time jit asks its
+    tracing cache for a program (after a miss of its dispatch cache); that cache is
+    keyed by the callable's equality, so an event does not mean the Python body ran
+    (count that with ``count_body_runs``). Eager ``jnp`` calls compile small programs
+    of their own (``broadcast_in_dim``, ``add``...); they are counted in ``count``, so
+    ``count_for(name)`` is the number to read for one function.
     """
 
-    traces: list[str] = dataclasses.field(default_factory=list)
+    trace_events: list[str] = dataclasses.field(default_factory=list)
     lowerings: list[str] = dataclasses.field(default_factory=list)
     compiles: list[str] = dataclasses.field(default_factory=list)
     compile_seconds: float = 0.0
@@ -61,12 +79,20 @@ class CompileLog:
                 "count_for needs a newer JAX: this one's compile events name no "
                 "function, so compiles cannot be told apart by name; read .count."
             )
-        return sum(_plain_name(n) == name for n in self.compiles)
+        found = sum(_plain_name(n) == name for n in self.compiles)
+        if not found and name not in _seen_names and "?" not in _seen_names:
+            compiled = ", ".join(sorted(set(self.compiles))) or "nothing"
+            raise ValueError(
+                f"jit never traced a function called {name!r} in this process, so "
+                f"count_for({name!r}) cannot count it: check the spelling (this "
+                f"block compiled: {compiled})."
+            )
+        return found
 
     def _on_duration(self, event: str, duration: float, **kwargs) -> None:
         name = _plain_name(str(kwargs.get("fun_name", "?")))
         if event == _TRACE:
-            self.traces.append(name)
+            self.trace_events.append(name)
         elif event == _LOWER:
             self.lowerings.append(name)
         elif event == _COMPILE:
@@ -80,7 +106,8 @@ class CompileLog:
     def __repr__(self) -> str:
         return (
             f"CompileLog(count={self.count}, compiles={self.compiles}, "
-            f"traces={self.traces}, compile_seconds={self.compile_seconds:.3f})"
+            f"trace_events={self.trace_events}, "
+            f"compile_seconds={self.compile_seconds:.3f})"
         )
 
 
@@ -92,18 +119,133 @@ def _unregister(name: str) -> Callable:
     return public or getattr(monitoring, f"_unregister_{name}_by_callback")
 
 
+class _CalledFirst(type):
+    """``with count_compiles as log`` (no parentheses) says how to write it."""
+
+    def __enter__(cls):
+        raise TypeError(
+            f"{cls.__name__} is called: write `with {cls.__name__}() as log:`, "
+            "with the parentheses."
+        )
+
+    def __exit__(cls, *exc) -> None:
+        return None
+
+
+class count_compiles(metaclass=_CalledFirst):  # noqa: N801  (reads as a function)
+    """Count trace events, lowerings and XLA compiles in the block:
+    ``with count_compiles() as log: ...``; one ``count_compiles()`` per block."""
+
+    def __init__(self) -> None:
+        self.log: CompileLog | None = None
+
+    def __enter__(self) -> CompileLog:
+        if self.log is not None:
+            raise RuntimeError(
+                "this count_compiles() already counted a block; write a new "
+                "`with count_compiles() as log:` for each block you count."
+            )
+        self.log = CompileLog()
+        jax.monitoring.register_event_duration_secs_listener(self.log._on_duration)
+        jax.monitoring.register_event_listener(self.log._on_event)
+        return self.log
+
+    def __exit__(self, *exc) -> None:
+        _unregister("event_duration_listener")(self.log._on_duration)
+        _unregister("event_listener")(self.log._on_event)
+
+
+def _code_of(fn: object) -> types.CodeType:
+    """The code object that runs when ``fn`` is called: a function's, a method's, a
+    ``partial``'s or a jitted wrapper's function's, or a callable object's
+    ``__call__``."""
+    while isinstance(fn, functools.partial):
+        fn = fn.func
+    fn = inspect.unwrap(getattr(fn, "__func__", fn))
+    if isinstance(fn, types.FunctionType):
+        return fn.__code__
+    call = type(fn).__call__ if callable(fn) else None
+    if isinstance(call, types.FunctionType):
+        return call.__code__
+    raise TypeError(
+        f"count_body_runs takes Python functions or callable objects, got "
+        f"{type(fn).__name__}; a built-in or a jitted wrapper has no Python body "
+        "to count."
+    )
+
+
+@dataclasses.dataclass
+class BodyRuns:
+    """How often the Python bodies of some functions started inside a block."""
+
+    runs: dict[types.CodeType, int]
+
+    @property
+    def count(self) -> int:
+        """Body runs of all the functions counted."""
+        return sum(self.runs.values())
+
+    def count_for(self, fn: Callable) -> int:
+        """Body runs of ``fn`` (one of the functions given to ``count_body_runs``)."""
+        return self.runs[_code_of(fn)]
+
+
+_active: list[BodyRuns] = []  # the open count_body_runs blocks
+_tool: list[int] = []  # the sys.monitoring tool id while a block is open
+
+
+def _on_start(code: types.CodeType, offset: int) -> None:
+    for log in _active:
+        if code in log.runs:
+            log.runs[code] += 1
+
+
+def _watch(codes: set[types.CodeType], on: bool) -> None:
+    """Start or stop the PY_START events of ``codes`` (one tool id for all blocks)."""
+    monitoring = sys.monitoring
+    if on and not _tool:
+        free = [i for i in range(6) if monitoring.get_tool(i) is None]
+        if not free:
+            raise RuntimeError(
+                "count_body_runs: every sys.monitoring tool id is taken."
+            )
+        monitoring.use_tool_id(free[-1], "jitbook.count_body_runs")
+        monitoring.register_callback(free[-1], monitoring.events.PY_START, _on_start)
+        _tool.append(free[-1])
+    watched = {code for log in _active for code in log.runs}
+    for code in codes:
+        wanted = code in watched
+        events = monitoring.events.PY_START if wanted else monitoring.events.NO_EVENTS
+        monitoring.set_local_events(_tool[0], code, events)
+    if not _active and _tool:
+        monitoring.register_callback(_tool[0], monitoring.events.PY_START, None)
+        monitoring.free_tool_id(_tool.pop())
+
+
 @contextlib.contextmanager
-def count_compiles() -> Iterator[CompileLog]:
-    """Count traces, lowerings and XLA compiles in the block:
-    ``with count_compiles() as log: ...``."""
-    log = CompileLog()
-    jax.monitoring.register_event_duration_secs_listener(log._on_duration)
-    jax.monitoring.register_event_listener(log._on_event)
+def count_body_runs(*fns: Callable) -> Iterator[BodyRuns]:
+    """Count how often the Python bodies of ``fns`` start in the block, without
+    wrapping them (a wrapper would be a new function to jit's caches):
+    ``with count_body_runs(f) as runs: ...; runs.count``.
+
+    It watches each function's code object with ``sys.monitoring``, so it counts every
+    function made from the same code (each closure of one ``def``, every instance of
+    one class's ``__call__``). Under jit a body runs when jit traces it, not at each
+    call: a hit of jit's caches, or of its tracing cache for an equal callable, runs
+    nothing. Eager calls, ``make_jaxpr`` and ``eval_shape`` run it too.
+    """
+    if not fns:
+        raise TypeError(
+            "count_body_runs takes the functions to count: count_body_runs(f)."
+        )
+    log = BodyRuns({_code_of(fn): 0 for fn in fns})
+    _active.append(log)
     try:
+        _watch(set(log.runs), on=True)
         yield log
     finally:
-        _unregister("event_duration_listener")(log._on_duration)
-        _unregister("event_listener")(log._on_event)
+        _active.remove(log)
+        _watch(set(log.runs), on=False)
 
 
 @dataclasses.dataclass

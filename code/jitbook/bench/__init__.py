@@ -207,5 +207,8 @@ def main(argv: list[str] | None = None) -> None:
         help="run the peers in this interpreter (e.g. a venv with torch)",
     )
     pln.set_defaults(run=_pln)
+    from jitbook.bench import gpu
+
+    gpu.add_parser(sub)
     args = parser.parse_args(argv)
     args.run(args)

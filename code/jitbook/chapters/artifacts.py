@@ -10,7 +10,6 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 import warnings
 from collections.abc import Callable, Sequence
 from typing import NamedTuple
@@ -18,10 +17,21 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax import export
 
 from jitbook import programs, timing
 from jitbook.cache import count_compiles, fresh_jit
+from jitbook.chapters.artifacts_export import batch_spec as batch_spec
+from jitbook.chapters.artifacts_export import (
+    call_in_fresh_process as call_in_fresh_process,
+)
+from jitbook.chapters.artifacts_export import (
+    executable_round_trip as executable_round_trip,
+)
+from jitbook.chapters.artifacts_export import export_sizes as export_sizes
+from jitbook.chapters.artifacts_export import (
+    persistent_load_counts as persistent_load_counts,
+)
+from jitbook.chapters.artifacts_export import predict as predict
 from jitbook.errors import raised
 
 
@@ -57,7 +67,13 @@ def total(x: jax.Array) -> jax.Array:
 
 
 def memory_figures(compiled, label: str) -> dict:
-    """XLA's memory figures (bytes) of a compiled program, as one row."""
+    """XLA's memory figures (bytes) of a compiled program, as one row, with the
+    ``counted peak``: arguments + outputs - aliased + temporaries.
+
+    XLA:CPU's ``peak_memory_in_bytes`` leaves the temporaries out (it is arguments +
+    outputs - aliased, give or take alignment), so a saving read from it misses what
+    the program's scratch space does; the counted peak includes it.
+    """
     m = compiled.memory_analysis()
     return {
         "variant": label,
@@ -65,7 +81,11 @@ def memory_figures(compiled, label: str) -> dict:
         "outputs": m.output_size_in_bytes,
         "aliased": m.alias_size_in_bytes,
         "temporaries": m.temp_size_in_bytes,
-        "peak": m.peak_memory_in_bytes,
+        "XLA's peak": m.peak_memory_in_bytes,
+        "counted peak": m.argument_size_in_bytes
+        + m.output_size_in_bytes
+        - m.alias_size_in_bytes
+        + m.temp_size_in_bytes,
     }
 
 
@@ -229,102 +249,6 @@ def warning_stage(fn: Callable, *args, donate_argnums: int | Sequence[int] = 0) 
         jax.block_until_ready(compiled(*copies))
         stages["call"] = len(caught)
     return stages
-
-
-# --- saving and shipping a program ----------------------------------------------------
-
-
-def predict(w: jax.Array, x: jax.Array) -> jax.Array:
-    """A small model to ship: a batch of inputs ``x`` (batch x features) through one
-    tanh layer ``w``.
-
-    Taught in Keeping, reusing and shipping compiled programs, Saving and shipping a
-    program.
-    """
-    return jnp.tanh(x @ w)
-
-
-def batch_spec(
-    features: int, name: str = "b", constraints: Sequence[str] = ()
-) -> jax.ShapeDtypeStruct:
-    """The abstract input of ``predict`` for any batch size: shape ``(name, features)``,
-    float32.
-
-    Taught in Keeping, reusing and shipping compiled programs, Saving and shipping a
-    program.
-    """
-    (batch,) = export.symbolic_shape(name, constraints=tuple(constraints))
-    return jax.ShapeDtypeStruct((batch, features), jnp.float32)
-
-
-_CHILD = r"""
-import json, sys, time
-start = time.perf_counter()
-import jitbook  # noqa: F401  (the miscompile guard, as in every process of the book)
-import jax
-import numpy as np
-from jax import export
-with open(sys.argv[1], "rb") as f:
-    exported = export.deserialize(bytearray(f.read()))
-args = np.load(sys.argv[2])
-with jitbook.count_compiles() as log:
-    outputs = exported.call(*[args[f"arg{i}"] for i in range(len(args.files))])
-print(json.dumps({
-    "function": exported.fun_name, "inputs": [str(a) for a in exported.in_avals],
-    "outputs": np.asarray(outputs).tolist(), "jax": jax.__version__,
-    "compiles": log.count, "seconds": time.perf_counter() - start,
-}))
-"""
-
-
-def call_in_fresh_process(serialized: bytes, *args, time_limit: float = 120.0) -> dict:
-    """Load a serialized export in a new Python process, call it on ``args``, and report
-    what it returned.
-
-    The child never sees the function's source: only the bytes and the arguments,
-    through files in a temporary directory that is removed afterwards. Taught in
-    Keeping, reusing and shipping compiled programs, Saving and shipping a program.
-    """
-    if not isinstance(serialized, (bytes, bytearray)):
-        raise TypeError(
-            "call_in_fresh_process takes the bytes of exported.serialize(), got "
-            f"{type(serialized).__name__}."
-        )
-    with tempfile.TemporaryDirectory(prefix="jitbook-export-") as folder:
-        program, inputs = (
-            os.path.join(folder, "program.bin"),
-            os.path.join(folder, "inputs.npz"),
-        )
-        with open(program, "wb") as f:
-            f.write(serialized)
-        np.savez(inputs, **{f"arg{i}": np.asarray(a) for i, a in enumerate(args)})
-        try:
-            out = subprocess.run(
-                [sys.executable, "-c", _CHILD, program, inputs],
-                capture_output=True,
-                text=True,
-                env=dict(os.environ),
-                timeout=time_limit,
-            )
-        except subprocess.TimeoutExpired:
-            raise RuntimeError(
-                f"the fresh process did not finish within {time_limit:g} s."
-            ) from None
-    if out.returncode != 0:
-        raise RuntimeError(f"the fresh process failed:\n{out.stderr[-2000:]}")
-    return json.loads(out.stdout.strip().splitlines()[-1])
-
-
-def export_sizes(exported: export.Exported) -> dict:
-    """How big a shipped program is: its serialized bytes, and the StableHLO bytecode
-    inside them."""
-    return {
-        "function": exported.fun_name,
-        "inputs": ", ".join(str(a) for a in exported.in_avals),
-        "serialized bytes": len(exported.serialize()),
-        "StableHLO bytecode bytes": len(exported.mlir_module_serialized),
-        "calling convention": exported.calling_convention_version,
-    }
 
 
 # --- what compile time grows with -----------------------------------------------------

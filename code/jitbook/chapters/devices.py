@@ -234,7 +234,7 @@ def sharding_key_rows(mesh: Mesh, shape: tuple[int, int] = (8, 4)) -> list[dict]
             {
                 "input": label,
                 "sharding": str(spec) if spec is not None else "-",
-                "traced": log.traces.count("sum_of_squares"),
+                "traced": log.trace_events.count("sum_of_squares"),
                 "compiled": log.count_for("sum_of_squares"),
             }
         )

@@ -87,6 +87,34 @@ def with_argument(x: jax.Array, table: jax.Array) -> jax.Array:
     return jnp.tanh(x @ table)
 
 
+def captured_scalars() -> list[dict]:
+    """What a captured scalar becomes in the jaxpr of ``x * c``, for each kind of
+    scalar ``c``: a literal in the equation, or a constvar.
+
+    Taught in jaxprs, Constants and literals.
+    """
+    kinds = {
+        "Python float 3.0": 3.0,
+        "NumPy scalar np.float32(3.0)": np.float32(3.0),
+        "0-d NumPy array np.array(3.0)": np.array(3.0, np.float32),
+        "0-d jax.Array jnp.float32(3.0)": jnp.float32(3.0),
+        "NumPy array np.ones(3)": np.ones(3, np.float32),
+    }
+    rows = []
+    for name, c in kinds.items():
+        jaxpr = jax.make_jaxpr(lambda x, c=c: x * c)(jnp.ones(3))
+        operand = jaxpr.eqns[-1].invars[1]
+        rows.append(
+            {
+                "captured": name,
+                "becomes": "literal"
+                if type(operand).__name__ == "Literal"
+                else "constvar",
+            }
+        )
+    return rows
+
+
 @jax.jit
 def inner(x: jax.Array) -> jax.Array:
     """A jitted function that ``outer`` calls: inside another trace it becomes one

@@ -7,6 +7,7 @@ cache, the error on Python control flow and the compile step are written here, i
 order jit runs them. Taught in Build your own jit, The tracer.
 """
 
+import contextlib
 import dataclasses
 import functools
 import itertools
@@ -436,6 +437,40 @@ def compiles_side_by_side(
         for label, args, kwargs in calls:
             ours(*args, **kwargs)
             theirs(*args, **kwargs)
+            rows.append(
+                {
+                    "call": label,
+                    "minijit compiles": ours.compiles,
+                    "jax.jit compiles": log.count_for(fn.__name__),
+                }
+            )
+    return rows
+
+
+def precision_side_by_side(fn: Callable, *args) -> list[dict]:
+    """``fn(*args)`` called three times by both jits, the second call inside
+    ``jax.default_matmul_precision("highest")``: compiles so far, each starting empty.
+
+    JAX's cache key holds the configuration that tracing reads; minijit's holds none,
+    so it reuses a program compiled under another precision. Taught in Build your own
+    jit, Where the small jit differs from JAX.
+    """
+    from jitbook.cache import count_compiles, fresh_jit
+
+    ours, theirs = MiniJit(new_function(fn)), fresh_jit(fn)
+    contexts = {
+        "default precision": contextlib.nullcontext,
+        'inside default_matmul_precision("highest")': lambda: (
+            jax.default_matmul_precision("highest")
+        ),
+        "default precision again": contextlib.nullcontext,
+    }
+    rows = []
+    with count_compiles() as log:
+        for label, context in contexts.items():
+            with context():
+                ours(*args)
+                theirs(*args)
             rows.append(
                 {
                     "call": label,

@@ -126,7 +126,8 @@ def noise_from_global(x: jax.Array) -> jax.Array:
 
 @jax.jit
 def noise_from_numpy(x: jax.Array) -> jax.Array:
-    """Noise drawn with ``np.random``: it runs once, while tracing.
+    """Noise drawn with ``np.random``: it runs once, while tracing, and the array it
+    drew becomes a constvar of the program.
 
     Taught in What trips people up, Random numbers under jit.
     """
@@ -191,16 +192,25 @@ def log_of_difference(x: jax.Array, y: jax.Array) -> jax.Array:
     return jnp.sum(jnp.log(x - y))
 
 
-def debug_nans_error(x: jax.Array, y: jax.Array) -> tuple[BaseException | None, list]:
-    """The error ``jax_debug_nans`` raises for the jitted ``log_of_difference``, and the
-    lines JAX prints on the way (captured, so a page can fit them to its column).
+def log_of_difference_lax(x: jax.Array, y: jax.Array) -> jax.Array:
+    """``log_of_difference`` with ``lax.log``, a primitive, where ``jnp.log`` is a
+    jitted function of its own: the de-optimized rerun meets no inner jit."""
+    return jnp.sum(jax.lax.log(x - y))
+
+
+def debug_nans_error(
+    x: jax.Array, y: jax.Array, fn: Callable = log_of_difference
+) -> tuple[BaseException | None, list]:
+    """The error ``jax_debug_nans`` raises for the jitted ``fn`` (``log_of_difference``
+    by default), and the lines JAX prints on the way (captured, so a page can fit them
+    to its column): one per jitted function whose output held the nan.
 
     Taught in What trips people up, Debugging inside compiled code.
     """
     printed = io.StringIO()
     with jax.debug_nans(True), contextlib.redirect_stdout(printed):
         try:
-            jax.jit(log_of_difference)(x, y).block_until_ready()
+            jax.jit(fn)(x, y).block_until_ready()
         except FloatingPointError as err:
             return err, printed.getvalue().splitlines()
     return None, printed.getvalue().splitlines()
@@ -228,6 +238,34 @@ def donation_under_debug_nans(n: int = 8) -> dict:
         "flag off again": after,
         "after jax.clear_caches()": deleted(),
     }
+
+
+def branchy(x: jax.Array) -> jax.Array:
+    """``x**2`` for positive ``x``, else ``-x``: a Python ``if`` on the value of ``x``.
+
+    Taught in What trips people up, ``grad`` is not ``jit``.
+    """
+    if x > 0:
+        return x * x
+    return -x
+
+
+def grad_with_and_without_jit(x: float) -> dict:
+    """``jax.grad(branchy)(x)`` and ``jax.jit(jax.grad(branchy))(x)``: a value, or the
+    name of the error raised.
+
+    Taught in What trips people up, ``grad`` is not ``jit``.
+    """
+    out = {}
+    for way, fn in {
+        "jax.grad": jax.grad(branchy),
+        "jax.jit(jax.grad)": jax.jit(jax.grad(branchy)),
+    }.items():
+        try:
+            out[way] = float(fn(x))
+        except Exception as err:  # the page shows which error, whatever it is
+            out[way] = type(err).__name__
+    return out
 
 
 @jax.jit
@@ -389,7 +427,8 @@ if mode != "defaults":
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
 jax.jit(lambda x: jnp.sin(x) * 2.0)(jnp.ones(5)).block_until_ready()
 files = [f for f in os.listdir(folder) if not f.endswith("-atime")]
-print(json.dumps({"entries": len(files),
+names = sorted(f.split("-")[0].removeprefix("jit_").strip("_") for f in files)
+print(json.dumps({"entries": len(files), "programs written": ", ".join(names),
   "min_compile_time_secs": jax.config.jax_persistent_cache_min_compile_time_secs}))
 """
 

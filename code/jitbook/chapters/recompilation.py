@@ -8,9 +8,6 @@ runs it.
 
 import dataclasses
 import functools
-import gc
-import os
-import tempfile
 import time
 from collections.abc import Callable, Sequence
 
@@ -18,16 +15,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jitbook import timing
 from jitbook.cache import (
+    CompileLog,
     capture_jax_logs,
+    count_body_runs,
     count_compiles,
-    count_dispatch_misses,
     fresh_jit,
-    messages_about,
 )
 from jitbook.errors import raised
-from jitbook.guard import run_for_json
 
 # --- static arguments -----------------------------------------------------------------
 
@@ -119,6 +114,38 @@ def static_error(value) -> Exception:
     )
 
 
+def count_up(x, n):
+    """The blog post's example: add to ``x`` the number of steps a Python loop takes to
+    reach ``n`` (so ``n`` is the argument that must be static)."""
+    i = 0
+    while i < n:
+        i += 1
+    return x + i
+
+
+def blog_static_rows() -> list[dict]:
+    """The blog's ``jax.jit(f, static_argnums=0)`` on ``f(x, n)``, against
+    ``static_argnums=1``: position 0 is ``x``, so ``n`` stays traced."""
+    cases = [
+        ("static_argnums=0, x=10", 0, 10),
+        ("static_argnums=0, x=jnp.ones(3)", 0, jnp.ones(3)),
+        ("static_argnums=1, x=jnp.ones(3)", 1, jnp.ones(3)),
+    ]
+    rows = []
+    for label, argnum, x in cases:
+        jitted = jax.jit(count_up, static_argnums=argnum)
+        err = raised(jitted, x, 20)
+        rows.append(
+            {
+                "call with n=20": label,
+                "static": ("x", "n")[argnum],
+                "outcome": type(err).__name__ if err else "ran",
+                "result": "" if err else str(jitted(x, 20).tolist()),
+            }
+        )
+    return rows
+
+
 # --- the cache key: arguments ---------------------------------------------------------
 
 
@@ -172,9 +199,18 @@ class ScaleByIdentity:
         return x * self.factor
 
 
+def own_trace_events(log: CompileLog) -> int:
+    """Trace events of the callable traced last in ``log``: on some releases (0.9.2)
+    the ``jnp`` functions jitted inside it fire events of their own (``multiply``)."""
+    return log.trace_events.count(log.trace_events[-1]) if log.trace_events else 0
+
+
 def identity_rows(x: jax.Array | None = None) -> list[dict]:
-    """Two callables that do the same thing: jitted one after the other, does the second
-    compile?"""
+    """Two callables that do the same thing, jitted one after the other: for the
+    second, JAX's trace events, runs of its Python body, and compiles.
+
+    Clears jit's caches (``jax.clear_caches()``) before each pair, for every function.
+    """
     x = jnp.ones(3) if x is None else x
     pairs = [
         ("the same function twice", add_one, add_one),
@@ -195,13 +231,14 @@ def identity_rows(x: jax.Array | None = None) -> list[dict]:
         # each pair starts from an empty cache; the objects stay alive during the pair
         jax.clear_caches()
         jax.jit(first)(x)
-        with count_compiles() as log:
+        with count_compiles() as log, count_body_runs(second) as runs:
             jax.jit(second)(x)
         rows.append(
             {
                 "callables": label,
                 "equal": first == second,
-                "second traced": len(log.traces),
+                "second: trace events": own_trace_events(log),
+                "second: body runs": runs.count,
                 "second compiled": log.count,
             }
         )
@@ -271,19 +308,23 @@ def cache_misses(
     ``explained``: lines ``jax_explain_cache_misses`` wrote (no persistent cache here);
     ``logged compiles``: "Finished XLA compilation" lines of ``jax.log_compiles()``.
     """
-    from jitbook.cache import capture_jax_logs
 
     fn = add_one if fn is None else fn
     jitted = fresh_jit(fn)
     rows = []
     for label, args in miss_cases() if cases is None else cases:
-        with count_compiles() as log, capture_jax_logs() as messages:
+        with (
+            count_compiles() as log,
+            capture_jax_logs() as messages,
+            count_body_runs(fn) as runs,
+        ):
             jitted(*args)
         name = fn.__name__
         rows.append(
             {
                 "call": label,
-                "traced": log.traces.count(name),
+                "trace events": log.trace_events.count(name),
+                "body runs": runs.count,
                 "lowered": log.lowerings.count(name),
                 "compiled": log.count_for(name),
                 "explained": sum(
@@ -292,162 +333,6 @@ def cache_misses(
                 "logged compiles": sum(
                     f"XLA compilation of jit({name})" in m for m in messages
                 ),
-            }
-        )
-    return rows
-
-
-def wrapper_race(calls: int = 100, rounds: int = 31) -> "timing.Race":
-    """Race ``calls`` calls of ``plus_one`` per round: through one reused wrapper,
-    through new wrappers built beforehand (the first call of each), through a new
-    ``jax.jit(plus_one)`` built at each call, and building it without calling.
-
-    Taught in Static arguments and compiling again, The dispatch cache.
-    """
-    for label, value in (("calls", calls), ("rounds", rounds)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{label} must be a positive int, got {value!r}.")
-    reused = jax.jit(plus_one)
-    # one wrapper per timed call and per warm-up call, all built before the race
-    prebuilt = iter([jax.jit(plus_one) for _ in range(calls * (rounds + 1))])
-
-    def repeat(call: Callable) -> Callable:
-        def many():
-            for _ in range(calls):
-                out = call()
-            return out
-
-        return many
-
-    variants = {
-        "one reused wrapper": repeat(lambda: reused(0)),
-        "first call of a wrapper built beforehand": repeat(lambda: next(prebuilt)(0)),
-        "a new jax.jit(plus_one) per call": repeat(lambda: jax.jit(plus_one)(0)),
-        "building jax.jit(plus_one), no call": repeat(lambda: jax.jit(plus_one) and 0),
-    }
-    # As timeit does: the garbage of the new wrappers would otherwise be collected
-    # during whichever variant runs next, and land in its round.
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
-        return timing.race(
-            variants,
-            rounds=rounds,
-            min_time=0.0,
-            max_rounds=rounds,
-            per=calls,
-            per_what="call",
-        )
-    finally:
-        if collecting:
-            gc.enable()
-
-
-def rejit_cost(calls: int = 200) -> dict:
-    """Microseconds per call of ``plus_one``: one wrapper reused, a new one at each
-    call.
-
-    Both reach the same program through jit's global dispatch cache, which is keyed on
-    the function and jit's options, not on the wrapper: ``slow-path calls`` counts the
-    calls that missed it (0). The difference is the cost of building the wrapper.
-    Minimum per call over the rounds of ``wrapper_race``.
-    """
-    if isinstance(calls, bool) or not isinstance(calls, int) or calls < 1:
-        raise ValueError(f"calls must be a positive int, got {calls!r}.")
-    jax.jit(plus_one)(0)  # compile outside the count
-    with count_compiles() as log, count_dispatch_misses() as dispatch:
-        race = wrapper_race(calls)
-    return {
-        "calls": calls,
-        "compiles": log.count_for("plus_one"),
-        "slow-path calls": dispatch.count_for("plus_one"),
-        "reused wrapper (us)": 1e6 * race.min("one reused wrapper"),
-        "jax.jit(plus_one) per call (us)": 1e6
-        * race.min("a new jax.jit(plus_one) per call"),
-        "building jax.jit(plus_one) only (us)": 1e6
-        * race.min("building jax.jit(plus_one), no call"),
-    }
-
-
-def plus_one_noted(i):
-    """``plus_one`` with a ``jax.debug.callback`` that does nothing: a program with an
-    effect, which jit never puts in its dispatch cache."""
-    jax.debug.callback(lambda v: None, i)
-    return i + 1
-
-
-def _new_wrapper(fn: Callable, **options) -> Callable:
-    """A maker of ``(fn, jax.jit(fn, **options))``: the callable is kept alive with
-    it."""
-    return lambda: (fn, jax.jit(fn, **options))
-
-
-def dispatch_rows(wrappers: int = 100) -> list[dict]:
-    """Calls through many jit wrappers: which leave the C++ dispatch cache, which
-    compile.
-
-    Each row calls ``wrappers`` new wrappers once each (or one wrapper that many times).
-    The callables of a row stay alive until it is counted, as in a loop that keeps them.
-
-    Taught in Static arguments and compiling again, The dispatch cache.
-    """
-    if isinstance(wrappers, bool) or not isinstance(wrappers, int) or wrappers < 1:
-        raise ValueError(f"wrappers must be a positive int, got {wrappers!r}.")
-    # made before counting: eager operations compile programs of their own
-    x = jnp.ones(3)
-    jax.clear_caches()
-    reused, noted = jax.jit(plus_one), jax.jit(plus_one_noted)
-    noted(0)
-    n = wrappers
-    cases = [  # row, calls, name to count, argument, maker of (callable, wrapper)
-        ("first call of jax.jit(plus_one)", 1, "plus_one", 0, _new_wrapper(plus_one)),
-        ("a new jax.jit(plus_one) per call", n, "plus_one", 0, _new_wrapper(plus_one)),
-        ("one reused wrapper", n, "plus_one", 0, lambda: (plus_one, reused)),
-        (
-            "a new jax.jit(plus_one, static_argnums=0)",
-            n,
-            "plus_one",
-            0,
-            _new_wrapper(plus_one, static_argnums=0),
-        ),
-        (
-            "a new jax.jit(ScaleBy(2.0))",
-            n,
-            "ScaleBy",
-            x,
-            lambda: _new_wrapper(ScaleBy(2.0))(),
-        ),
-        (
-            "a new jax.jit(functools.partial(plus_one))",
-            n,
-            "partial",
-            0,
-            lambda: _new_wrapper(functools.partial(plus_one))(),
-        ),
-        (
-            "one reused wrapper of plus_one_noted (a debug callback)",
-            n,
-            "plus_one_noted",
-            0,
-            lambda: (plus_one_noted, noted),
-        ),
-    ]
-    rows = []
-    for label, calls, name, arg, make in cases:
-        kept = []
-        with count_compiles() as log, count_dispatch_misses() as dispatch:
-            for _ in range(calls):
-                fn, wrapper = make()
-                kept.append(fn)
-                wrapper(arg)
-            jax.effects_barrier()
-        rows.append(
-            {
-                "calls": label,
-                "how many": calls,
-                "dispatch-cache misses": dispatch.count_for(name),
-                "traces": len(log.traces),
-                "compiles": log.count,
             }
         )
     return rows
@@ -505,7 +390,7 @@ def plus_one(i):
 
 def jit_in_a_loop(how: str, steps: int = 10) -> dict:
     """Apply ``plus_one`` ``steps`` times through ``jax.jit(...)`` built in the loop,
-    three ways.
+    three ways; clears jit's caches first, for every function.
 
     Taught in Static arguments and compiling again, jit built inside a loop.
     """
@@ -522,51 +407,6 @@ def jit_in_a_loop(how: str, steps: int = 10) -> dict:
         for _ in range(steps):
             i = makers[how]()(i)
     return {"loop body": how, "steps": steps, "result": int(i), "compiles": log.count}
-
-
-def add_multiply(a, b, scale):
-    """``(a + b) * scale``: the example of JAX's "Debugging slow tracing" page."""
-    return (a + b) * scale
-
-
-def docs_partial_rows(steps: int = 5) -> list[dict]:
-    """The docs' ``jax.jit(functools.partial(add_multiply, scale=s))(x, y)`` run
-    ``steps`` times in a loop, against the forms without bound arguments.
-
-    Taught in Static arguments and compiling again, jit built inside a loop.
-    """
-    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
-        raise ValueError(f"steps must be a positive int, got {steps!r}.")
-    x = y = jnp.ones(3)
-    forms = {
-        "jax.jit(partial(add_multiply, scale=2.0))(x, y), the same scale": (
-            lambda s: jax.jit(functools.partial(add_multiply, scale=2.0))(x, y)
-        ),
-        "jax.jit(partial(add_multiply, scale=s))(x, y), a new s each step": (
-            lambda s: jax.jit(functools.partial(add_multiply, scale=s))(x, y)
-        ),
-        "jax.jit(partial(add_multiply))(x, y, s), nothing bound": (
-            lambda s: jax.jit(functools.partial(add_multiply))(x, y, s)
-        ),
-        "jax.jit(add_multiply)(x, y, s), no partial": (
-            lambda s: jax.jit(add_multiply)(x, y, s)
-        ),
-    }
-    rows = []
-    for label, step in forms.items():
-        jax.clear_caches()  # each form starts cold
-        with count_compiles() as log:
-            for i in range(steps):
-                step(float(i + 1))
-        rows.append(
-            {
-                "loop body": label,
-                "steps": steps,
-                "traces": log.traces.count("add_multiply"),
-                "compiles": log.count_for("add_multiply"),
-            }
-        )
-    return rows
 
 
 # --- buckets --------------------------------------------------------------------------
@@ -743,199 +583,3 @@ def control_flow_rows() -> list[dict]:
         static_argnums=1,
     )
     return rows
-
-
-# --- the persistent compilation cache -------------------------------------------------
-
-
-def deep(x, steps: int):
-    """A program that takes XLA a noticeable time to compile: ``steps`` unrolled
-    matmul-tanh layers.
-
-    Taught in Static arguments and compiling again, A cache that outlives the process.
-    """
-    for i in range(steps):
-        x = jnp.tanh(x @ x.T * 0.01 + i)
-    return x
-
-
-_CHILD = """
-import json, os, sys, time
-start = time.perf_counter()
-import jitbook, jax, jax.numpy as jnp
-from jitbook.chapters import recompilation
-cache_dir, min_seconds, steps = sys.argv[1], float(sys.argv[2]), int(sys.argv[3])
-jax.config.update("jax_compilation_cache_dir", cache_dir)
-jax.config.update("jax_persistent_cache_min_compile_time_secs", min_seconds)
-x = jnp.ones((32, 32))
-ready = time.perf_counter()
-with jitbook.count_compiles() as log:
-    jax.block_until_ready(jax.jit(recompilation.deep, static_argnums=1)(x, steps))
-done = time.perf_counter()
-print(json.dumps({
-    "traces": log.traces.count("deep"), "lowerings": log.lowerings.count("deep"),
-    "compile events": log.count_for("deep"), "compile (s)": log.compile_seconds,
-    "disk cache hits": log.persistent_cache_hits, "first call (s)": done - ready,
-    "process start to result (s)": done - start,
-    "files in cache dir": len(os.listdir(cache_dir)),
-}))
-"""
-
-
-def cold_start(cache_dir: str, min_compile_seconds: float, steps: int) -> dict:
-    """Run ``jit(deep)`` once in a new Python process using the disk cache in
-    ``cache_dir``; what it cost."""
-    if not os.path.isdir(cache_dir):
-        raise ValueError(
-            f"cache_dir {cache_dir!r} is not a directory; "
-            "create it first (tempfile.mkdtemp())."
-        )
-    return run_for_json(
-        ["-c", _CHILD, cache_dir, str(min_compile_seconds), str(steps)],
-        "the cold-start process",
-    )
-
-
-def persistent_cache_runs(
-    steps: int, min_compile_seconds: float | None = None
-) -> list[dict]:
-    """Two fresh processes sharing one new cache directory: the first compiles, does the
-    second load from disk?
-
-    ``min_compile_seconds=None`` keeps JAX's default threshold (programs faster to
-    compile are not written).
-    """
-    threshold = (
-        jax.config.values["jax_persistent_cache_min_compile_time_secs"]
-        if min_compile_seconds is None
-        else min_compile_seconds
-    )
-    with tempfile.TemporaryDirectory(prefix="jitbook-cache-") as cache_dir:
-        rows = []
-        for process in ("first", "second"):
-            row = {"min compile time (s)": threshold, "process": process}
-            row.update(cold_start(cache_dir, threshold, steps))
-            rows.append(row)
-    return rows
-
-
-_LATE_CHILD = """
-import json, os, sys
-import jitbook, jax, jax.numpy as jnp
-first, second = sys.argv[1], sys.argv[2]
-jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
-jax.config.update("jax_compilation_cache_dir", first)
-jax.jit(lambda x: x * 2.0)(jnp.ones(2))
-jax.config.update("jax_compilation_cache_dir", second)
-jax.jit(lambda x: jnp.tanh(x) @ x)(jnp.ones((4, 4)))
-print(json.dumps({"files in the first directory": len(os.listdir(first)),
-                  "files in the second directory": len(os.listdir(second))}))
-"""
-
-
-_EXPLAIN_CHILD = """
-import json, sys
-import jitbook, jax, jax.numpy as jnp
-from jitbook import cache
-from jitbook.chapters import recompilation
-jax.config.update("jax_compilation_cache_dir", sys.argv[1])
-jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
-x = jnp.ones(3)
-with jitbook.capture_jax_logs(log_compiles=False) as messages:
-    jax.jit(recompilation.add_one)(x)
-print(json.dumps([cache.without_paths(m) for m in messages]))
-"""
-
-
-def explained_with_disk_cache() -> list[str]:
-    """What ``jax_explain_cache_misses`` writes for a first call in a new process whose
-    persistent cache is on (threshold 0): the messages, paths and addresses masked."""
-    with tempfile.TemporaryDirectory(prefix="jitbook-explain-") as cache_dir:
-        return run_for_json(["-c", _EXPLAIN_CHILD, cache_dir], "the child process")
-
-
-def moved_cache_dir() -> dict:
-    """A new process sets a cache directory, compiles, then points the cache elsewhere
-    and compiles again.
-
-    JAX reads the directory once, at the first compile that uses the cache: the later
-    setting is ignored.
-    """
-    with (
-        tempfile.TemporaryDirectory(prefix="jitbook-a-") as first,
-        tempfile.TemporaryDirectory(prefix="jitbook-b-") as second,
-    ):
-        return run_for_json(["-c", _LATE_CHILD, first, second], "the child process")
-
-
-# --- explorer
-
-
-def call_sequence(x: jax.Array | None = None) -> list[tuple[str, object, object, dict]]:
-    """Calls of ``power(x, n)`` (``n`` static) in turn: (what changed, x, n, config
-    options set for the call)."""
-    x = jnp.linspace(0.5, 1.5, 8) if x is None else x
-    return [
-        ("first call: f32[8], n=2", x, 2, {}),
-        ("new values, same shape", x + 1.0, 2, {}),
-        ("new shape: f32[9]", jnp.ones(9), 2, {}),
-        ("new dtype: i32[8]", jnp.arange(8), 2, {}),
-        ("a Python float: weak f32[]", 1.5, 2, {}),
-        ("jnp.float32: strong f32[]", jnp.float32(1.5), 2, {}),
-        ("new static value: n=3", x, 3, {}),
-        ("static n=2.0, equal to 2", x, 2.0, {}),
-        ("config: matmul precision", x, 2, {"jax_default_matmul_precision": "highest"}),
-        ("back to the first call", x, 2, {}),
-    ]
-
-
-def call_story(
-    calls: Sequence[tuple[str, object, object, dict]] | None = None,
-) -> tuple[list[dict], list[dict]]:
-    """One fresh ``jax.jit(power, static_argnums=1)`` called on each of ``calls``:
-    compiled or not, and JAX's reason.
-
-    Taught in Static arguments and compiling again, Explore it.
-    """
-    jitted = fresh_jit(power, static_argnums=1)
-    rows, panels = [], []
-    for i, (label, x, n, config) in enumerate(
-        call_sequence() if calls is None else calls
-    ):
-        old = {k: jax.config.values[k] for k in config}
-        try:
-            with (
-                capture_jax_logs(log_compiles=False) as messages,
-                count_compiles() as log,
-            ):
-                for k, v in config.items():
-                    jax.config.update(k, v)
-                jitted(x, n)
-        finally:
-            for k, v in old.items():
-                jax.config.update(k, v)
-        aval = jax.typeof(x)
-        compiled = log.count_for("power")
-        rows.append(
-            {
-                "call": i + 1,
-                "what changed": label,
-                "jit sees": f"{aval.str_short(short_dtypes=True)}, n={n!r}",
-                "weak type": bool(aval.weak_type),
-                "compiled": compiled,
-                "compiles so far": compiled
-                + (rows[-1]["compiles so far"] if rows else 0),
-            }
-        )
-        why = messages_about(messages, "power", max_lines=12)
-        panels.append(
-            {
-                "JAX's explanation (jax_explain_cache_misses)": why
-                or (
-                    "no message: the call found its program in jit's cache"
-                    if not compiled
-                    else "no message"
-                )
-            }
-        )
-    return rows, panels

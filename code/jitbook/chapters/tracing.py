@@ -19,6 +19,7 @@ import numpy as np
 from jax import lax
 
 from jitbook import timing
+from jitbook.cache import count_body_runs
 from jitbook.errors import raised
 from jitbook.programs import count_equations
 
@@ -442,6 +443,42 @@ def callback_runs(x: jax.Array) -> dict:
     jax.block_until_ready(jax.jit(body)(x))
     jax.effects_barrier()
     return runs
+
+
+def unused_callback_stages(x: jax.Array) -> dict:
+    """Where an unused ``pure_callback`` is still present: in the jaxpr, in the lowered
+    StableHLO. JAX's own dead-code elimination drops it when it lowers, before XLA."""
+    spec = jax.ShapeDtypeStruct(x.shape, x.dtype)
+
+    def body(v):
+        jax.pure_callback(np.asarray, spec, v)
+        return v + 1
+
+    return {
+        "in the jaxpr": "pure_callback" in str(jax.make_jaxpr(body)(x)),
+        "in the StableHLO": "callback" in jax.jit(body).lower(x).as_text(),
+    }
+
+
+def make_jaxpr_after_jit(x: jax.Array) -> dict:
+    """Body runs of a function jitted and called, then given to ``jax.make_jaxpr``
+    with the same argument types: the two share JAX's tracing cache."""
+
+    def shifted(v):
+        return jnp.sin(v) + 1.0
+
+    with count_body_runs(shifted) as jit_runs:
+        jax.jit(shifted)(x)
+    with count_body_runs(shifted) as jaxpr_runs:
+        jaxpr = jax.make_jaxpr(shifted)(x)
+    with count_body_runs(shifted) as other_runs:
+        jax.make_jaxpr(shifted)(x.astype(jnp.int32))
+    return {
+        "body runs for jax.jit": jit_runs.count,
+        "then for make_jaxpr, same types": jaxpr_runs.count,
+        "then for make_jaxpr, new dtype": other_runs.count,
+        "equations": len(jaxpr.eqns),
+    }
 
 
 # --- NumPy, Python numbers and clocks on tracers --------------------------------------

@@ -43,10 +43,32 @@ def tiny(x: jax.Array) -> jax.Array:
     return x + 1.0
 
 
-def heavy_matmul(n: int) -> jax.Array:
-    """A computation long enough that dispatch returns well before it ends."""
-    a = jnp.ones((n, n), dtype=jnp.float32)
+def square(n: int) -> jax.Array:
+    """An ``n`` x ``n`` float32 matrix, computed before any stopwatch starts (filling it
+    is synchronous, so building it inside a timed call would time the fill)."""
+    return jax.block_until_ready(jax.random.normal(jax.random.key(n), (n, n)))
+
+
+def heavy_matmul(a: jax.Array) -> jax.Array:
+    """``(a @ a) @ a``: a computation long enough that dispatch returns well before it
+    ends."""
     return (a @ a) @ a
+
+
+def dispatch_and_compute(a: jax.Array) -> tuple[float, float]:
+    """Seconds to dispatch ``heavy_matmul(a)`` (no blocking) and to dispatch and compute
+    it (blocked), each from a warm start, ``a`` built before either stopwatch.
+
+    Taught in Why compile?, Asynchronous dispatch.
+    """
+    jax.block_until_ready(heavy_matmul(a))  # compile the matmul program outside both
+    start = time.perf_counter()
+    pending = heavy_matmul(a)
+    dispatch = time.perf_counter() - start
+    pending.block_until_ready()
+    start = time.perf_counter()
+    heavy_matmul(a).block_until_ready()
+    return dispatch, time.perf_counter() - start
 
 
 def break_even_calls(compile_s: float, eager_s: float, jit_s: float) -> float:
@@ -68,17 +90,33 @@ def break_even_calls(compile_s: float, eager_s: float, jit_s: float) -> float:
     return math.inf if saved <= 0 else compile_s / saved
 
 
-def op_by_op_programs(fn: Callable, x: jax.Array) -> list[str]:
-    """The compiled programs one op-by-op call of ``fn(x)`` runs, by name, each once.
+def op_by_op_programs_after_clear_caches(fn: Callable, x: jax.Array) -> list[str]:
+    """Calls ``jax.clear_caches()``, then lists the programs one op-by-op ``fn(x)``
+    compiles, by name, each once.
 
-    Clears jit's caches first (every function in the process compiles again after it),
-    so every program the call dispatches compiles and ``count_compiles`` sees it.
-    Taught in Why compile?, Two ways to run the same function.
+    Clearing is global: every function in the process compiles again after it, so a
+    cell that measures a cache hit must warm its own function first (as
+    ``new_wrapper_compiles`` does). Taught in Why compile?, Two ways to run the same
+    function.
     """
     jax.clear_caches()
     with count_compiles() as log:
         jax.block_until_ready(fn(x))
     return log.compiles
+
+
+def new_wrapper_compiles(fn: Callable, x: jax.Array) -> int:
+    """Compiles a new ``jax.jit(fn)`` makes on its first call once ``jax.jit(fn)(x)``
+    has compiled: 0 when jit's caches find the executable by the function.
+
+    Warms ``fn`` itself first, so the count does not depend on what an earlier cell
+    left in (or cleared from) jit's caches. Taught in Why compile?, Two ways to run
+    the same function.
+    """
+    jax.block_until_ready(jax.jit(fn)(x))
+    with count_compiles() as log:
+        jax.block_until_ready(jax.jit(fn)(x))
+    return log.count
 
 
 def headline(x: jax.Array, min_time: float = 1.0) -> timing.Race:
@@ -105,7 +143,7 @@ def cold_and_warm(
     Pass an ``x`` of a shape nothing has used yet: op by op, the first call compiles
     each primitive for that shape, as the first jitted call compiles the whole
     function. A first call happens once, so it is one measurement; the later calls are
-    raced. Taught in Why compile?, When compiling does not pay off.
+    raced. Taught in Why compile?, A function of one operation.
     """
     ways = {"op by op": fn, "jax.jit": fresh_jit(fn)}
     rows = []

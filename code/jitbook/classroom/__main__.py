@@ -2,6 +2,6 @@
 
 import sys
 
-from jitbook.classroom import main
+from jitbook.classroom.cli import main
 
 sys.exit(main())

@@ -4,8 +4,27 @@ student's answer.
 A checker is a function of the answer that calls ``expect`` for each thing it
 verifies; the first failed expectation ends it with a plain-words message. ``check``
 never raises into the student's kernel: the student's exceptions, wrong types,
-missing names and time-outs all become feedback. Exercise modules (one per chapter)
-sit beside this file and are found automatically.
+missing names and time-outs all become feedback. Exercise modules (one per chapter,
+named by its stem) sit beside this file and are found automatically; import what
+they use relatively (``from . import ...``): the grader loads them under its own name.
+
+The checkers' vocabulary (``judge.py``, imported as ``from . import judge``; its
+names are re-exported here too), so that an exercise
+module reads as its exercises and nothing else:
+
+- ``expect_function(answer, name)``, ``expect_jitted(answer, name)``: what the
+  answer must be (a jitted function's *class* has ``.lower``: ``f.lower = None`` on a
+  plain function is refused);
+- ``run(answer, [args, ...])``: the answer on these inputs, each result copied out
+  as exact builtin types and NumPy arrays (``plain``, ``number``, ``whole``,
+  ``array``): call the answer *before* computing the reference, so nothing of the
+  reference exists while the student's code runs;
+- ``agrees(got, want, atol)`` / ``expect_agrees(got, want, passed, failed)``: compare
+  with the reference;
+- ``with compiles_of(answer) as counted: ...`` then ``expect_compiles(counted, k,
+  passed, failed)``: count this object's compiles (its own cache, or every compile
+  for a plain function; never by name);
+- ``is_array(x)``: one of JAX's own arrays, not a look-alike.
 """
 
 import contextlib
@@ -22,6 +41,27 @@ from collections.abc import Callable
 from pathlib import Path
 
 from jitbook.display import fit
+
+from .judge import (
+    Compiles,
+    Wrong,
+    _current,
+    _Progress,
+    agrees,
+    array,
+    compiles_of,
+    expect,
+    expect_agrees,
+    expect_compiles,
+    expect_function,
+    expect_jitted,
+    is_array,
+    is_jitted,
+    number,
+    plain,
+    run,
+    whole,
+)
 
 DEFAULT_TIME_LIMIT = 30.0
 # display metadata key: tests and grading read reports from executed notebooks
@@ -65,15 +105,15 @@ def reports(cells) -> list[dict]:
 
 def exercise(
     id: str,
-    *,
     answer: str,
     topic: str,
     difficulty: int,
-    hint: str,
+    *,
+    hint: str | None = None,
     time_limit: float = DEFAULT_TIME_LIMIT,
 ) -> Callable:
     """Register the decorated function as the checker of exercise ``id``
-    (``"<chapter>.<name>"``).
+    (``"<chapter>.<name>"``); its docstring is the hint, unless ``hint`` is given.
     """
     if "." not in id:
         raise ValueError(
@@ -88,8 +128,10 @@ def exercise(
             raise ValueError(
                 f"exercise id {id!r} is registered twice ({checker.__module__})."
             )
+        words = hint if hint is not None else inspect.cleandoc(checker.__doc__ or "")
+        words = " ".join(words.split())
         _REGISTRY[id] = Exercise(
-            id, answer, topic, difficulty, hint, checker, time_limit
+            id, answer, topic, difficulty, words, checker, time_limit
         )
         return checker
 
@@ -103,50 +145,10 @@ def registry() -> dict[str, Exercise]:
     return dict(sorted(_REGISTRY.items()))
 
 
-class Wrong(Exception):
-    """Raised by a checker to stop with a plain-words explanation of what is off."""
-
-    def __init__(self, message: str, details: str = "") -> None:
-        super().__init__(message)
-        self.details = details
-
-
 class _TimeLimit(BaseException):
     """BaseException so that a student's ``except Exception`` cannot swallow the time
     limit.
     """
-
-
-@dataclasses.dataclass
-class _Progress:
-    passed: list[str] = dataclasses.field(default_factory=list)
-
-
-_current: list[_Progress] = []
-
-
-def expect(condition: bool, passed: str, failed: str) -> None:
-    """Record ``passed`` if ``condition`` holds, else stop the checker with
-    ``failed``."""
-    if not condition:
-        raise Wrong(failed)
-    if _current:
-        _current[-1].passed.append(passed)
-
-
-def is_jitted(fn) -> bool:
-    """Whether ``fn`` was made by ``jax.jit`` (it can be lowered ahead of time)."""
-    return callable(fn) and hasattr(fn, "lower")
-
-
-def expect_jitted(answer, name: str) -> None:
-    """The expectation every "jit it" exercise starts with, in one wording."""
-    expect(
-        is_jitted(answer),
-        "is a jitted function",
-        f"{name} is {type(answer).__name__}, not a function compiled by jax.jit (it "
-        "has no .lower).",
-    )
 
 
 def _student_line(tb) -> str:
@@ -283,6 +285,7 @@ def _time_limit(seconds: float, exercise_id: str):
         target=_warn_if_still_running,
         args=(done, seconds + GRACE, exercise_id),
         daemon=True,
+        name="jitbook-watchdog",
     )
     previous = signal.signal(signal.SIGALRM, stop)
     signal.setitimer(signal.ITIMER_REAL, seconds)
@@ -399,11 +402,8 @@ def close(got, want, rtol: float = 1e-4) -> bool:
     import numpy as np
 
     try:
-        got, want = (
-            np.asarray(got, dtype=np.float64),
-            np.asarray(want, dtype=np.float64),
-        )
-    except (TypeError, ValueError):
+        got, want = array(got), np.asarray(want, dtype=np.float64)
+    except (Wrong, TypeError, ValueError):
         return False
     return got.shape == want.shape and bool(
         np.all(np.abs(got - want) <= rtol * np.abs(want).max())
@@ -411,16 +411,28 @@ def close(got, want, rtol: float = 1e-4) -> bool:
 
 
 __all__ = [
+    "Compiles",
     "Exercise",
     "Report",
     "Wrong",
+    "agrees",
+    "array",
     "call_answer",
     "check",
     "close",
+    "compiles_of",
     "exercise",
     "expect",
+    "expect_agrees",
+    "expect_compiles",
+    "expect_function",
     "expect_jitted",
+    "is_array",
     "is_jitted",
+    "number",
+    "plain",
     "registry",
     "reports",
+    "run",
+    "whole",
 ]

@@ -11,17 +11,9 @@ import numpy as np
 from jax import export
 
 from jitbook import programs
-from jitbook.cache import count_compiles
 from jitbook.chapters import artifacts
 
-from . import (
-    Wrong,
-    call_answer,
-    error_line,
-    exercise,
-    expect,
-    expect_jitted,
-)
+from . import Wrong, call_answer, error_line, exercise, expect, judge
 
 
 def _compile(answer, *args):
@@ -32,17 +24,12 @@ def _compile(answer, *args):
         raise Wrong(f"compiling your function raised {error_line(err)}") from None
 
 
-@exercise(
-    "artifacts.donate-update",
-    answer="donating_update",
-    topic="buffer donation",
-    difficulty=1,
-    hint="jax.jit(artifacts.sgd_update, donate_argnums=0) (or donate_argnames='state') "
-    "hands the state's "
-    "memory to the result.",
-)
+@exercise("artifacts.donate-update", "donating_update", "buffer donation", 1)
 def _donate_update(answer):
-    expect_jitted(answer, "donating_update")
+    """jax.jit(artifacts.sgd_update, donate_argnums=0) (or donate_argnames='state')
+    hands the state's memory to the result.
+    """
+    judge.expect_jitted(answer, "donating_update")
     state, grad = jnp.ones((256, 256)), jnp.full((256, 256), 2.0)
     memory = _compile(answer, state, grad).memory_analysis()
     expect(
@@ -53,12 +40,12 @@ def _donate_update(answer):
         "state would alias all of them. Donate argument 0 (the state), not the "
         "gradient.",
     )
-    got = call_answer(answer, state, grad)
-    expect(
-        bool(np.allclose(np.asarray(got), 1.0 - 0.1 * 2.0)),
+    got = judge.array(call_answer(answer, state, grad), "donating_update")
+    judge.expect_agrees(
+        got,
+        np.full(state.shape, 1.0 - 0.1 * 2.0),
         "computes the same step as sgd_update",
-        f"donating_update(ones, 2s) returned {float(np.asarray(got).ravel()[0]):.4g}, "
-        "sgd_update gives 0.8.",
+        f"donating_update(ones, 2s) returned {got.ravel()[:1]}, sgd_update gives 0.8.",
     )
     expect(
         state.is_deleted(),
@@ -67,18 +54,13 @@ def _donate_update(answer):
     )
 
 
-@exercise(
-    "artifacts.any-batch",
-    answer="exported_predict",
-    topic="shape-polymorphic export",
-    difficulty=2,
-    hint="export.export(jax.jit(artifacts.predict))(weights_spec, "
-    "artifacts.batch_spec(3)): a symbolic "
-    "batch dimension from export.symbolic_shape.",
-)
+@exercise("artifacts.any-batch", "exported_predict", "shape-polymorphic export", 2)
 def _any_batch(answer):
+    """export.export(jax.jit(artifacts.predict))(weights_spec,
+    artifacts.batch_spec(3)): a symbolic batch dimension from export.symbolic_shape.
+    """
     expect(
-        isinstance(answer, export.Exported),
+        type(answer) is export.Exported,
         "is a jax.export.Exported",
         f"exported_predict is a {type(answer).__name__}; build it with "
         "export.export(jax.jit(artifacts.predict))(...).",
@@ -98,11 +80,7 @@ def _any_batch(answer):
                 "with a symbolic batch dimension."
             ) from None
         expect(
-            bool(
-                np.allclose(
-                    np.asarray(got), np.asarray(artifacts.predict(w, x)), atol=1e-6
-                )
-            ),
+            judge.agrees(got, artifacts.predict(w, x), atol=1e-6),
             f"batch of {batch}: same result as predict",
             f"for a batch of {batch} the result differs from predict.",
         )
@@ -119,26 +97,17 @@ def _any_batch(answer):
     )
 
 
-@exercise(
-    "artifacts.scan-loop",
-    answer="damped_steps",
-    topic="compile cost of loops",
-    difficulty=2,
-    hint="Write the loop as jax.lax.scan (or fori_loop) so the body is traced once, "
-    "whatever n is.",
-)
+@exercise("artifacts.scan-loop", "damped_steps", "compile cost of loops", 2)
 def _scan_loop(answer):
-    expect(
-        callable(answer),
-        "is a function",
-        f"damped_steps is a {type(answer).__name__}, not a function.",
-    )
+    """Write the loop as jax.lax.scan (or fori_loop) so the body is traced once,
+    whatever n is.
+    """
+    judge.expect_function(answer, "damped_steps")
     x = jnp.linspace(-1.0, 1.0, 8)
     for n in (3, 50):
-        got = call_answer(answer, x, n)
-        want = artifacts.unrolled_steps(x, n)
+        got = judge.array(call_answer(answer, x, n), "damped_steps")
         expect(
-            bool(np.allclose(np.asarray(got), np.asarray(want), atol=1e-5)),
+            judge.agrees(got, artifacts.unrolled_steps(x, n)),
             f"n={n}: same result as unrolled_steps",
             f"damped_steps(x, {n}) differs from artifacts.unrolled_steps(x, {n}).",
         )
@@ -160,16 +129,12 @@ def _scan_loop(answer):
     )
 
 
-@exercise(
-    "artifacts.table-argument",
-    answer="apply_weights",
-    topic="constants versus arguments",
-    difficulty=2,
-    hint="Take the weights as an argument of the jitted function instead of closing "
-    "over them.",
-)
+@exercise("artifacts.table-argument", "apply_weights", "constants versus arguments", 2)
 def _table_argument(answer):
-    expect_jitted(answer, "apply_weights")
+    """Take the weights as an argument of the jitted function instead of closing over
+    them.
+    """
+    judge.expect_jitted(answer, "apply_weights")
     rng = np.random.default_rng(1)
     weights = [jnp.asarray(rng.normal(size=(64, 64)), jnp.float32) for _ in range(2)]
     x = jnp.ones(64)
@@ -188,18 +153,18 @@ def _table_argument(answer):
         f"its program carries {baked} bytes of constants: the weights are closed over, "
         "not passed.",
     )
-    with count_compiles() as log:
-        got = [np.asarray(call_answer(answer, w, x)) for w in weights]
+    with judge.compiles_of(answer) as counted:
+        got = [judge.array(call_answer(answer, w, x)) for w in weights]
     right = all(
-        np.allclose(g, np.asarray(w @ x), atol=1e-4)
-        for w, g in zip(weights, got, strict=True)
+        judge.agrees(g, w @ x, atol=1e-4) for w, g in zip(weights, got, strict=True)
     )
     expect(
         right, "computes weights @ x", "apply_weights(weights, x) is not weights @ x."
     )
-    expect(
-        log.count <= 1,
+    judge.expect_compiles(
+        counted,
+        1,
         "two weight matrices, one compile",
-        f"two weight matrices of the same shape compiled {log.count} times; the "
-        "weights must be a traced argument.",
+        "two weight matrices of the same shape compiled {count} times; the weights "
+        "must be a traced argument.",
     )

@@ -7,10 +7,10 @@ import numpy as np
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from jitbook.cache import count_compiles, fresh_jit
+from jitbook.cache import fresh_jit
 from jitbook.chapters import devices
 
-from . import Wrong, call_answer, error_line, exercise, expect
+from . import Wrong, call_answer, error_line, exercise, expect, judge
 
 
 def _mesh():
@@ -33,18 +33,14 @@ def _compiled(fn, *args):
         raise Wrong(f"jit could not compile your function: {error_line(err)}") from None
 
 
-@exercise(
-    "devices.batch-axis",
-    answer="batch_spec",
-    topic="data parallelism without collectives",
-    difficulty=1,
-    hint="Each row of x is one example; split the rows and keep the features whole: "
-    "P(axis, None).",
-)
+@exercise("devices.batch-axis", "batch_spec", "data parallelism without collectives", 1)
 def _batch_axis(answer):
+    """Each row of x is one example; split the rows and keep the features whole:
+    P(axis, None).
+    """
     mesh = _mesh()
     expect(
-        isinstance(answer, P),
+        type(answer) is P,
         "is a PartitionSpec",
         f"batch_spec is a {type(answer).__name__}; make it a "
         "jax.sharding.PartitionSpec, e.g. P('data', None).",
@@ -80,15 +76,11 @@ def _batch_axis(answer):
     )
 
 
-@exercise(
-    "devices.one-sharding",
-    answer="to_one_sharding",
-    topic="sharding in the cache key",
-    difficulty=2,
-    hint="jax.device_put(x, NamedSharding(mesh, P('data', None))) moves any array to "
-    "one chosen sharding.",
-)
+@exercise("devices.one-sharding", "to_one_sharding", "sharding in the cache key", 2)
 def _one_sharding(answer):
+    """jax.device_put(x, NamedSharding(mesh, P('data', None))) moves any array to one
+    chosen sharding.
+    """
     mesh = _mesh()
     n, axis = mesh.devices.size, mesh.axis_names[0]
     x = np.random.default_rng(2).normal(size=(2 * n, 2 * n)).astype(np.float32)
@@ -106,12 +98,12 @@ def _one_sharding(answer):
     }
     step = fresh_jit(devices.sum_of_squares)
     replicated = []
-    with count_compiles() as log:
+    with judge.compiles_of(step) as counted:
         for name, spec in loaders.items():
             placed = call_answer(
                 answer, jax.device_put(values[name], NamedSharding(mesh, spec))
             )
-            if not isinstance(placed, jax.Array):
+            if not judge.is_array(placed):
                 raise Wrong(
                     f"to_one_sharding returned a {type(placed).__name__}, not a "
                     "jax.Array."
@@ -133,14 +125,13 @@ def _one_sharding(answer):
                     f"for the {name} input the values changed: sum of squares "
                     f"{got:.6g}, not {want:.6g}."
                 )
-    compiles = log.count_for("sum_of_squares")
-    expect(
-        compiles == 1,
+    judge.expect_compiles(
+        counted,
+        1,
         f"same values, on all {n} devices, and one compile for rows, columns and "
         "replicated inputs",
-        f"the jitted step compiled {compiles} times for {len(loaders)} inputs: they "
-        "still reach it with "
-        f"different shardings.",
+        f"the jitted step compiled {{times}} for {len(loaders)} inputs: they still "
+        "reach it with different shardings.",
     )
     expect(
         not replicated,
@@ -151,16 +142,11 @@ def _one_sharding(answer):
     )
 
 
-@exercise(
-    "devices.psum",
-    answer="sharded_dot",
-    topic="shard_map and psum",
-    difficulty=2,
-    hint="jax.shard_map(local, mesh=mesh, in_specs=(P(None, 'data'), P('data', None)), "
-    "out_specs=P()), "
-    "with local(a, b) = jax.lax.psum(a @ b, 'data').",
-)
+@exercise("devices.psum", "sharded_dot", "shard_map and psum", 2)
 def _psum(answer):
+    """jax.shard_map(local, mesh=mesh, in_specs=(P(None, 'data'), P('data', None)),
+    out_specs=P()), with local(a, b) = jax.lax.psum(a @ b, 'data').
+    """
     mesh = _mesh()
     k = 3 * mesh.devices.size
     rng = np.random.default_rng(3)
@@ -168,11 +154,13 @@ def _psum(answer):
         rng.normal(size=(5, k)).astype(np.float32),
         rng.normal(size=(k, 4)).astype(np.float32),
     )
-    got = np.asarray(call_answer(answer, a, b))
-    expect(
-        got.shape == (5, 4) and np.allclose(got, a @ b, atol=1e-4),
+    got = judge.array(call_answer(answer, a, b), "sharded_dot")
+    judge.expect_agrees(
+        got,
+        a @ b,
         "computes a @ b",
         f"sharded_dot(a, b) gave {got.shape} values that differ from a @ b.",
+        atol=1e-4,
     )
     try:
         program = str(jax.make_jaxpr(answer)(a, b))
@@ -197,37 +185,36 @@ def _psum(answer):
     )
 
 
-@exercise(
-    "devices.column-stats",
-    answer="column_stats",
-    topic="reductions over sharded rows",
-    difficulty=2,
-    hint="Means and x.T @ x reduce over rows: each device reduces its own rows and XLA "
-    "adds an all-reduce. "
-    "Avoid operations that need every row in one place (sorting, reshaping rows away).",
-)
+@exercise("devices.column-stats", "column_stats", "reductions over sharded rows", 2)
 def _column_stats(answer):
+    """Means and x.T @ x reduce over rows: each device reduces its own rows and XLA
+    adds an all-reduce. Avoid operations that need every row in one place (sorting,
+    reshaping rows away).
+    """
     mesh = _mesh()
     n = mesh.devices.size
     x = np.random.default_rng(4).normal(size=(16 * n, 3)).astype(np.float32)
     xs = jax.device_put(x, NamedSharding(mesh, P(mesh.axis_names[0], None)))
     out = call_answer(answer, xs)
-    if not (isinstance(out, tuple) and len(out) == 2):
+    if not (type(out) is tuple and len(out) == 2):
         raise Wrong(
             "column_stats must return a pair (mean, covariance), it returned "
             f"{type(out).__name__}."
         )
-    mean, cov = (np.asarray(v) for v in out)
-    expect(
-        mean.shape == (3,) and np.allclose(mean, x.mean(axis=0), atol=1e-5),
+    mean, cov = (judge.array(v, "column_stats") for v in out)
+    judge.expect_agrees(
+        mean,
+        x.mean(axis=0),
         "right column means",
         f"the means {mean.round(4).tolist()} differ from "
         f"{x.mean(axis=0).round(4).tolist()}.",
     )
-    expect(
-        cov.shape == (3, 3) and np.allclose(cov, np.cov(x.T), atol=1e-4),
+    judge.expect_agrees(
+        cov,
+        np.cov(x.T),
         "right covariance (divided by n - 1)",
         "the covariance differs from np.cov(x.T) (which divides by n - 1).",
+        atol=1e-4,
     )
     found = devices.collectives(_compiled(answer, xs))
     expect(

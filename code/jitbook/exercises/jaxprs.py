@@ -8,7 +8,7 @@ from jitbook import programs
 from jitbook.cache import count_compiles
 from jitbook.chapters import jaxprs, tracing
 
-from . import Wrong, call_answer, error_line, exercise, expect
+from . import Wrong, call_answer, error_line, exercise, expect, judge
 
 
 def _affine(a, b):
@@ -22,15 +22,11 @@ def _closure(x):
     return x * _TABLE.sum() + 2.0
 
 
-@exercise(
-    "jaxprs.count-equations",
-    answer="count_equations",
-    topic="reading a jaxpr",
-    difficulty=1,
-    hint="jax.make_jaxpr(fn)(*args) returns a jaxpr; its .eqns list holds one entry "
-    "per equation.",
-)
+@exercise("jaxprs.count-equations", "count_equations", "reading a jaxpr", 1)
 def _count_equations(answer):
+    """jax.make_jaxpr(fn)(*args) returns a jaxpr; its .eqns list holds one entry per
+    equation.
+    """
     x, m = jnp.ones(3), jnp.ones((3, 3))
     cases = [
         ("x ** 2 + 1", lambda v: v**2 + 1.0, (x,)),
@@ -39,7 +35,7 @@ def _count_equations(answer):
         ("fori_loop of 4 steps", lambda v: tracing.fori_version(v, 4), (x,)),
     ]
     for label, fn, args in cases:
-        got = call_answer(answer, fn, *args)
+        got = judge.number(call_answer(answer, fn, *args), "count_equations")
         jaxpr = jax.make_jaxpr(fn)(*args)
         want = len(jaxpr.eqns)
         if got == len(list(programs.equations(jaxpr))) and got != want:
@@ -62,23 +58,19 @@ def _count_equations(answer):
         )
 
 
-@exercise(
-    "jaxprs.keep-dtype",
-    answer="halve",
-    topic="weak-typed literals",
-    difficulty=1,
-    hint="A Python float is weak-typed: it takes the dtype of the array it meets. A "
-    "jnp.float32 is not.",
-)
+@exercise("jaxprs.keep-dtype", "halve", "weak-typed literals", 1)
 def _keep_dtype(answer):
+    """A Python float is weak-typed: it takes the dtype of the array it meets. A
+    jnp.float32 is not.
+    """
     for dtype in (jnp.float16, jnp.bfloat16, jnp.float32):
         x = jnp.arange(4, dtype=dtype)
         out = call_answer(answer, x)
         expect(
-            np.allclose(np.asarray(out, np.float32), np.arange(4) / 2),
+            judge.is_array(out) and judge.agrees(out, np.arange(4) / 2),
             f"halves {jnp.dtype(dtype).name}",
-            f"halve(x) returned {np.asarray(out)!r} for x = {np.asarray(x)!r}; "
-            "expected each value halved.",
+            f"halve(x) returned {out!r} for x = {np.asarray(x)!r}; expected each "
+            "value halved, as a JAX array.",
         )
         expect(
             out.dtype == dtype,
@@ -97,26 +89,21 @@ def _keep_dtype(answer):
         )
 
 
-@exercise(
-    "jaxprs.fixed-size",
-    answer="trajectory",
-    topic="loops in jaxprs",
-    difficulty=2,
-    hint="lax.scan(body, x, length=steps) traces body once; body(carry, _) returns "
-    "(new carry, value to stack).",
-)
+@exercise("jaxprs.fixed-size", "trajectory", "loops in jaxprs", 2)
 def _fixed_size(answer):
+    """lax.scan(body, x, length=steps) traces body once; body(carry, _) returns (new
+    carry, value to stack).
+    """
     x = jnp.linspace(-1.0, 1.0, 5)
     for steps in (3, 30):
-        got = call_answer(answer, x, steps)
+        got = judge.array(call_answer(answer, x, steps), "trajectory")
         want, current = [], x
         for _ in range(steps):
             current = jaxprs.update(current)
             want.append(np.asarray(current))
         want = np.stack(want)
         expect(
-            np.shape(got) == want.shape
-            and np.allclose(np.asarray(got), want, atol=1e-5),
+            judge.agrees(got, want),
             f"stacks the {steps} iterates for {steps} steps",
             f"trajectory(x, {steps}) should have shape {want.shape} and row i equal to "
             "x after i + 1 steps "
@@ -142,15 +129,11 @@ def _fixed_size(answer):
     )
 
 
-@exercise(
-    "jaxprs.flops",
-    answer="flops_of",
-    topic="compile and cost analysis",
-    difficulty=2,
-    hint="jax.jit(fn).trace(*args).lower().compile().cost_analysis() is a dict with a "
-    "'flops' entry.",
-)
+@exercise("jaxprs.flops", "flops_of", "compile and cost analysis", 2)
 def _flops(answer):
+    """jax.jit(fn).trace(*args).lower().compile().cost_analysis() is a dict with a
+    'flops' entry.
+    """
     cases = [
         (
             "a (8, 16) @ (16, 4) matmul",
@@ -162,31 +145,28 @@ def _flops(answer):
     ]
     for label, fn, args in cases:
         got = call_answer(answer, fn, *args)
-        want = programs.cost_summary(jax.jit(fn).trace(*args).lower().compile())[
-            "flops"
-        ]
-        if isinstance(got, dict):
+        if type(got) is dict:
             raise Wrong(
                 f"for {label} you returned the whole cost analysis; return its 'flops' "
                 "entry as a number."
             )
+        got = judge.number(got, "flops_of")
+        want = programs.cost_summary(jax.jit(fn).trace(*args).lower().compile())[
+            "flops"
+        ]
         expect(
-            isinstance(got, (int, float, np.floating)) and float(got) == want,
+            float(got) == want,
             f"{label}: {want:g} flops",
             f"for {label} you returned {got!r}; XLA's cost analysis says {want:g} "
             "flops.",
         )
 
 
-@exercise(
-    "jaxprs.precompile",
-    answer="precompile",
-    topic="ahead-of-time compilation",
-    difficulty=2,
-    hint="jax.ShapeDtypeStruct(shape, jnp.float32) stands in for an array when you "
-    "trace and lower.",
-)
+@exercise("jaxprs.precompile", "precompile", "ahead-of-time compilation", 2)
 def _precompile(answer):
+    """jax.ShapeDtypeStruct(shape, jnp.float32) stands in for an array when you trace
+    and lower.
+    """
     shapes = [(2,), (5,), (3, 4)]
 
     def fresh_step(x):  # a new function each check, so no earlier compilation is reused
@@ -195,10 +175,10 @@ def _precompile(answer):
     with count_compiles() as ahead:
         table = call_answer(answer, fresh_step, shapes)
     expect(
-        isinstance(table, dict) and set(table) == set(shapes),
+        type(table) is dict and set(table) == set(shapes),
         "returns one entry per shape",
         f"precompile returned {type(table).__name__} with keys "
-        f"{sorted(table) if isinstance(table, dict) else '-'};"
+        f"{sorted(table) if type(table) is dict else '-'};"
         f" return a dict from each shape to its compiled function.",
     )
     expect(
@@ -214,12 +194,12 @@ def _precompile(answer):
     with count_compiles() as later:
         outputs = {shape: call_answer(table[shape], x) for shape, x in inputs.items()}
     for shape, x in inputs.items():
-        expect(
-            np.allclose(
-                np.asarray(outputs[shape]), np.asarray(jaxprs.update(x)), atol=1e-6
-            ),
+        judge.expect_agrees(
+            judge.array(outputs[shape], f"the function for {shape}"),
+            jaxprs.update(x),
             f"{shape}: right values",
             f"the function for shape {shape} does not compute jaxprs.update.",
+            atol=1e-6,
         )
     expect(
         later.count == 0,

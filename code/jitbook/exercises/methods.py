@@ -15,26 +15,19 @@ import numpy as np
 from jitbook.cache import count_compiles
 from jitbook.chapters import methods
 
-from . import (
-    Wrong,
-    call_answer,
-    error_line,
-    exercise,
-    expect,
-    is_jitted,
-)
+from . import Wrong, call_answer, error_line, exercise, expect, judge
 
 
-def _compiles(fn, *args):
-    """(result, compiles) of one call of the student's code; their exceptions become
-    feedback."""
-    with count_compiles() as log:
+def _compiles(fn, method, *args):
+    """(result, compiles of the class's jitted ``method`` object) of one call of the
+    student's code; their exceptions become feedback."""
+    with judge.compiles_of(method) as counted:
         out = call_answer(fn, *args)
         try:
             jax.block_until_ready(out)
         except Exception as err:  # noqa: BLE001 - a failure while computing is the student's error too
             raise Wrong(f"computing the result raised {error_line(err)}") from None
-    return out, log
+    return out, counted
 
 
 _sizes = itertools.count(5)
@@ -53,28 +46,22 @@ def _most_compiled(log) -> int:
 
 
 def _close(got, want) -> bool:
-    try:
-        return np.allclose(np.asarray(got, dtype=np.float64), want, atol=1e-5)
-    except (TypeError, ValueError):
-        return False
+    return judge.agrees(got, want)
 
 
-@exercise(
-    "methods.hash-config",
-    answer="Poly",
-    topic="self as a static argument",
-    difficulty=2,
-    hint="A frozen dataclass compares and hashes by its fields and refuses assignment: "
-    "@dataclasses.dataclass(frozen=True) with one field, coeffs.",
-)
+@exercise("methods.hash-config", "Poly", "self as a static argument", 2)
 def _hash_config(answer):
+    """A frozen dataclass compares and hashes by its fields and refuses assignment:
+    @dataclasses.dataclass(frozen=True) with one field, coeffs.
+    """
     expect(
         isinstance(answer, type),
         "is a class",
         f"Poly should be a class, got a {type(answer).__name__}.",
     )
+    evaluate = vars(answer).get("evaluate")
     expect(
-        is_jitted(vars(answer).get("evaluate")),
+        judge.is_jitted(evaluate),
         "evaluate is jitted",
         "Poly.evaluate is not a jax.jit-wrapped function; decorate it with "
         "functools.partial(jax.jit, static_argnums=0).",
@@ -84,7 +71,7 @@ def _hash_config(answer):
     )  # a shape this kernel has not compiled yet: no cache to clear
     xs = np.asarray(x, dtype=np.float64)
     poly = call_answer(answer, (1.0, 2.0))
-    out, _ = _compiles(poly.evaluate, x)
+    out, _ = _compiles(poly.evaluate, evaluate, x)
     expect(
         _close(out, 1.0 + 2.0 * xs),
         "evaluate gives the polynomial's values",
@@ -102,7 +89,7 @@ def _hash_config(answer):
             "@dataclasses.dataclass(frozen=True)."
         )
     other = call_answer(answer, (0.5, 0.0, 3.0))
-    out, first = _compiles(other.evaluate, x)
+    out, first = _compiles(other.evaluate, evaluate, x)
     expect(
         _close(out, 0.5 + 3.0 * xs**2),
         "a new Poly gives its own values",
@@ -111,22 +98,21 @@ def _hash_config(answer):
         "reused. Compare and hash the coefficients.",
     )
     twin = call_answer(answer, (0.5, 0.0, 3.0))
-    _, log = _compiles(twin.evaluate, x)
+    _, log = _compiles(twin.evaluate, evaluate, x)
     expect(
-        log.count_for("evaluate") == 0,
+        log.count == 0,
         "an equal polynomial reuses the compiled code",
         "a new Poly with the same coefficients compiled evaluate "
-        f"{log.count_for('evaluate')} time(s); "
-        "equal objects must compare and hash equal.",
+        f"{log.count} time(s); equal objects must compare and hash equal.",
     )
     expect(
         twin == other and not (twin == poly),
         "== compares coefficients",
         "Poly objects with equal coefficients must compare equal, different ones not.",
     )
-    _, log = _compiles(call_answer(answer, (0.5, 0.0, 4.0)).evaluate, x)
+    _, log = _compiles(call_answer(answer, (0.5, 0.0, 4.0)).evaluate, evaluate, x)
     expect(
-        log.count_for("evaluate") == 1,
+        log.count == 1,
         "other coefficients of the same length compile again (self is static)",
         "a Poly with other coefficients of the same length did not compile evaluate "
         "again, so its coefficients are traced values, not part of a static self. "
@@ -142,16 +128,11 @@ def _is_equinox(cls) -> bool:
     return isinstance(cls, type) and issubclass(cls, eqx.Module)
 
 
-@exercise(
-    "methods.pytree-trainer",
-    answer="Trainer",
-    topic="pytree classes",
-    difficulty=3,
-    hint="Children: weight and learning_rate (values). Metadata: activation (selects "
-    "code). Unflatten "
-    "must restore every field.",
-)
+@exercise("methods.pytree-trainer", "Trainer", "pytree classes", 3)
 def _pytree_trainer(answer):
+    """Children: weight and learning_rate (values). Metadata: activation (selects
+    code). Unflatten must restore every field.
+    """
     expect(
         isinstance(answer, type),
         "is a class",
@@ -162,7 +143,8 @@ def _pytree_trainer(answer):
     x = jnp.linspace(-1.0, 1.5, n)
     lrs = (0.1, 0.3)
     trainer = call_answer(answer, w, lrs[0], "tanh")
-    new, first = _compiles(trainer.step, x)
+    step = vars(answer).get("step")
+    new, first = _compiles(trainer.step, step, x)
     want = np.asarray(w, np.float64) - 0.1 * methods.reference_grad(w, x, "tanh")
     expect(
         isinstance(new, answer),
@@ -179,7 +161,7 @@ def _pytree_trainer(answer):
         "rebuilds self with it).",
     )
     expect(
-        first.count_for("step") == 1,
+        first.cache is not None and first.count == 1,
         "step is compiled by jax.jit",
         "step was not compiled as one program; decorate it with @jax.jit (self must "
         "then be a pytree).",
@@ -193,11 +175,11 @@ def _pytree_trainer(answer):
         "every field?",
     )
     equinox = _is_equinox(answer)
-    _, log = _compiles(call_answer(answer, w, lrs[1], "tanh").step, x)
+    _, log = _compiles(call_answer(answer, w, lrs[1], "tanh").step, step, x)
     expect(
-        log.count_for("step") == 0,
+        log.count == 0,
         "a new learning rate does not compile again",
-        f"a new learning_rate compiled step {log.count_for('step')} time(s); "
+        f"a new learning_rate compiled step {log.count} time(s); "
         + (
             "eqx.filter_jit treats a Python float field as static: store "
             "learning_rate as an array (jnp.asarray) so it is traced."
@@ -205,9 +187,9 @@ def _pytree_trainer(answer):
             else "make it a child (traced value), not metadata."
         ),
     )
-    _, log = _compiles(call_answer(answer, w, lrs[0], "relu").step, x)
+    _, log = _compiles(call_answer(answer, w, lrs[0], "relu").step, step, x)
     expect(
-        log.count_for("step") == 1,
+        log.count == 1,
         "a new activation compiles again",
         "a new activation did not compile step again; the activation selects code, so "
         + (
@@ -218,21 +200,17 @@ def _pytree_trainer(answer):
     )
 
 
-@exercise(
-    "methods.shared-function",
-    answer="build_models",
-    topic="static callables in Equinox",
-    difficulty=1,
-    hint="jit compares static functions by identity: create the function once, outside "
-    "the loop.",
-)
+@exercise("methods.shared-function", "build_models", "static callables in Equinox", 1)
 def _shared_function(answer):
+    """jit compares static functions by identity: create the function once, outside the
+    loop.
+    """
     scales = [1.0, 2.0, 3.0]
     models = call_answer(answer, scales)
     expect(
-        isinstance(models, list)
+        type(models) is list
         and len(models) == 3
-        and all(isinstance(m, methods.MappedEqx) for m in models),
+        and all(type(m) is methods.MappedEqx for m in models),
         "returns one MappedEqx per scale",
         "build_models(scales) should return a list of methods.MappedEqx.",
     )
@@ -247,28 +225,24 @@ def _shared_function(answer):
     models = call_answer(
         answer, scales
     )  # new models: one shared function compiles run at most once
-    with count_compiles() as log:
+    with judge.compiles_of(vars(methods.MappedEqx)["run"]) as log:
         for model in models:
             call_answer(model.run)
     expect(
-        log.count_for("run") <= 1,
+        log.count <= 1,
         "all models share at most one compile of run",
-        f"running the three models compiled run {log.count_for('run')} times: each "
+        f"running the three models compiled run {log.count} times: each "
         "model holds its own "
         "function object, and jit compares static functions by identity.",
     )
 
 
-@exercise(
-    "methods.closure-to-argument",
-    answer="weight_grad",
-    topic="closures against arguments",
-    difficulty=2,
-    hint="Differentiate with respect to the layer itself: the gradient of a module is "
-    "a module of the same class, with the gradient of each array field in its place. "
-    "Jit one function, once.",
-)
+@exercise("methods.closure-to-argument", "weight_grad", "closures against arguments", 2)
 def _closure_to_argument(answer):
+    """Differentiate with respect to the layer itself: the gradient of a module is a
+    module of the same class, with the gradient of each array field in its place.
+    Jit one function, once.
+    """
     keys = jax.random.split(jax.random.key(7), 4)
     x = jax.random.normal(keys[3], (7,))
     layers = [methods.EqxLayer(jax.random.normal(k, (7,)), "tanh") for k in keys[:3]]
@@ -277,7 +251,7 @@ def _closure_to_argument(answer):
         jax.block_until_ready(grads)
     for layer, g in zip(layers, grads, strict=False):
         expect(
-            isinstance(g, jax.Array) and g.shape == layer.weight.shape,
+            judge.is_array(g) and g.shape == layer.weight.shape,
             "returns an array shaped like the weight",
             f"weight_grad returned {type(g).__name__}; return the gradient with "
             "respect to layer.weight, "

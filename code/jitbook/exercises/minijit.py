@@ -4,22 +4,17 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jitbook.cache import count_compiles, fresh_jit
+from jitbook.cache import fresh_jit
 from jitbook.chapters import minijit
 
-from . import call_answer, exercise, expect
+from . import call_answer, exercise, expect, judge
 
 
-@exercise(
-    "minijit.emit-primitive",
-    answer="make_cube",
-    topic="primitives and the compile step",
-    difficulty=2,
-    hint="cube_p = jax.extend.core.Primitive('cube'); cube_p.def_abstract_eval(lambda "
-    "a: a); "
-    "minijit.EMITTERS['cube'] = lambda x: x * x * x; return cube_p.bind.",
-)
+@exercise("minijit.emit-primitive", "make_cube", "primitives and the compile step", 2)
 def _emit_primitive(answer):
+    """cube_p = jax.extend.core.Primitive('cube'); cube_p.def_abstract_eval(lambda a:
+    a); minijit.EMITTERS['cube'] = lambda x: x * x * x; return cube_p.bind.
+    """
     cube = call_answer(answer)
     expect(
         callable(cube),
@@ -53,11 +48,7 @@ def _emit_primitive(answer):
         )
         got = call_answer(minijit.jit(lambda v: cube(v) + 1), x)
         expect(
-            np.allclose(
-                np.asarray(got, np.float32),
-                np.asarray(x, np.float32) ** 3 + 1,
-                rtol=1e-2,
-            ),
+            judge.agrees(got, np.asarray(x, np.float32) ** 3 + 1, atol=1e-2, rtol=1e-2),
             f"minijit compiles and runs it ({x.dtype})",
             "minijit.jit(lambda x: cube(x) + 1)(x) did not give x ** 3 + 1: check the "
             "emitter you put in minijit.EMITTERS['cube'].",
@@ -75,20 +66,20 @@ _VALUES = {
 }
 
 
-@exercise(
-    "minijit.weak-types",
-    answer="abstract_with_weak_type",
-    topic="abstract values",
-    difficulty=1,
-    hint="Python int, float and complex scalars are weak (bool is not); a jax.Array "
-    "carries its own .weak_type; numpy values are never weak.",
-)
+@exercise("minijit.weak-types", "abstract_with_weak_type", "abstract values", 1)
 def _weak_types(answer):
+    """Python int, float and complex scalars are weak (bool is not); a jax.Array
+    carries its own .weak_type; numpy values are never weak.
+    """
     for label, value in _VALUES.items():
         got = call_answer(answer, value)
         want = jax.typeof(value)
         expect(
-            isinstance(got, minijit.Abstract)
+            type(got) is minijit.Abstract
+            and type(got.shape) is tuple
+            and all(type(n) is int for n in got.shape)
+            and isinstance(got.dtype, np.dtype)
+            and type(got.weak_type) is bool
             and (got.shape, got.dtype, got.weak_type)
             == (tuple(want.shape), want.dtype, want.weak_type),
             f"{label}: {minijit.Abstract(want.shape, want.dtype, want.weak_type)}",
@@ -98,16 +89,17 @@ def _weak_types(answer):
     calls = [1.0, jnp.float32(1.0), 2.0, jnp.asarray(3.0)]
     ours = minijit.MiniJit(minijit.new_function(_plus_one), abstractify=answer)
     theirs = fresh_jit(_plus_one)
-    with count_compiles() as log:
+    for value in calls:
+        ours(value)
+    with judge.compiles_of(theirs) as counted:
         for value in calls:
-            ours(value)
             theirs(value)
     expect(
-        ours.compiles == log.count_for("_plus_one"),
+        ours.compiles == counted.count,
         f"the cache compiles as often as jax.jit ({ours.compiles})",
         f"over the calls 1.0, jnp.float32(1.0), 2.0, jnp.asarray(3.0), minijit with "
         f"your abstract values compiled {ours.compiles} times, jax.jit "
-        f"{log.count_for('_plus_one')}.",
+        f"{counted.count}.",
     )
 
 
@@ -125,22 +117,18 @@ _MISSES = [
 ]
 
 
-@exercise(
-    "minijit.explain-miss",
-    answer="explain_miss",
-    topic="the cache key",
-    difficulty=2,
-    hint="A key is (tree structure, abstract values, static values): compare the parts "
-    "in that order, and each abstract value's shape, dtype and weak_type.",
-)
+@exercise("minijit.explain-miss", "explain_miss", "the cache key", 2)
 def _explain_miss(answer):
+    """A key is (tree structure, abstract values, static values): compare the parts in
+    that order, and each abstract value's shape, dtype and weak_type.
+    """
     for label, (old_args, old_static), (new_args, new_static), words in _MISSES:
         old = minijit.cache_key(old_args, old_static)
         new = minijit.cache_key(new_args, new_static)
         got = call_answer(answer, old, new)
         missing = [w for w in words if w not in str(got)]
         expect(
-            isinstance(got, str) and not missing,
+            type(got) is str and not missing,
             f"{label}: {got}",
             f"for {label} your explanation was {got!r}; it should name "
             + ", ".join(repr(w) for w in missing)

@@ -9,10 +9,9 @@ import itertools
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.experimental import checkify
 
-from jitbook.cache import count_compiles
-
-from . import Wrong, call_answer, exercise, expect, expect_jitted
+from . import call_answer, exercise, expect, judge
 
 _sizes = itertools.count(11)
 
@@ -22,34 +21,25 @@ def _fresh_size() -> int:
     return next(_sizes)
 
 
-def _array(out, what: str) -> np.ndarray:
-    try:
-        return np.asarray(out, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise Wrong(f"{what} returned {type(out).__name__}, not an array.") from None
-
-
-@exercise(
-    "pitfalls.key-argument",
-    answer="jitter",
-    topic="random keys as arguments",
-    difficulty=1,
-    hint="Take the key as a second argument and draw with jax.random.normal(key, "
-    "x.shape); never read a key from a global inside a jitted function.",
-)
+@exercise("pitfalls.key-argument", "jitter", "random keys as arguments", 1)
 def _key_argument(answer):
-    expect_jitted(answer, "jitter")
+    """Take the key as a second argument and draw with jax.random.normal(key, x.shape);
+    never read a key from a global inside a jitted function.
+    """
+    judge.expect_jitted(answer, "jitter")
     x = jnp.linspace(0.0, 1.0, _fresh_size())
     k1, k2 = jax.random.split(jax.random.key(3))
-    with count_compiles() as log:
-        a = _array(call_answer(answer, x, k1), "jitter(x, key)")
-        b = _array(call_answer(answer, x, k2), "jitter(x, key)")
-        again = _array(call_answer(answer, x, k1), "jitter(x, key)")
-    want = np.asarray(x + 0.1 * jax.random.normal(k1, x.shape), np.float64)
-    expect(
-        a.shape == want.shape and np.allclose(a, want, atol=1e-6),
+    with judge.compiles_of(answer) as counted:
+        a, b, again = (
+            judge.array(call_answer(answer, x, k), "jitter(x, key)")
+            for k in (k1, k2, k1)
+        )
+    judge.expect_agrees(
+        a,
+        x + 0.1 * jax.random.normal(k1, x.shape),
         "adds 0.1 * jax.random.normal(key, x.shape)",
         "jitter(x, key) should be x + 0.1 * jax.random.normal(key, x.shape).",
+        atol=1e-6,
     )
     expect(
         not np.allclose(a, b),
@@ -62,32 +52,28 @@ def _key_argument(answer):
         "the same key gives the same noise",
         "the same key gave different noise: draw only with jax.random and the key.",
     )
-    expect(
-        log.count_for(answer.__name__) <= 1,
+    judge.expect_compiles(
+        counted,
+        1,
         "new keys do not compile again",
-        f"three calls compiled jitter {log.count_for(answer.__name__)} times; keys "
-        "are arrays, pass them as traced arguments (not static).",
+        "three calls compiled jitter {count} times; keys are arrays, pass them as "
+        "traced arguments (not static).",
     )
 
 
-@exercise(
-    "pitfalls.donate-step",
-    answer="decay",
-    topic="donation",
-    difficulty=2,
-    hint="jax.jit(lambda state: 0.9 * state, donate_argnums=0): the output has the "
-    "input's shape and dtype, so XLA can write it into the input's buffer.",
-)
+@exercise("pitfalls.donate-step", "decay", "donation", 2)
 def _donate_step(answer):
-    expect_jitted(answer, "decay")
+    """jax.jit(lambda state: 0.9 * state, donate_argnums=0): the output has the input's
+    shape and dtype, so XLA can write it into the input's buffer.
+    """
+    judge.expect_jitted(answer, "decay")
     n = _fresh_size()
     state = jnp.linspace(1.0, 2.0, n)
-    want = 0.9 * np.asarray(state, np.float64)
-    out = _array(call_answer(answer, state), "decay(state)")
-    expect(
-        out.shape == want.shape and np.allclose(out, want, rtol=1e-6),
-        "returns 0.9 * state",
-        "decay(state) should return 0.9 * state.",
+    before = np.asarray(state, np.float64)
+    out = judge.array(call_answer(answer, state), "decay(state)")
+    want = 0.9 * before  # made after the call: the reference never meets the answer
+    judge.expect_agrees(
+        out, want, "returns 0.9 * state", "decay(state) should return 0.9 * state."
     )
     stats = answer.lower(jnp.ones(n)).compile().memory_analysis()
     expect(
@@ -103,27 +89,25 @@ def _donate_step(answer):
     )
 
 
-@exercise(
-    "pitfalls.checked-take",
-    answer="safe_take",
-    topic="checkify",
-    difficulty=2,
-    hint="checkify.checkify(jax.jit(lambda x, i: x[i]), errors=checkify.index_checks) "
-    "returns a function giving (error, value).",
-)
+@exercise("pitfalls.checked-take", "safe_take", "checkify", 2)
 def _checked_take(answer):
+    """checkify.checkify(jax.jit(lambda x, i: x[i]), errors=checkify.index_checks)
+    returns a function giving (error, value).
+    """
     n = _fresh_size()
     x = jnp.arange(n, dtype=jnp.float32)
     result = call_answer(answer, x, 2)
     expect(
-        isinstance(result, tuple) and len(result) == 2 and hasattr(result[0], "get"),
+        type(result) is tuple
+        and len(result) == 2
+        and type(result[0]) is checkify.Error,
         "returns (error, value) as checkify does",
         f"safe_take(x, i) returned {type(result).__name__}; return what a "
         "checkify-wrapped function returns, a pair (error, value).",
     )
     err, value = result
     expect(
-        err.get() is None and float(value) == 2.0,
+        err.get() is None and judge.number(value, "safe_take") == 2.0,
         "an index in bounds gives the entry and no error",
         f"safe_take(x, 2) should give x[2] = 2.0 and no error, got {value} and "
         f"{err.get()!r}.",

@@ -8,7 +8,7 @@ from jitbook.cache import count_compiles
 from jitbook.chapters.pln import Params, neg_elbo
 from jitbook.chapters.pln.seed import seed_neg_elbo
 
-from . import Wrong, call_answer, close, error_line, exercise, expect
+from . import Wrong, call_answer, close, error_line, exercise, expect, judge
 
 N, P = (
     40,
@@ -72,17 +72,15 @@ def _without_autodiff(answer, name: str) -> None:
 
 
 @exercise(
-    "pln.seed-grad-M",
-    answer="seed_grad_M",
-    topic="what the trace bug does to the gradient",
-    difficulty=1,
-    hint="The 2023 trace is tr(MᵀM) + tr(diag(s) Ω); d/dM of ½ tr(MᵀM) is M. The rest "
-    "is as in neg_elbo_grads.",
+    "pln.seed-grad-M", "seed_grad_M", "what the trace bug does to the gradient", 1
 )
 def _seed_grad_M(answer):
+    """The 2023 trace is tr(MᵀM) + tr(diag(s) Ω); d/dM of ½ tr(MᵀM) is M. The rest is
+    as in neg_elbo_grads.
+    """
     params, data, Omega = _problem(0)
+    out = judge.array(call_answer(answer, params, data, Omega), "seed_grad_M")
     want = np.asarray(jax.grad(seed_neg_elbo)(params, data, Omega).M)
-    out = np.asarray(call_answer(answer, params, data, Omega))
     expect(
         out.shape == want.shape,
         "has the shape of M",
@@ -109,19 +107,15 @@ def _symmetric(grad: np.ndarray) -> np.ndarray:
     return 2 * grad - np.diag(np.diag(grad))
 
 
-@exercise(
-    "pln.grad-omega",
-    answer="grad_Omega",
-    topic="where the closed-form Sigma comes from",
-    difficulty=2,
-    hint="d/dΩ of log det Ω is Ω⁻¹ (Ω symmetric), of tr(GΩ) is G; neg_elbo is minus "
-    "the ELBO.",
-)
+@exercise("pln.grad-omega", "grad_Omega", "where the closed-form Sigma comes from", 2)
 def _grad_omega(answer):
+    """d/dΩ of log det Ω is Ω⁻¹ (Ω symmetric), of tr(GΩ) is G; neg_elbo is minus the
+    ELBO.
+    """
     params, data, Omega = _problem(1)
     M, S = params.M, params.S
+    out = judge.array(call_answer(answer, M, S, Omega), "grad_Omega")
     want = np.asarray(jax.grad(neg_elbo, argnums=2)(params, data, Omega))
-    out = np.asarray(call_answer(answer, M, S, Omega))
     expect(
         out.shape == want.shape,
         "has the shape of Omega",
@@ -151,7 +145,7 @@ def _grad_omega(answer):
         (np.asarray(S, np.float64) ** 2).sum(0)
     )
     Omega_star = jnp.asarray(np.linalg.inv(G / M.shape[0]), jnp.float32)
-    at_star = np.asarray(call_answer(answer, M, S, Omega_star))
+    at_star = judge.array(call_answer(answer, M, S, Omega_star), "grad_Omega")
     expect(
         np.abs(at_star).max() < 1e-3 * np.abs(G).max(),
         "is zero at Ω = Σ⁻¹ with Σ in closed form",
@@ -160,15 +154,11 @@ def _grad_omega(answer):
     )
 
 
-@exercise(
-    "pln.pytree",
-    answer="Carry",
-    topic="children and static data in a pytree class",
-    difficulty=2,
-    hint="Arrays are children; the Python int the loop needs is aux data; "
-    "tree_unflatten gets both back.",
-)
+@exercise("pln.pytree", "Carry", "children and static data in a pytree class", 2)
 def _pytree(answer):
+    """Arrays are children; the Python int the loop needs is aux data; tree_unflatten
+    gets both back.
+    """
     expect(
         isinstance(answer, type),
         "is a class",
@@ -198,13 +188,14 @@ def _pytree(answer):
     for name in ("M", "Omega"):
         expect(
             np.array_equal(
-                np.asarray(getattr(back, name, None)), np.asarray(getattr(obj, name))
+                judge.array(getattr(back, name, None), "Carry"),
+                judge.array(getattr(obj, name)),
             ),
             f"keeps {name} through unflatten",
             f"after tree_unflatten, {name} is not the original {name}.",
         )
     expect(
-        getattr(back, "n_steps", None) == 3 and isinstance(back.n_steps, int),
+        type(getattr(back, "n_steps", None)) is int and back.n_steps == 3,
         "keeps n_steps through unflatten",
         f"after tree_unflatten, n_steps is {getattr(back, 'n_steps', None)!r}, not the "
         "original 3.",

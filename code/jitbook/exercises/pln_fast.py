@@ -6,25 +6,20 @@ import numpy as np
 
 from jitbook.programs import equations
 
-from . import Wrong, call_answer, error_line, exercise, expect
+from . import Wrong, call_answer, error_line, exercise, expect, judge
 from .pln import N, P, random_point
 
 
-@exercise(
-    "pln-fast.trace-term",
-    answer="trace_term",
-    topic="the trace term without MᵀM",
-    difficulty=2,
-    hint="tr(MᵀM Ω) = Σᵢⱼ Mᵢⱼ (MΩ)ᵢⱼ, and tr(diag(s) Ω) = Σⱼ sⱼ Ωⱼⱼ.",
-)
+@exercise("pln-fast.trace-term", "trace_term", "the trace term without MᵀM", 2)
 def _trace_term(answer):
+    """tr(MᵀM Ω) = Σᵢⱼ Mᵢⱼ (MΩ)ᵢⱼ, and tr(diag(s) Ω) = Σⱼ sⱼ Ωⱼⱼ."""
     M, S, Omega = random_point()
     args = (jnp.asarray(M), jnp.asarray(S), jnp.asarray(Omega))
     out = call_answer(answer, *args)
     M64, S64, O64 = (x.astype(np.float64) for x in (M, S, Omega))
     want = np.trace((M64.T @ M64 + np.diag((S64**2).sum(0))) @ O64)
     seed_value = np.trace(M64.T @ M64 + np.diag((S64**2).sum(0)) @ O64)
-    got = float(np.asarray(out))
+    got = float(judge.number(out, "trace_term"))
     if np.isclose(got, seed_value, rtol=1e-4):
         raise Wrong(
             f"you returned {got:.4f}, the 2023 tutorial's value: trace(MᵀM) + "

@@ -4,10 +4,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jitbook.cache import count_compiles
 from jitbook.chapters import tracing
 
-from . import Wrong, call_answer, error_line, exercise, expect
+from . import Wrong, call_answer, error_line, exercise, expect, judge
 
 
 def _explained(err: Wrong) -> Wrong:
@@ -37,30 +36,23 @@ def _call(fn, *args):
         raise _explained(err) from None
 
 
-@exercise(
-    "tracing.debug-print",
-    answer="noisy_square",
-    topic="print vs jax.debug.print",
-    difficulty=1,
-    hint="A plain print runs once, while tracing, and shows a tracer; jax.debug.print "
-    "runs at every call.",
-)
+@exercise("tracing.debug-print", "noisy_square", "print vs jax.debug.print", 1)
 def _debug_print(answer):
-    expect(
-        callable(answer),
-        "is a function",
-        f"noisy_square is a {type(answer).__name__}, not a function.",
-    )
+    """A plain print runs once, while tracing, and shows a tracer; jax.debug.print runs
+    at every call.
+    """
+    judge.expect_function(answer, "noisy_square")
     jitted = jax.jit(answer)
     values = (1.5, 2.5, 3.5)
     results = []
     lines = tracing.printed_lines(
-        lambda v: results.append(_call(jitted, v)), [(v,) for v in values]
+        lambda v: results.append(judge.number(_call(jitted, v), "noisy_square")),
+        [(v,) for v in values],
     )
     expect(
-        [float(r) for r in results] == [v * v for v in values],
+        results == [v * v for v in values],
         "returns x * x",
-        f"for inputs {values} it returned {[float(r) for r in results]}, expected "
+        f"for inputs {values} it returned {results}, expected "
         f"{[v * v for v in values]}.",
     )
     missing = [v for v in values if not any(str(v) in line for line in lines)]
@@ -84,41 +76,31 @@ def _leaky_reference(v) -> np.ndarray:
     return np.where(v > 0, v, 0.1 * v)
 
 
-@exercise(
-    "tracing.where",
-    answer="leaky_relu",
-    topic="branching on values",
-    difficulty=1,
-    hint="jnp.where(condition, a, b) picks a or b elementwise, and works on tracers.",
-)
+@exercise("tracing.where", "leaky_relu", "branching on values", 1)
 def _where(answer):
-    expect(
-        callable(answer),
-        "is a function",
-        f"leaky_relu is a {type(answer).__name__}, not a function.",
-    )
+    """jnp.where(condition, a, b) picks a or b elementwise, and works on tracers."""
+    judge.expect_function(answer, "leaky_relu")
     x = jnp.array([-2.0, -0.5, 0.0, 0.5, 3.0])
     y = jnp.stack([x, -2.0 * x])  # a 2-D array: the rule holds elementwise
-    scalar = _call(jax.jit(answer), jnp.float32(-2.0))
+    scalar = judge.array(_call(jax.jit(answer), jnp.float32(-2.0)), "leaky_relu")
     expect(
-        np.isclose(float(scalar), -0.2),
+        judge.agrees(scalar, -0.2),
         "works on a scalar under jit",
         f"leaky_relu(-2.0) returned {scalar!r}, expected -0.2.",
     )
-    out_x = _call(jax.jit(answer), x)
-    out_y = _call(jax.jit(answer), y)
+    out_x, out_y = (
+        judge.array(_call(jax.jit(answer), v), "leaky_relu") for v in (x, y)
+    )
     expect(
-        np.allclose(np.asarray(out_x), _leaky_reference(x), atol=1e-6),
+        judge.agrees(out_x, _leaky_reference(x), atol=1e-6),
         "gives x for x > 0 and 0.1 * x otherwise",
-        f"for {np.asarray(x).tolist()} it returned {np.asarray(out_x).tolist()}, "
+        f"for {np.asarray(x).tolist()} it returned {out_x.tolist()}, "
         f"expected {_leaky_reference(x).tolist()}.",
     )
     expect(
-        np.asarray(out_y).shape == y.shape
-        and np.allclose(np.asarray(out_y), _leaky_reference(y), atol=1e-6),
+        judge.agrees(out_y, _leaky_reference(y), atol=1e-6),
         "works elementwise on a 2-D array",
-        f"for the 2-D array {np.asarray(y).tolist()} it returned "
-        f"{np.asarray(out_y).tolist()}, "
+        f"for the 2-D array {np.asarray(y).tolist()} it returned {out_y.tolist()}, "
         f"expected {_leaky_reference(y).tolist()}.",
     )
 
@@ -147,50 +129,37 @@ def _gradient_reference(x: jax.Array, n: int) -> np.ndarray:
     return np.asarray(jax.grad(unrolled)(x))
 
 
-@exercise(
-    "tracing.loop-once",
-    answer="sum_of_steps",
-    topic="loops under jit",
-    difficulty=2,
-    hint="lax.scan over jnp.arange(10) has a static length; in the body, jnp.where(i < "
-    "n, new, old) "
-    "stops the carry changing after n steps, and n stays traced.",
-)
+@exercise("tracing.loop-once", "sum_of_steps", "loops under jit", 2)
 def _loop_once(answer):
-    expect(
-        callable(answer),
-        "is a function",
-        f"sum_of_steps is a {type(answer).__name__}, not a function.",
-    )
+    """lax.scan over jnp.arange(10) has a static length; in the body, jnp.where(i < n,
+    new, old) stops the carry changing after n steps, and n stays traced.
+    """
+    judge.expect_function(answer, "sum_of_steps")
     x = jnp.array([0.5, -1.0, 2.0])
     jitted = jax.jit(answer)
     outputs = {}
-    with count_compiles() as log:
+    with judge.compiles_of(jitted) as counted:
         for n in (0, 3, 7, MAX_STEPS):
-            outputs[n] = _call(jitted, x, n)
+            outputs[n] = judge.array(_call(jitted, x, n), "sum_of_steps")
     for n, out in outputs.items():
         want = _sum_of_steps_reference(x, n)
         expect(
-            np.shape(out) == x.shape and np.allclose(np.asarray(out), want, atol=1e-5),
+            judge.agrees(out, want),
             f"n = {n}: sums the first {n} steps",
-            f"with n = {n} it returned {np.asarray(out).tolist()}, expected "
+            f"with n = {n} it returned {out.tolist()}, expected "
             f"{want.tolist()} "
             f"(step(x) + step(step(x)) + ..., {n} terms; 0 for n = 0).",
         )
-    name = getattr(answer, "__name__", None)
-    compiles = (
-        log.count_for(name) if isinstance(name, str) else log.count
-    )  # only the student's program
-    expect(
-        compiles <= 1,
+    judge.expect_compiles(
+        counted,
+        1,
         f"compiles once for n = 0, 3, 7 and {MAX_STEPS}",
-        f"jax.jit(sum_of_steps) compiled {compiles} times for four values of n; n must "
-        "stay a traced "
-        f"argument (no static_argnums, no Python loop over it).",
+        "jax.jit(sum_of_steps) compiled {count} times for four values of n; n must "
+        "stay a traced argument (no static_argnums, no Python loop over it).",
     )
     gradient = jax.jit(jax.grad(lambda v, n: answer(v, n).sum()))
     try:
-        got = gradient(x, 3)
+        got = judge.array(gradient(x, 3), "jax.grad of sum_of_steps")
     except ValueError as err:
         if "Reverse-mode differentiation" in str(err):
             raise Wrong(
@@ -203,27 +172,19 @@ def _loop_once(answer):
         raise Wrong(f"jax.grad of your function raised {error_line(err)}") from None
     want = _gradient_reference(x, 3)
     expect(
-        np.allclose(np.asarray(got), want, atol=1e-5),
+        judge.agrees(got, want),
         "jax.grad works through it",
-        f"the gradient of sum(sum_of_steps(x, 3)) is {np.asarray(got).tolist()}, "
+        f"the gradient of sum(sum_of_steps(x, 3)) is {got.tolist()}, "
         f"expected {want.tolist()}.",
     )
 
 
-@exercise(
-    "tracing.count-traces",
-    answer="trace_count",
-    topic="when the body runs",
-    difficulty=2,
-    hint="Wrap fn in a function that adds one to a counter and then calls fn; jit the "
-    "wrapper.",
-)
+@exercise("tracing.count-traces", "trace_count", "when the body runs", 2)
 def _count_traces(answer):
-    expect(
-        callable(answer),
-        "is a function",
-        f"trace_count is a {type(answer).__name__}, not a function.",
-    )
+    """Wrap fn in a function that adds one to a counter and then calls fn; jit the
+    wrapper.
+    """
+    judge.expect_function(answer, "trace_count")
     cases = {
         "three floats": [(1.0,), (2.0,), (3.0,)],
         "two shapes and two dtypes": [
@@ -239,8 +200,8 @@ def _count_traces(answer):
         "no calls": [],
     }
     for what, calls in cases.items():
+        got = judge.number(call_answer(answer, lambda v: v * 2, calls), "trace_count")
         want = reference_trace_count(lambda v: v * 2, calls)
-        got = call_answer(answer, lambda v: v * 2, calls)
         if got == len(calls) != want:
             raise Wrong(
                 f"for {what} you returned {got}, the number of calls; jit runs the "

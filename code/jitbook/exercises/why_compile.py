@@ -6,10 +6,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jitbook.cache import count_compiles
 from jitbook.chapters import why_compile
 
-from . import Wrong, call_answer, exercise, expect
+from . import call_answer, exercise, expect, judge
 
 
 class _SlowResult:
@@ -24,17 +23,12 @@ class _SlowResult:
         return self
 
 
-@exercise(
-    "why-compile.ready",
-    answer="run_and_wait",
-    topic="asynchronous dispatch",
-    difficulty=1,
-    hint="jax.block_until_ready(tree) waits for every array in a tuple, list or dict.",
-)
+@exercise("why-compile.ready", "run_and_wait", "asynchronous dispatch", 1)
 def _ready(answer):
+    """jax.block_until_ready(tree) waits for every array in a tuple, list or dict."""
     single = call_answer(answer, lambda a: a @ a, jnp.ones((300, 300)))
     expect(
-        isinstance(single, jax.Array),
+        judge.is_array(single),
         "returns the array",
         f"for a function returning one array you returned a {type(single).__name__}; "
         "return what fn returned.",
@@ -47,7 +41,10 @@ def _ready(answer):
     )
     pair = call_answer(answer, lambda a: (a + 1, {"b": a * 2}), jnp.ones(4))
     expect(
-        isinstance(pair, tuple) and float(pair[1]["b"][0]) == 2.0,
+        type(pair) is tuple
+        and type(pair[1]) is dict
+        and judge.is_array(pair[1].get("b"))
+        and float(pair[1]["b"][0]) == 2.0,
         "keeps the result's structure",
         "for a function returning (array, {'b': array}) the result came back changed; "
         "return it as it is.",
@@ -63,64 +60,49 @@ def _ready(answer):
         "jax.block_until_ready on the whole result.",
     )
     expect(
-        isinstance(result, tuple) and result[0] is slow[0],
+        type(result) is tuple and result[0] is slow[0],
         "returns the result itself",
         "return what fn returned, after waiting for it.",
     )
 
 
-@exercise(
-    "why-compile.fuse",
-    answer="fast_standardize",
-    topic="jax.jit",
-    difficulty=1,
-    hint="Transpose, standardize the rows, transpose back; jit that whole function "
-    "once, outside any loop.",
-)
+@exercise("why-compile.fuse", "fast_standardize", "jax.jit", 1)
 def _fuse(answer):
-    expect(
-        callable(answer),
-        "is a function",
-        f"fast_standardize is a {type(answer).__name__}, not a function.",
-    )
+    """Transpose, standardize the rows, transpose back; jit that whole function once,
+    outside any loop.
+    """
+    judge.expect_function(answer, "fast_standardize")
     x = jax.random.normal(jax.random.key(1), (64, 16))
     y = x + 1.0  # made before counting: only the answer's own compiles count
-    first = call_answer(
-        answer, x
-    )  # the first call may compile (eager ops around a jit included)
-    with count_compiles() as log:
+    first = judge.array(call_answer(answer, x), "fast_standardize")  # may compile
+    with judge.compiles_of(answer) as counted:
         call_answer(answer, y)
     expected = np.asarray(why_compile.standardize_softplus(x.T).T)
     expect(
-        getattr(first, "shape", None) == x.shape
-        and np.allclose(np.asarray(first), expected, atol=1e-5),
+        first.shape == x.shape and np.allclose(first, expected, atol=1e-5),
         "standardizes each column",
         "its results are not why_compile.standardize_softplus applied to the columns "
         "(each column of the result should have mean 0 and variance 1).",
     )
-    expect(
-        hasattr(answer, "lower"),
-        "is a jitted function",
-        "it is not compiled by jax.jit (a jitted function has a .lower method).",
-    )
-    expect(
-        log.count == 0,
+    judge.expect_compiles(
+        counted,
+        0,
         "compiles nothing on a second call of the same shape",
-        f"a second call with the same shape compiled {log.count} time(s) "
-        f"({', '.join(log.compiles)}); "
-        f"jit once, outside the function, and reuse the jitted function.",
+        "a second call with the same shape compiled {times} ({programs}); jit once, "
+        "outside the function, and reuse the jitted function.",
+    )
+    expect(
+        judge.is_jitted(answer),
+        "is a jitted function",
+        "it is not compiled by jax.jit (a jitted function's class has .lower).",
     )
 
 
-@exercise(
-    "why-compile.break-even",
-    answer="calls_until_jit_pays",
-    topic="cost of compiling",
-    difficulty=2,
-    hint="After k calls: compile_s + k * jit_s against k * eager_s. Solve for the "
-    "smallest whole k.",
-)
+@exercise("why-compile.break-even", "calls_until_jit_pays", "cost of compiling", 2)
 def _break_even(answer):
+    """After k calls: compile_s + k * jit_s against k * eager_s. Solve for the smallest
+    whole k.
+    """
     cases = [
         ((1.0, 0.3, 0.1), 5),
         ((1.0, 0.4, 0.1), 4),
@@ -130,7 +112,7 @@ def _break_even(answer):
         ((0.0, 2.0, 1.0), 0),
     ]
     for args, want in cases:
-        got = call_answer(answer, *args)
+        got = judge.whole(call_answer(answer, *args), f"calls_until_jit_pays{args}")
         if want == math.inf:
             expect(
                 got == math.inf,
@@ -139,13 +121,6 @@ def _break_even(answer):
                 "it never pays: return math.inf.",
             )
         else:
-            if isinstance(got, float) and got.is_integer():
-                got = int(got)
-            if not isinstance(got, int):
-                raise Wrong(
-                    f"calls_until_jit_pays{args} returned {got!r}; return a whole "
-                    "number of calls (math.ceil)."
-                )
             expect(
                 got == want,
                 f"{args} -> {want} calls",

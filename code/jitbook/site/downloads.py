@@ -23,6 +23,9 @@ HEADING_LABEL = re.compile(r"^#+\s+(.+?)\s*\{#((?:sec|exr)-[\w-]+)[^}]*\}\s*$", 
 HEADING_ATTRIBUTES = re.compile(
     r"^(#+ .*?)\s*\{[#.][^}]*\}[ \t]*$", re.M
 )  # `{#sec-x}`, `{.unnumbered}`
+CLAIM_SPAN = re.compile(
+    r"\[((?:[^\[\]]|\[[^\[\]]*\])+)\]\{\.claim\s+#clm-[\w-]+\}"
+)  # `[the sentence]{.claim #clm-x}`: the sentence stays, its marks go
 QUARTO_FENCE = re.compile(
     r"^:::+[^\n]*(?:\n|$)", re.M
 )  # `::: {#exr-x}` and its closing `:::`
@@ -152,6 +155,7 @@ def reader_notebook(
                 else cell.source
             )
             source = QUARTO_FENCE.sub("", HEADING_ATTRIBUTES.sub(r"\1", source))
+            source = CLAIM_SPAN.sub(r"\1", source)
             cell.source = REF.sub(lambda m: words_for(m.group(1), titles), source)
             cell.metadata.pop("user_expressions", None)
         elif cell.cell_type == "code":

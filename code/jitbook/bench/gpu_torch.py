@@ -1,0 +1,203 @@
+"""PyTorch beside JAX on one device, for ``python -m jitbook.bench gpu``: two
+algorithms, each in both frameworks, raced in the same rounds.
+
+"scan" is the scan level's algorithm (autograd of the loss, RAdam scaled and clipped,
+Sigma in closed form, Omega by a general inverse); "fast" is the fast level's
+(hand-written gradients, Omega from a Cholesky factor: `pln.peers._step`). PyTorch's
+default float32 matmul precision is full float32, JAX's on a GPU is not: the race
+runs JAX both ways and says which is matched. torch.compile's compile time is the
+first call minus the median run, reported apart.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Callable
+from time import perf_counter
+
+import jax
+import numpy as np
+
+from jitbook import timing
+from jitbook.chapters.pln.profile import PROGRAMS
+from jitbook.chapters.pln.threads import blas_limited
+
+
+def missing() -> str | None:
+    """Why PyTorch cannot run here (None: it can)."""
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        return "torch is not installed: the PyTorch rows need `pip install torch`"
+    return None
+
+
+def _radam(params, grads, mu, nu, count, lr: float):
+    """optax's RAdam, scaled by -lr and clipped to 0.1, as `pln.peers._step` has it."""
+    import torch
+
+    b1, b2, ro_inf = 0.9, 0.999, 2.0 / (1.0 - 0.999) - 1.0
+    b2t = b2**count
+    ro = ro_inf - 2 * count * b2t / (1 - b2t)
+    r = torch.sqrt(
+        (ro - 4.0) * (ro - 2.0) * ro_inf / ((ro_inf - 4.0) * (ro_inf - 2.0) * ro)
+    )
+    out = []
+    for x, g, m, v in zip(params, grads, mu, nu, strict=True):
+        m = b1 * m + (1 - b1) * g
+        v = b2 * v + (1 - b2) * g * g
+        m_hat = m / (1 - b1**count)
+        step = torch.where(
+            ro >= 5.0, r * m_hat / (torch.sqrt(v / (1 - b2t)) + 1e-8), m_hat
+        )
+        out.append((x + torch.clamp(-lr * step, -0.1, 0.1), m, v))
+    return tuple(zip(*out, strict=True))
+
+
+def _neg_elbo(B, M, S, Omega, Y, O, X, const):
+    """`model.neg_elbo` in PyTorch (const: the terms that do not change)."""
+    import torch
+
+    n = Y.shape[0]
+    S2 = S * S
+    Z = O + M + X @ B
+    elbo = n / 2 * torch.linalg.slogdet(Omega)[1]
+    elbo = elbo + torch.sum(Y * Z - torch.exp(Z + S2 / 2) + 0.5 * torch.log(S2))
+    elbo = elbo - 0.5 * torch.trace((M.T @ M + torch.diag(torch.sum(S2, 0))) @ Omega)
+    return -(elbo + const)
+
+
+def _scan_update(params, grads, mu, nu, count, lr: float):
+    """RAdam step, closed-form Sigma, Omega by a general inverse."""
+    import torch
+
+    params, mu, nu = _radam(params, grads, mu, nu, count, lr)
+    _, M, S = params
+    Sigma = (M.T @ M + torch.diag(torch.sum(S * S, 0))) / M.shape[0]
+    return params, mu, nu, torch.linalg.inv(Sigma)
+
+
+class TorchFits:
+    """The two algorithms on one device, eager or compiled; each call runs a fit
+    and returns its last loss as a float (which waits for the device)."""
+
+    def __init__(self, data, device: str):
+        import torch
+
+        from jitbook.chapters.pln.peers import _step
+
+        self.torch, self.device = torch, device
+        Y, O, X = (torch.as_tensor(np.asarray(a), device=device) for a in data)
+        n, p = Y.shape
+        k = Y + (Y == 0)
+        log_fact = 0.5 * torch.log(2 * math.pi * k) + k * (torch.log(k) - 1.0)
+        self.data = Y, O, X
+        self.const = 0.5 * n * p - torch.sum(log_fact)  # neg_elbo's fixed part
+        self.fast_const = torch.sum(Y * O) + self.const  # fast's: Y*O too
+        self.XtY = X.T @ Y
+        self.shape = n, p, X.shape[1]
+        self.steps = {"fast": _step, "fast compiled": torch.compile(_step)}
+        self.loss_c = torch.compile(_neg_elbo)
+        self.update_c = torch.compile(_scan_update)
+
+    def _start(self):
+        torch, (n, p, d) = self.torch, self.shape
+        zeros = {"device": self.device}
+        params = (torch.zeros(d, p, **zeros), torch.zeros(n, p, **zeros),
+                  torch.ones(n, p, **zeros))  # fmt: skip
+        moments = tuple(torch.zeros_like(x) for x in params)
+        return params, moments, moments, torch.zeros((), **zeros)
+
+    def fast(self, n_iter: int, compiled: bool = False) -> float:
+        torch = self.torch
+        step = self.steps["fast compiled" if compiled else "fast"]
+        params, mu, nu, count = self._start()
+        M, S = params[1], params[2]
+        gram = M.T @ M + torch.diag(torch.sum(S * S, 0))
+        Omega = torch.eye(self.shape[1], device=self.device)
+        logdet = torch.zeros((), device=self.device)
+        with torch.inference_mode():
+            for _ in range(n_iter):
+                loss, params, mu, nu, count, gram, Omega, logdet = step(
+                    params, mu, nu, count, gram, Omega, logdet, *self.data,
+                    self.XtY, self.fast_const, 1.0,
+                )  # fmt: skip
+        return float(loss)
+
+    def scan(self, n_iter: int, compiled: bool = False) -> float:
+        torch = self.torch
+        loss_fn = self.loss_c if compiled else _neg_elbo
+        update = self.update_c if compiled else _scan_update
+        params, mu, nu, count = self._start()
+        Omega = torch.eye(self.shape[1], device=self.device)
+        for _ in range(n_iter):
+            leaves = [x.detach().requires_grad_() for x in params]
+            loss = loss_fn(*leaves, Omega, *self.data, self.const)
+            grads = torch.autograd.grad(loss, leaves)
+            with torch.no_grad():
+                count = count + 1
+                params, mu, nu, Omega = update(params, grads, mu, nu, count, 1.0)
+        return float(loss.detach())
+
+
+def _first_and_runs(call: Callable[[], float], runs: int) -> dict:
+    start = perf_counter()
+    loss = call()
+    first = perf_counter() - start
+    times = []
+    for _ in range(runs):
+        start = perf_counter()
+        call()
+        times.append(perf_counter() - start)
+    median = statistics.median(times)
+    return {"first call s": first, "run s (median)": median, "run s (min)": min(times),
+            "compile s (first call minus the median run)": first - median,
+            "final loss": loss}  # fmt: skip
+
+
+def compare(data, n_iter: int, rounds: int, setting) -> dict:
+    """Eager and compiled PyTorch fits (first call and runs), then one race of the
+    compiled fits against JAX's scan and fast levels under both JAX precisions."""
+    import torch
+
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    fits = TorchFits(data, device)
+    calls = {
+        "PyTorch fast, eager": lambda: fits.fast(n_iter),
+        "PyTorch scan, eager": lambda: fits.scan(n_iter),
+        "torch.compile fast": lambda: fits.fast(n_iter, True),
+        "torch.compile scan": lambda: fits.scan(n_iter, True),
+    }
+    rows = {}
+    for name, call in calls.items():
+        try:
+            rows[name] = _first_and_runs(call, 2)
+        except Exception as err:  # noqa: BLE001  a failed variant is a finding
+            rows[name] = {"error": f"{type(err).__name__}: {err}"[:1500]}
+
+    def jax_fit(level, precision):
+        def call():
+            with setting(precision), blas_limited():
+                return PROGRAMS[level](data, n_iter, 1.0)[0]
+
+        return call
+
+    variants = {
+        name: calls[name]
+        for name in ("torch.compile fast", "torch.compile scan")
+        if "error" not in rows[name]
+    }
+    for level in ("fast", "scan"):
+        for precision in ("highest", "default"):
+            variants[f"JAX {level}, {precision}"] = jax_fit(level, precision)
+    raced = timing.race(variants, rounds=rounds, min_time=0.0, per=n_iter)
+    return {
+        "device": device,
+        "torch": torch.__version__,
+        "float32 matmul precision": torch.get_float32_matmul_precision(),
+        "iters": n_iter,
+        "rows": rows,
+        "race": {"per": raced.per, "times": raced.times},
+        "jax device": str(jax.devices()[0]),
+    }

@@ -1,0 +1,286 @@
+"""Grading: every submission alone in a fresh, confined kernel, decided outside it.
+
+Only regular files inside the submissions folder are read (links are refused, and no
+file's content is ever echoed); the code the grader trusts is hashed before the class
+and checked after every notebook; the class stops if it changed.
+"""
+
+import dataclasses
+import hashlib
+import os
+import shutil
+import stat
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import nbformat
+
+from jitbook import size
+from jitbook.classroom.plan import (
+    Handout,
+    _code,
+    chapter_exercises,
+    chapter_of,
+    handed_out,
+    plan,
+)
+from jitbook.classroom.report import (
+    Grade,
+    _errors,
+    error_summary,
+    executed_notebook,
+    rows_for,
+    shown,
+    write_csv,
+)
+from jitbook.classroom.sandbox import CHECK_MARGIN, Kernel, sandbox_mode, trusted_paths
+from jitbook.classroom.scan import scan
+from jitbook.classroom.session import prelude_source, run_steps
+from jitbook.site import harness
+
+CELL_TIMEOUT, TIME_LIMIT = 300.0, 1200.0  # seconds per cell, per notebook (all in)
+# Grading checks the students' code, not the machine's speed: small problem sizes
+# unless the teacher asks for full ones (the PLN chapter's full-size cells take
+# minutes).
+GRADING_ENV = {size.ENV_VAR: "1"}
+
+
+class NothingGraded(ValueError):
+    """Not one exercise could be graded: the folder held no readable notebook."""
+
+
+class Tampered(RuntimeError):
+    """The code the grader trusts changed on disk while a class was graded."""
+
+
+def grade_notebook(
+    path: Path,
+    name: str | None = None,
+    *,
+    cell_timeout: float = CELL_TIMEOUT,
+    time_limit: float = TIME_LIMIT,
+    env: dict[str, str] | None = None,
+    kernel: Kernel | None = None,
+    check_limit: float | None = None,
+    content: bytes | None = None,
+    executed_to: Path | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> list[Grade]:
+    """Execute one submission in a fresh, confined kernel and grade every exercise of
+    its chapter with the grader's own checkers; never raises for it.
+
+    ``content`` is the submission as read when grading began (the file is never
+    written); ``executed_to``, if given, receives the notebook as grading ran it.
+    """
+    path = Path(path)
+    name = name or path.name
+    kernel = kernel or Kernel(sandbox_mode(), env=GRADING_ENV if env is None else env)
+    if env is not None:
+        kernel = dataclasses.replace(kernel, env=env)
+    stems = [p.stem for p in harness.chapter_files() if p.exists()]
+    try:
+        text = (content if content is not None else path.read_bytes()).decode()
+        nb = nbformat.reads(text, as_version=4)
+    except Exception as err:  # the reason only: a message never quotes the file
+        why = f"could not read the notebook ({type(err).__name__}: it is not a "
+        return [Grade(name, "", False, why + "Jupyter notebook in JSON)")]
+    stem = chapter_of(path, nb, stems)
+    exercises = chapter_exercises(stem) if stem else []
+    if not exercises:
+        what = (
+            f"chapter {stem!r} has no exercises"
+            if stem
+            else "could not tell which chapter this notebook belongs to: name the "
+            "file after the chapter, e.g. why-compile.ipynb"
+        )
+        return [Grade(name, "", False, what)]
+    handout = handed_out(next(p for p in harness.chapter_files() if p.stem == stem))
+    limits = {id: _limit(id, check_limit, exercises) for id in exercises}
+    steps = plan(nb, exercises, handout, prelude_source(stem), check_limit)
+    found = scan(_written(nb, steps, handout), "\n".join(handout.cells))
+    stopped = run_steps(
+        steps,
+        kernel,
+        cell_timeout=cell_timeout,
+        check_timeout={id: t + CHECK_MARGIN for id, t in limits.items()},
+        time_limit=time_limit,
+        progress=progress,
+    )
+    prelude_errors = _errors(steps[0].cell)
+    if prelude_errors and not stopped:
+        stopped = f"the grader's set-up failed ({error_summary(prelude_errors[-1])})"
+    if executed_to is not None:
+        executed_to.parent.mkdir(parents=True, exist_ok=True)
+        executed = executed_notebook(nb, steps)
+        executed.metadata.setdefault("jitbook", {})["grading"] = {
+            "sandbox": kernel.sandbox,
+            "memory_gib": kernel.memory_gib,
+        }
+        nbformat.write(executed, executed_to)
+    return rows_for(name, nb, steps, exercises, handout, stopped, limits, found)
+
+
+def _limit(exercise_id: str, check_limit: float | None, exercises) -> float:
+    from jitbook.exercises import registry
+
+    return registry()[exercise_id].time_limit if check_limit is None else check_limit
+
+
+def _written(nb, steps, handout: Handout) -> list[tuple[int, str]]:
+    """The cells grading runs that the student wrote or changed, numbered from 1."""
+    return [
+        (s.index + 1, nb.cells[s.index].source)
+        for s in steps
+        if s.kind == "student" and _code(nb.cells[s.index].source) not in handout.cells
+    ]
+
+
+def submissions(folder: Path) -> tuple[list[Path], list[str]]:
+    """The notebooks in a folder and its subfolders (one per student, say), and what
+    was refused: links (to a file or a folder) and anything not a regular file.
+    Jupyter checkpoints are left out.
+    """
+    folder = Path(folder)
+    found, refused = [], []
+    for dirpath, dirs, files in os.walk(folder, followlinks=False):
+        here = Path(dirpath)
+        for d in list(dirs):
+            if (here / d).is_symlink():
+                refused.append(f"{_rel(here / d, folder)} (a link; not followed)")
+                dirs.remove(d)
+        dirs[:] = sorted(d for d in dirs if d != ".ipynb_checkpoints")
+        for name in sorted(files):
+            path = here / name
+            if not name.endswith(".ipynb"):
+                continue
+            mode = os.lstat(path).st_mode
+            if stat.S_ISLNK(mode):
+                refused.append(f"{_rel(path, folder)} (a link; only files are graded)")
+            elif not stat.S_ISREG(mode):
+                refused.append(f"{_rel(path, folder)} (not a regular file)")
+            else:
+                found.append(path)
+    return sorted(found), refused
+
+
+def _rel(path: Path, folder: Path) -> str:
+    return shown(path.relative_to(folder).as_posix())
+
+
+def read_submission(path: Path) -> bytes:
+    """A submission's bytes, refusing a link that appeared since the folder was read."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+            raise OSError(f"{path.name} is not a regular file")
+        return f.read()
+
+
+def executed_folder(out: Path) -> Path:
+    """Where the executed submissions go: beside the grade sheet, ``<sheet
+    name>-executed/``.
+    """
+    return Path(out).with_name(Path(out).stem + "-executed")
+
+
+def fingerprint(paths: list[Path]) -> dict[str, str]:
+    """sha256 of every file under ``paths``: the code the grader trusts."""
+    found = {}
+    for root in paths:
+        for file in sorted(Path(root).rglob("*")):
+            if file.is_file() and "__pycache__" not in file.parts:
+                found[str(file)] = hashlib.sha256(file.read_bytes()).hexdigest()
+    return found
+
+
+def _verify(before: dict[str, str], paths: list[Path], after_name: str) -> None:
+    now = fingerprint(paths)
+    changed = sorted(set(before.items()) ^ set(now.items()))
+    if changed:
+        files = sorted({path for path, _ in changed})
+        raise Tampered(
+            f"stopped: the code the grader trusts changed on disk while {after_name} "
+            f"was graded ({', '.join(files[:5])}); grades so far are in the sheet. "
+            "Restore the book (git checkout -- code), grade with --sandbox bwrap, "
+            "and look at that submission."
+        )
+
+
+def grade_folder(
+    folder: Path,
+    out: Path,
+    *,
+    cell_timeout: float = CELL_TIMEOUT,
+    time_limit: float = TIME_LIMIT,
+    env: dict[str, str] | None = None,
+    kernel: Kernel | None = None,
+    check_limit: float | None = None,
+    log=print,
+) -> list[Grade]:
+    """Grade every notebook under ``folder``, each alone; write the grade sheet (and
+    the per-student summary) to ``out`` and each executed submission beside it.
+    Every submission is read before any kernel runs, and graded from that copy.
+    """
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise FileNotFoundError(
+            f"no folder at {folder}; give the folder that holds the submitted "
+            "notebooks, e.g. make grade SUBMISSIONS=path/to/folder."
+        )
+    kernel = kernel or Kernel(sandbox_mode(), env=GRADING_ENV if env is None else env)
+    paths, refused = submissions(folder)
+    for why in refused:
+        log(f"refused: {why}", flush=True)
+    contents, rows = {}, []
+    for path in paths:
+        try:
+            contents[path] = read_submission(path)
+        except OSError:
+            rows.append(Grade(_rel(path, folder), "", False, "refused: not a file"))
+    executed = executed_folder(out)
+    shutil.rmtree(executed, ignore_errors=True)  # the last class's notebooks go
+    trusted = trusted_paths()
+    before = fingerprint(trusted)
+    paths = [p for p in paths if p in contents]
+    try:
+        for n, path in enumerate(paths, 1):
+            start, name = time.perf_counter(), _rel(path, folder)
+            head = f"[{n}/{len(paths)}] {name}"
+            log(f"{head}: grading ...", flush=True)
+            graded = grade_notebook(
+                path,
+                name,
+                cell_timeout=cell_timeout,
+                time_limit=time_limit,
+                kernel=kernel,
+                check_limit=check_limit,
+                content=contents[path],
+                executed_to=executed / path.relative_to(folder),
+                progress=lambda text, head=head: log(f"{head}: {text}", flush=True),
+            )
+            rows += graded
+            passed = sum(g.passed for g in graded if g.exercise)
+            total = sum(1 for g in graded if g.exercise)
+            took = time.perf_counter() - start
+            log(f"{head}: {passed}/{total} passed ({took:.0f} s)", flush=True)
+            _verify(before, trusted, name)
+    finally:
+        Path(out).parent.mkdir(parents=True, exist_ok=True)
+        write_csv(rows, out)
+    changed = [p for p in paths if read_submission(p) != contents[p]]
+    for path in changed:
+        log(
+            f"warning: {_rel(path, folder)} changed on disk while grading; it was "
+            "graded as it was before (grade in the bwrap sandbox to prevent this)",
+            flush=True,
+        )
+    if not any(g.exercise for g in rows):
+        unread = sum(1 for g in rows if g.message.startswith("could not read"))
+        raise NothingGraded(
+            f"nothing could be graded in {folder}: {len(paths)} notebook(s) found "
+            f"({unread} unreadable), {len(refused)} refused; submissions are .ipynb "
+            "files named after their chapter (e.g. why-compile.ipynb), one folder per "
+            "student. The reasons are in the sheet."
+        )
+    return rows

@@ -1,0 +1,305 @@
+"""One submission's kernel session: run the steps, restart on a hang or a crash."""
+
+import contextlib
+import copy
+import dataclasses
+import hashlib
+import math
+import os
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import nbformat
+
+from jitbook.classroom.plan import GRADER_MODULE, Step
+from jitbook.classroom.sandbox import MAX_RESTARTS, Kernel
+
+
+def prelude_source(chapter: str) -> str:
+    """The grader's first cell, before any student code: load
+    ``jitbook.classroom.sealed`` and the chapter's checkers from hashed bytes, and take
+    the snapshot every verdict is compared with. It holds no key: each verdict cell
+    carries a nonce the kernel first sees when that cell runs.
+    """
+    import jitbook
+
+    package = Path(jitbook.__file__).resolve().parent
+    sealed_file = package / "classroom" / "sealed.py"
+    sealed_hash = hashlib.sha256(sealed_file.read_bytes()).hexdigest()
+    from jitbook.classroom.sealed import digests
+
+    hashes = digests(package / "exercises")
+    return "\n".join(
+        [
+            "import hashlib as _h, sys as _s, types as _t",
+            "import jitbook",
+            f"_b = open({str(sealed_file)!r}, 'rb').read()",
+            f"if _h.sha256(_b).hexdigest() != {sealed_hash!r}:",
+            "    raise RuntimeError('classroom/sealed.py changed during grading')",
+            f"_m = _t.ModuleType({GRADER_MODULE!r})",
+            f"exec(compile(_b, {str(sealed_file)!r}, 'exec'), _m.__dict__)",
+            f"_s.modules[{GRADER_MODULE!r}] = _m",
+            f"_m.GRADER = _m.install({str(package / 'exercises')!r}, {hashes!r}, "
+            f"{chapter!r})",
+            "del _h, _s, _t, _b, _m",
+        ]
+    )
+
+
+def run_steps(
+    steps: list[Step],
+    kernel: Kernel,
+    *,
+    cell_timeout: float,
+    check_timeout: dict[str, float],
+    time_limit: float,
+    progress: Callable[[str], None] | None = None,
+) -> str:
+    """Run the steps, each once, restarting the kernel when one hangs or kills it: the
+    new kernel replays the cells that finished before, then goes on after the one that
+    failed. One wall-clock budget covers it all, replays included; a watcher outside
+    the kernel holds the student's processes to one memory and one disk budget and
+    reports a long cell through ``progress``. Returns why the run stopped early ("" when
+    every step ran).
+    """
+    done: set[int] = set()
+    deadline = time.monotonic() + time_limit
+    position, restarts = 0, 0
+    with tempfile.TemporaryDirectory(prefix="jitbook-grade-") as root:
+        workdir, private = Path(root) / "work", Path(root) / "kernel"
+        for folder in (workdir, private, Path(root) / "sockets", private / "ipython"):
+            folder.mkdir()
+        (private / "ipython" / "profile_default" / "startup").mkdir(parents=True)
+        watch = Watch(kernel, workdir, steps, progress)
+        run = _Run(steps, done, watch, cell_timeout, check_timeout, deadline)
+        try:
+            while position < len(steps):
+                if restarts > MAX_RESTARTS:
+                    return f"the kernel was restarted {MAX_RESTARTS} times"
+                nb = nbformat.v4.new_notebook(cells=[s.cell for s in steps])
+                client, env = kernel.client(nb, workdir, private, cell_timeout)
+                try:
+                    position = _session(client, env, workdir, run, position)
+                except _OutOfTime:
+                    return f"the notebook ran out of its {time_limit:g} s time limit"
+                except _KernelFailed as failed:
+                    return str(failed)
+                restarts += 1
+        finally:
+            watch.stop()
+    return ""
+
+
+class _OutOfTime(Exception):
+    """The whole-notebook time limit ran out."""
+
+
+class _KernelFailed(Exception):
+    """The kernel did not start, or the replay after a restart failed."""
+
+
+@dataclasses.dataclass
+class _Run:
+    """What every kernel of one submission shares: the steps, those done, the watcher,
+    the limits and the one deadline.
+    """
+
+    steps: list[Step]
+    done: set[int]
+    watch: "Watch"
+    cell_timeout: float
+    check_timeout: dict[str, float]
+    deadline: float
+
+
+def _session(client, env, workdir: Path, run: _Run, position: int) -> int:
+    """One kernel's life: replay what finished, then run on; return where the next
+    kernel starts.
+    """
+    steps, done, watch = run.steps, run.done, run.watch
+    cell_timeout, check_timeout, deadline = (
+        run.cell_timeout,
+        run.check_timeout,
+        run.deadline,
+    )
+    from nbclient.exceptions import CellTimeoutError, DeadKernelError
+
+    def execute(cell, j: int, limit: float) -> None:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise _OutOfTime()
+        client.timeout = max(1, math.ceil(min(limit, left)))  # nbclient wants an int
+        watch.running(j, client)
+        try:
+            client.execute_cell(cell, j, store_history=steps[j].kind != "prelude")
+        except CellTimeoutError:
+            if client.timeout < limit:
+                raise _OutOfTime() from None
+            raise
+        finally:
+            watch.running(None, client)
+
+    try:
+        # The kernel's own output goes to a log, not the grader's terminal.
+        log = open(workdir.parent / "kernel" / "kernel.log", "ab")  # noqa: SIM115
+        with (
+            log,
+            client.setup_kernel(
+                env=env,
+                cwd=str(workdir),
+                stdout=subprocess.DEVNULL,
+                stderr=log,
+                cleanup_kc=True,  # the kernel is ours to kill, hung or not
+            ),
+        ):
+            for j in sorted(done):  # a fresh kernel: what finished before runs again
+                try:
+                    execute(copy.deepcopy(steps[j].cell), j, cell_timeout)
+                except (CellTimeoutError, DeadKernelError) as err:
+                    raise _KernelFailed(
+                        "replaying the cells before it after a restart failed "
+                        f"({watch.over or type(err).__name__})"
+                    ) from None
+            for j in range(position, len(steps)):
+                step = steps[j]
+                limit = check_timeout.get(step.exercise, cell_timeout)
+                limit = limit if step.kind == "verdict" else cell_timeout
+                try:
+                    execute(step.cell, j, limit)
+                except CellTimeoutError:
+                    step.failure = watch.over or f"ran longer than {limit:g} s"
+                    return j + 1
+                except DeadKernelError:
+                    step.failure = watch.over or "killed the kernel"
+                    return j + 1
+                if watch.over:
+                    step.failure = watch.over
+                    return j + 1
+                if step.kind != "verdict":
+                    done.add(j)
+            return len(steps)
+    except (CellTimeoutError, DeadKernelError, _OutOfTime, _KernelFailed):
+        raise
+    except Exception as err:  # the kernel never started (a broken sandbox, say)
+        raise _KernelFailed(
+            f"the grading kernel did not start ({type(err).__name__}: "
+            f"{(str(err).strip().splitlines() or [''])[0]})"
+        ) from None
+
+
+class Watch:
+    """Outside the kernel, every ``every`` seconds: the memory of all the student's
+    processes together and the size of the work folder, each against its budget (the
+    whole tree is killed past one), and a progress line for a cell that runs long.
+    """
+
+    every = 0.5
+    speak_after = 20.0  # seconds of silence before a cell's first progress line
+
+    def __init__(self, kernel: Kernel, workdir: Path, steps, progress) -> None:
+        self.kernel, self.workdir, self.steps = kernel, workdir, steps
+        self.progress, self.over = progress, ""
+        self.cell: int | None = None
+        self.client, self.started, self.spoken = None, 0.0, 0.0
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+        self._thread.start()
+
+    def running(self, cell: int | None, client) -> None:
+        self.cell, self.client = cell, client
+        self.started = self.spoken = time.monotonic()
+        if cell is not None:
+            self.over = ""
+
+    def stop(self) -> None:
+        self._done.set()
+        self._thread.join(timeout=5)
+
+    def _loop(self) -> None:
+        while not self._done.wait(self.every):
+            cell, client = self.cell, self.client
+            if cell is None or client is None:
+                continue
+            pids = tree(_kernel_pid(client))
+            memory = sum(map(_rss, pids))
+            disk = folder_size(self.workdir)
+            if memory > self.kernel.memory_gib * 2**30:
+                self._kill(
+                    pids,
+                    f"used more than {self.kernel.memory_gib:g} GiB of "
+                    "memory (all its processes together) and was stopped",
+                )
+            elif disk > self.kernel.disk_gib * 2**30:
+                self._kill(
+                    pids,
+                    f"wrote more than {self.kernel.disk_gib:g} GiB to "
+                    "the work folder and was stopped",
+                )
+            now = time.monotonic()
+            if self.progress and now - self.spoken >= self.speak_after:
+                self.spoken = now
+                step = self.steps[cell]
+                what = {
+                    "student": "a cell of the notebook",
+                    "prelude": "set-up",
+                    "verdict": f"the check of {step.exercise}",
+                }[step.kind]
+                where = f" (cell {step.index + 1})" if step.index is not None else ""
+                self.progress(
+                    f"step {cell + 1} of {len(self.steps)}, {what}{where}, "
+                    f"running for {now - self.started:.0f} s"
+                )
+
+    def _kill(self, pids: list[int], why: str) -> None:
+        self.over = why
+        for pid in reversed(pids):
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+
+
+def _kernel_pid(client) -> int | None:
+    km = getattr(client, "km", None)
+    process = getattr(getattr(km, "provisioner", None), "process", None)
+    return getattr(process, "pid", None)
+
+
+def tree(root: int | None) -> list[int]:
+    """``root`` and every process below it, parents first (from /proc)."""
+    if root is None:
+        return []
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    found, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        found.append(pid)
+        todo += children.get(pid, [])
+    return found
+
+
+def _rss(pid: int) -> int:
+    try:
+        return int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * PAGE
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+def folder_size(folder: Path) -> int:
+    """Bytes of the files under ``folder`` (links not followed)."""
+    total = 0
+    for dirpath, _, files in os.walk(folder):
+        for name in files:
+            with contextlib.suppress(OSError):
+                total += os.lstat(os.path.join(dirpath, name)).st_size
+    return total

@@ -1,0 +1,243 @@
+"""``python -m jitbook.ledger``: fill the ledger, merge runs, or run the canary."""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import shutil
+import subprocess
+import sys
+import time
+from importlib import metadata
+from pathlib import Path
+
+from jitbook.ledger.data import (
+    LEDGER,
+    STATUSES,
+    _order,
+    load,
+    locked_jax,
+    machine,
+    save,
+    title,
+)
+from jitbook.ledger.plugin import classify, one_line
+from jitbook.ledger.venvs import (
+    CACHE,
+    EXTRAS,
+    RELEASES,
+    VENV_MB,
+    _pip_env,
+    _versions,
+    collect,
+    install,
+    megabytes,
+    public_index,
+    run_release,
+    venv_python,
+)
+
+
+def missing(ledger: dict, release: str) -> list[str]:
+    return [
+        test
+        for test, claim in ledger["claims"].items()
+        if release not in claim.get("results", {})
+    ]
+
+
+def make(args: argparse.Namespace) -> dict:
+    """Collect the claims, then fill every release's column that needs it."""
+    ledger = load(args.output)
+    lock = locked_jax()
+    installed = metadata.version("jax")
+    print(f"collecting the claim tests (book's venv, jax {installed})", flush=True)
+    claims = collect()
+    print(
+        f"{len(claims)} claim tests in {len(set(claims.values()))} sections", flush=True
+    )
+    old = ledger["claims"]
+    ledger["claims"] = {
+        test: {"section": section, "title": title(test)}
+        | {"results": old.get(test, {}).get("results", {})}
+        for test, section in claims.items()
+    }
+    ledger["lock"] = lock
+    releases = args.releases or [*RELEASES, lock]
+    for release in releases:
+        known = release in ledger["releases"]
+        todo = list(claims) if args.force or not known else missing(ledger, release)
+        if known and not args.force and not args.only_missing:
+            todo = []
+        if not todo:
+            print(
+                f"jax {release}: nothing to run (--force runs it again)",
+                flush=True,
+            )
+            continue
+        start = time.monotonic()
+        if release == installed:
+            python, info = (
+                sys.executable,
+                {"released": None, "packages as of": "the lock"},
+            )
+            info["versions"] = _versions(python)
+        else:
+            info = install(release, args.cache, args.index)
+            python = str(venv_python(release, args.cache))
+        setup = time.monotonic() - start
+        print(
+            f"jax {release}: {len(todo)} claim tests ({setup:.0f} s to set up)",
+            flush=True,
+        )
+        results, seconds = run_release(release, python, todo, args.timeout)
+        if not results:
+            print(f"jax {release}: no claim ran; see the errors above", flush=True)
+            continue
+        for test, row in results.items():
+            ledger["claims"][test]["results"][release] = row
+        counts = {s: sum(r["status"] == s for r in results.values()) for s in STATUSES}
+        print(
+            f"jax {release}: {seconds:.0f} s, "
+            + ", ".join(f"{n} {s}" for s, n in counts.items())
+            + (
+                f", {len(todo) - len(results)} not run"
+                if len(results) < len(todo)
+                else ""
+            ),
+            flush=True,
+        )
+        previous = ledger["releases"].get(release, {})
+        ledger["releases"][release] = info | {
+            "run on": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+            "seconds": round(
+                seconds + (previous.get("seconds", 0) if not args.force else 0)
+            ),
+            "install seconds": info.get("install seconds", round(setup)),
+        }
+        ledger["made"] = {
+            "date": datetime.date.today().isoformat(),
+            "machine": machine(),
+        }
+        ledger["releases"] = dict(sorted(ledger["releases"].items(), key=_order))
+        save(ledger, args.output)
+    return ledger
+
+
+def canary(args: argparse.Namespace) -> list[str]:
+    """The newest JAX in a scratch venv: which claims change against the lock."""
+    ledger = load(args.output)
+    lock = ledger.get("lock") or locked_jax()
+    folder = args.cache / "canary"
+    shutil.rmtree(folder, ignore_errors=True)
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", folder], check=True)
+    python = str(folder / "bin" / "python")
+    print(
+        f"canary: installing the newest jax, jaxlib, equinox and optax into {folder} "
+        f"(about {VENV_MB} MB, replaced at each run; pip also keeps the wheels in "
+        "~/.cache/pip; --cache or JITBOOK_LEDGER_CACHE moves the venv)",
+        flush=True,
+    )
+    subprocess.run(
+        [sys.executable, "-m", "pip", "--python", python, "install", "--quiet",
+         "--index-url", args.index or public_index()[0],
+         "jax", "jaxlib", "equinox", "optax", *EXTRAS],
+        check=True, env=_pip_env(),
+    )  # fmt: skip
+    versions = _versions(python)
+    print(
+        f"canary: jax {versions['jax']}, jaxlib {versions['jaxlib']}; {folder} takes "
+        f"{megabytes(folder)} MB (delete it when done)",
+        flush=True,
+    )
+    claims = collect()
+    results, seconds = run_release(versions["jax"], python, list(claims), args.timeout)
+    moved = []
+    for test in claims:
+        before = ledger["claims"].get(test, {}).get("results", {}).get(lock)
+        now = results.get(test, {"status": "not run", "reason": ""})
+        was = before["status"] if before else "no row"
+        if was != now["status"]:
+            why = f" ({now['reason']})" if now["reason"] else ""
+            moved.append(f"  {test}: {was} on {lock}, {now['status']} on canary{why}")
+    print(
+        f"canary: jax {versions['jax']} ran {len(results)} claims in {seconds:.0f} s; "
+        + (f"{len(moved)} changed against jax {lock}:" if moved else f"none changed "
+           f"against jax {lock}."),
+        flush=True,
+    )  # fmt: skip
+    print("\n".join(moved), flush=True)
+    return moved
+
+
+def merge(ledgers: list[dict]) -> dict:
+    """One ledger from several runs: later files add releases and rows."""
+    out = ledgers[0]
+    for other in ledgers[1:]:
+        out["lock"] = out.get("lock") or other.get("lock")
+        out["made"] = other["made"] or out["made"]
+        out["releases"].update(other["releases"])
+        for test, claim in other["claims"].items():
+            mine = out["claims"].setdefault(test, claim | {"results": {}})
+            mine["results"].update(
+                {
+                    r: classify(row | {"reason": one_line(row["reason"])})
+                    for r, row in claim["results"].items()
+                }
+            )
+    out["releases"] = dict(sorted(out["releases"].items(), key=_order))
+    return out
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m jitbook.ledger",
+        description="Run the book's claim tests on chosen JAX releases; "
+        "write data/ledger.json.",
+    )
+    p.add_argument(
+        "--releases", nargs="+", metavar="X.Y.Z",
+        help=f"JAX releases to run (default: {' '.join(RELEASES)} and the locked one)",
+    )  # fmt: skip
+    p.add_argument(
+        "--force", action="store_true", help="run releases already in the ledger again"
+    )
+    p.add_argument(
+        "--only-missing", action="store_true",
+        help="in releases already in the ledger, run only the claims without a row",
+    )  # fmt: skip
+    p.add_argument(
+        "--cache", type=Path, default=CACHE,
+        help=f"where the per-release venvs live (default {CACHE}; "
+        "env JITBOOK_LEDGER_CACHE)",
+    )  # fmt: skip
+    p.add_argument(
+        "--index",
+        default=None,
+        help="package index (default: the public one pip knows)",
+    )
+    p.add_argument(
+        "--timeout", type=float, default=1200, help="seconds per release (default 1200)"
+    )
+    p.add_argument("--output", type=Path, default=LEDGER, help="the ledger file")
+    p.add_argument(
+        "--merge", nargs="+", type=Path, metavar="JSON",
+        help="instead: add the releases and rows of other ledger files (parallel runs)",
+    )  # fmt: skip
+    p.add_argument(
+        "--canary", action="store_true",
+        help="instead: newest jax from the index in a scratch venv; print claims that "
+        "changed against the lock (writes nothing)",
+    )  # fmt: skip
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    if args.merge:
+        save(merge([load(args.output), *map(load, args.merge)]), args.output)
+    elif args.canary:
+        canary(args)
+    else:
+        make(args)
+    return 0

@@ -1,0 +1,84 @@
+"""The ledger file: where it lives, reading and writing it, and merging runs."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+from importlib import metadata
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+LEDGER = ROOT / "data" / "ledger.json"
+
+
+STATUSES = ("holds", "fails", "n/a")
+
+
+def load(path: Path = LEDGER) -> dict:
+    """The ledger as stored, or an empty one."""
+    if path.exists():
+        return json.loads(path.read_text())
+    return {"made": {}, "lock": None, "releases": {}, "claims": {}}
+
+
+def save(ledger: dict, path: Path = LEDGER) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(ledger, indent=1, sort_keys=False) + "\n")
+
+
+def locked_jax(root: Path = ROOT) -> str:
+    """The JAX version requirements.lock pins: the book's own release."""
+    for line in (root / "requirements.lock").read_text().splitlines():
+        if line.startswith("jax=="):
+            return line.split("==")[1].strip()
+    raise ValueError(
+        "requirements.lock pins no jax==...; the ledger needs the book's JAX."
+    )
+
+
+def lock_disagreements(outcomes: dict, path: Path = LEDGER) -> list[str]:
+    """Claims whose status in this run differs from the ledger's column for this JAX."""
+    ledger = load(path)
+    lock = metadata.version("jax")  # the column of the JAX this session ran on
+    problems = []
+    for test, row in sorted(outcomes.items()):
+        stored = ledger["claims"].get(test, {}).get("results", {}).get(lock)
+        if stored is None:
+            problems.append(f"  {test}: no row for jax {lock}")
+        elif stored["status"] != row["status"]:
+            problems.append(
+                f"  {test}: ledger says {stored['status']}, this run {row['status']}"
+                + (f" ({row['reason']})" if row["reason"] else "")
+            )
+    return problems
+
+
+def machine() -> str:
+    """The machine, in words: CPU model, cores, memory, OS."""
+    model = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    return (
+        f"{model}, {os.cpu_count()} cores, {memory:.0f} GiB, "
+        f"{platform.system()} {platform.machine()}"
+    )
+
+
+def title(test: str) -> str:
+    """A claim's words, from its test's name: ``test_a_b_c[x]`` -> ``a b c [x]``."""
+    name = test.split("::")[-1].removeprefix("test_")
+    base, _, param = name.partition("[")
+    return base.replace("_", " ") + (f" [{param}" if param else "")
+
+
+def _order(item) -> tuple:
+    return tuple(int(part) for part in item[0].split("."))

@@ -1,0 +1,267 @@
+"""The appendices' tables: the ledger's matrix, changes and releases, and the claims
+by chapter."""
+
+from __future__ import annotations
+
+import collections
+import re
+from pathlib import Path
+
+from jitbook.ledger.data import ROOT, STATUSES, _order
+
+MARKS = {"holds": "✓", "fails": "✗", "n/a": "–", None: " "}
+
+
+HEADING = re.compile(r"^(#+) (.*?) \{#(sec-[\w-]+)\}", re.MULTILINE)
+
+
+def sections(root: Path = ROOT) -> dict[str, dict]:
+    """Every section id of the book: {sec-id: {page, chapter, section}}."""
+    found = {}
+    for page in [root / "index.qmd", *sorted((root / "chapters").glob("*.qmd"))]:
+        text = page.read_text()
+        chapter = "Preface" if page.stem == "index" else None
+        for level, heading, label in HEADING.findall(text):
+            if len(level) == 1:
+                chapter = heading
+            found[label] = {
+                "page": page.stem,
+                "chapter": chapter or page.stem,
+                "section": heading,
+            }
+    return found
+
+
+def releases(ledger: dict) -> list[str]:
+    return sorted(ledger["releases"], key=lambda r: _order((r, None)))
+
+
+def _status(claim: dict, release: str) -> str | None:
+    row = claim["results"].get(release)
+    return row["status"] if row else None
+
+
+def by_chapter(ledger: dict, root: Path = ROOT) -> dict[str, list[tuple[str, dict]]]:
+    """The claims grouped by the chapter of their section, in the book's order."""
+    known = sections(root)
+    order = (root / "_quarto.yml").read_text()
+    groups: dict[tuple, list] = {}
+    for test, claim in ledger["claims"].items():
+        where = known.get(
+            claim["section"], {"page": "?", "chapter": "(unknown section)"}
+        )
+        place = order.find(f"{where['page']}.qmd")
+        key = (place if place >= 0 else len(order), where["chapter"])
+        groups.setdefault(key, []).append((test, claim))
+    return {chapter: groups[place, chapter] for place, chapter in sorted(groups)}
+
+
+def matrix_rows(ledger: dict, claims: list[tuple[str, dict]]) -> list[dict]:
+    """One row per claim: its words, its section, a mark per release."""
+    return [
+        {"claim": claim["title"], "shown in": f"@{claim['section']}"}
+        | {r: MARKS[_status(claim, r)] for r in releases(ledger)}
+        for _, claim in claims
+    ]
+
+
+def matrix(ledger: dict, root: Path = ROOT):
+    """The matrix: a row per claim, grouped by chapter, its marks release by release in
+    one column (oldest first), so that the page stays light."""
+    from jitbook.display import table
+
+    names = releases(ledger)
+    heading = f"{names[0]} … {names[-1]}"
+    rows = []
+    for chapter, claims in by_chapter(ledger, root).items():
+        for i, r in enumerate(matrix_rows(ledger, claims)):
+            marks = " ".join(r.pop(name) for name in names)
+            rows.append(
+                {"chapter": chapter if i == 0 else ""} | r | {heading: f"`{marks}`"}
+            )
+    return table(rows)
+
+
+def history(ledger: dict, claim: dict) -> list[tuple[str, list[str]]]:
+    """A claim's statuses as runs of consecutive releases: [(status, [releases])]."""
+    runs: list[tuple[str, list[str]]] = []
+    for release in releases(ledger):
+        status = _status(claim, release) or "not run"
+        if runs and runs[-1][0] == status:
+            runs[-1][1].append(release)
+        else:
+            runs.append((status, [release]))
+    return runs
+
+
+def _span(rels: list[str]) -> str:
+    return rels[0] if len(rels) == 1 else f"{rels[0]} to {rels[-1]}"
+
+
+def changed(ledger: dict) -> list[dict]:
+    """The claims whose status differs between releases, with where it changed."""
+    rows = []
+    for test, claim in ledger["claims"].items():
+        runs = history(ledger, claim)
+        if len(runs) < 2:
+            continue
+        words = [f"{status} on {_span(rels)}" for status, rels in runs[:-1]]
+        last_status, last = runs[-1]
+        words.append(f"{last_status} since {last[0]}")
+        reasons = [  # the latest release where it did not hold says most
+            claim["results"][rels[-1]]["reason"]
+            for status, rels in runs
+            if status != "holds" and claim["results"].get(rels[-1], {}).get("reason")
+        ][-1:]
+        rows.append(
+            {
+                "claim": claim["title"],
+                "shown in": f"@{claim['section']}",
+                "history": "; ".join(words),
+                "why, where it does not hold": _code(reasons[0]) if reasons else "",
+                "test": test,
+                "last change": last[0],
+            }
+        )
+    rows.sort(key=lambda row: _order((row["last change"], None)), reverse=True)
+    return rows
+
+
+def changes_table(ledger: dict):
+    """The claims whose behaviour changed (a release where they fail) as a table, and a
+    count of those that only became applicable, by the release their API appeared in."""
+    from jitbook.display import Markdown, table
+
+    hidden = ("test", "last change")
+    everything = changed(ledger)
+    behaved = [r for r in everything if "fails" in r["history"]]
+    appeared = collections.Counter(
+        r["last change"] for r in everything if "fails" not in r["history"]
+    )
+    if not everything:
+        return Markdown("No claim changed between the releases of the ledger.")
+    rows = [
+        {k: (_code(_short(v.strip("`"), 80)) if k.startswith("why") and v else v)
+         for k, v in r.items() if k not in hidden}
+        for r in behaved
+    ]  # fmt: skip
+    since = ", ".join(
+        f"{n} since {release}" for release, n in sorted(appeared.items(), key=_release)
+    )
+    note = (
+        f"\n\n{sum(appeared.values())} more claims were not applicable before their "
+        f"API existed and hold since it did: {since}."
+    )
+    return Markdown((table(rows).text if rows else "") + note)
+
+
+def _release(item: tuple[str, int]):
+    return _order((item[0], None))
+
+
+def _code(text: str) -> str:
+    """A reason as a code span: flags, stars and underscores stay as written."""
+    return "`" + text.replace("`", "'") + "`"
+
+
+def release_rows(ledger: dict) -> list[dict]:
+    """Per release: versions installed, what its claims did, the time its run took."""
+    rows = []
+    for release in releases(ledger):
+        info = ledger["releases"][release]
+        v = info.get("versions", {})
+        counts = {
+            s: sum(_status(c, release) == s for c in ledger["claims"].values())
+            for s in STATUSES
+        }
+        rows.append(
+            {"jax": release, "jaxlib": v.get("jaxlib"), "equinox": v.get("equinox"),
+             "optax": v.get("optax"), "numpy": v.get("numpy")}
+            | counts
+            | {"run (s)": info.get("seconds"),
+               "install (s)": info.get("install seconds")}
+        )  # fmt: skip
+    return rows
+
+
+def explorer_rows(ledger: dict) -> tuple[list[dict], list[dict]]:
+    """Per release, how many claims hold, and panels: the claims that fail there (their
+    reasons are in the changes table), and how many are not applicable, by section."""
+    rows, panels = [], []
+    claims = list(ledger["claims"].values())
+    for release in releases(ledger):
+        rows.append(
+            {"release": release, "claims that hold": sum(
+                _status(c, release) == "holds" for c in claims)}
+        )  # fmt: skip
+        fails = [c["title"] for c in claims if _status(c, release) == "fails"]
+        absent = collections.Counter(
+            c["section"] for c in claims if _status(c, release) == "n/a"
+        )
+        panels.append(
+            {
+                "fails here": "\n".join(fails) or "(none)",
+                "not applicable here (claims per section)": "\n".join(
+                    f"{section}: {n}" for section, n in sorted(absent.items())
+                )
+                or "(none)",
+            }
+        )
+    return rows, panels
+
+
+def _short(reason: str, width: int = 60) -> str:
+    return reason if len(reason) <= width else reason[: width - 1] + "…"
+
+
+def claim_status(ledger: dict, test: str, release: str) -> str | None:
+    """A claim test's status on ``release``; for a parametrised test, the worst of its
+    cases (fails before n/a before holds); None when the ledger has no row."""
+    rows = [
+        claim["results"][release]["status"]
+        for name, claim in ledger["claims"].items()
+        if (name == test or name.startswith(test + "[")) and release in claim["results"]
+    ]
+    for status in ("fails", "n/a", "holds"):
+        if status in rows:
+            return status
+    return None
+
+
+def claim_rows(ledger: dict, root: Path = ROOT) -> list[dict]:
+    """The Claims appendix: one row per claim sentence, by chapter in the book's order,
+    with its test and its marks on every ledger release (oldest first)."""
+    from jitbook.ledger import spans
+
+    names = releases(ledger)
+    heading = f"{names[0]} … {names[-1]}" if names else "ledger"
+    tests: dict[str, list[str]] = {}
+    for test in spans.claim_tests(root):
+        tests.setdefault(test.span, []).append(test.test)
+    chapters = {s: v["chapter"] for s, v in sections(root).items()}
+    order = (root / "_quarto.yml").read_text()
+    found = sorted(
+        spans.spans(root), key=lambda s: (order.find(f"{s.page}.qmd"), s.line)
+    )
+    rows, last = [], None
+    for span in found:
+        chapter = chapters.get(span.section, span.page)
+        page = f"{span.page}.qmd" if span.page != "index" else "../index.qmd"
+        named = tests.get(span.id, [])
+        marks = [
+            " ".join(MARKS[claim_status(ledger, test, r)] for r in names)
+            for test in named
+        ]
+        in_ledger = any(m.strip() for m in marks)
+        rows.append(
+            {
+                "chapter": chapter if chapter != last else "",
+                "claim": f"[]{{#ev-{span.id}}}[{span.words}]({page}#{span.id})",
+                "test": "<br>".join(f"`{t.split('::')[-1]}`" for t in named),
+                heading: "<br>".join(f"`{m}`" for m in marks)
+                if in_ledger
+                else "not yet in the ledger",
+            }
+        )
+        last = chapter
+    return rows

@@ -1,0 +1,173 @@
+"""The pytest plugin: records each claim test's outcome, in a release's run and in
+the book's own test session, where it checks them against the lock's column."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+
+from jitbook.ledger.data import lock_disagreements
+
+NEEDS = re.compile(
+    r"needs (a newer (jax|equinox|optax)|(jax|equinox|optax|jaxlib) ?>= ?[0-9.]+)",
+    re.IGNORECASE,
+)
+
+
+RECORD_ENV = (
+    "JITBOOK_LEDGER_RECORD"  # file the plugin appends outcomes to, in a release's run
+)
+
+
+ONLY_ENV = "JITBOOK_LEDGER_ONLY"  # the claims to run there, as a JSON list of test ids
+
+
+_session: dict = {}  # the pytest config of the running session, for the report hook
+
+
+def _claim_section(item) -> str | None:
+    """The section a claim test names (its first marker argument); the optional second
+    names the sentence's span, ``clm-...``, which tests/test_claims.py checks."""
+    mark = item.get_closest_marker("claim")
+    if mark is None:
+        return None
+    args = mark.args
+    if (
+        len(args) not in (1, 2)
+        or not str(args[0]).startswith("sec-")
+        or (len(args) == 2 and not str(args[1]).startswith("clm-"))
+    ):
+        raise ValueError(
+            f"{item.nodeid}: write the claim marker as @pytest.mark.claim('sec-...') "
+            "or @pytest.mark.claim('sec-...', 'clm-...'), naming the section that "
+            f"shows it and the sentence's span; got {args!r}."
+        )
+    return args[0]
+
+
+def one_line(text: str, width: int = 160) -> str:
+    """The first informative line of a failure or skip, without paths or addresses."""
+    lines = [line.strip() for line in str(text).splitlines() if line.strip()]
+    errors = [line for line in lines if line.startswith("E ")]
+    line = (errors[0][2:].strip() if errors else lines[-1] if lines else "").strip()
+    line = re.sub(r"0x[0-9a-f]{6,}", "0x...", line)
+    line = re.sub(r"(/[\w.+-]+)+/([\w.+-]+)", r"\2", line)  # a path: its last part
+    return line if len(line) <= width else line[: width - 3] + "..."
+
+
+# A failure on an API this release does not have yet: the claim does not apply here.
+MISSING_API = re.compile(
+    r"^(AttributeError|ImportError|ModuleNotFoundError): ("
+    r"module '(jax|jaxlib|equinox|optax)[\w.]*' has no attribute"
+    r"|cannot import name .* from '(jax|jaxlib|equinox|optax)"
+    r"|No module named '(jax|jaxlib|equinox|optax)"
+    r"|'(Config|PjitFunction|Lowered|Compiled|ClosedJaxpr|Jaxpr|ArrayImpl|Traced)\w*' "
+    r"object has no attribute)"
+)
+
+
+def classify(row: dict) -> dict:
+    """A failure on an API that JAX, Equinox or optax lacks or says it needs: n/a."""
+    reason = row["reason"]
+    if row["status"] == "fails" and (MISSING_API.match(reason) or NEEDS.search(reason)):
+        return row | {
+            "status": "n/a",
+            "reason": f"not in this release: {row['reason']}",
+        }
+    return row
+
+
+def outcome(report) -> dict:
+    """holds / fails / n/a for one test's report, with a one-line reason."""
+    if report.skipped:
+        reason = (
+            report.longrepr[2]
+            if isinstance(report.longrepr, tuple)
+            else report.longrepr
+        )
+        reason = str(reason).removeprefix("Skipped: ")
+        return {"status": "n/a", "reason": one_line(reason)}
+    if report.failed:
+        return classify({"status": "fails", "reason": one_line(report.longreprtext)})
+    return {"status": "holds", "reason": ""}
+
+
+def pytest_collection_modifyitems(session, config, items):
+    """Remember which collected tests are claims, and their sections."""
+    config._jitbook_claims = {
+        item.nodeid: section
+        for item in items
+        if (section := _claim_section(item)) is not None
+    }
+    config._jitbook_outcomes = {}
+    if os.environ.get(RECORD_ENV):  # a release's run: only the claims asked for
+        wanted = set(json.loads(os.environ[ONLY_ENV]))
+        keep = [item for item in items if item.nodeid in wanted]
+        config.hook.pytest_deselected(
+            items=[i for i in items if i.nodeid not in wanted]
+        )
+        items[:] = keep
+
+
+def pytest_collectreport(report):
+    """A test module that cannot even be imported here, or that skips itself as a
+    whole (it needs a newer JAX): record why, for its claims."""
+    path = os.environ.get(RECORD_ENV)
+    if path and report.failed:
+        _append(path, {"module": report.nodeid, "error": one_line(report.longreprtext)})
+    elif path and report.skipped and isinstance(report.longrepr, tuple):
+        _append(path, {"module": report.nodeid, "skipped": report.longrepr[2]})
+
+
+def pytest_runtest_logreport(report):
+    """Record each claim test's outcome once: its call, or the phase that failed."""
+    config = _session.get("config")
+    claims = getattr(config, "_jitbook_claims", None)
+    if claims is None or report.nodeid not in claims:
+        return
+    done = config._jitbook_outcomes
+    if report.nodeid in done or not (
+        report.when == "call" or report.outcome != "passed"
+    ):
+        return
+    row = outcome(report) | {"seconds": round(report.duration, 2)}
+    done[report.nodeid] = row
+    path = os.environ.get(RECORD_ENV)
+    if path:
+        _append(path, {"test": report.nodeid, "section": claims[report.nodeid]} | row)
+        jax = os.environ.get("JITBOOK_LEDGER_RELEASE", "?")
+        print(
+            f"  jax {jax} [{len(done)}/{len(claims)}] {row['status']:5} "
+            f"{row['seconds']:6.1f} s  {report.nodeid}",
+            file=sys.__stderr__,
+            flush=True,
+        )
+
+
+def pytest_configure(config):
+    _session["config"] = config
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """In the book's test run: the ledger's column must say what the claims just did."""
+    config = session.config
+    if os.environ.get(RECORD_ENV) or not getattr(config, "_jitbook_outcomes", None):
+        return
+    problems = lock_disagreements(config._jitbook_outcomes)
+    if problems:
+        reporter = config.pluginmanager.get_plugin("terminalreporter")
+        text = "\n".join(
+            ["data/ledger.json disagrees with this run's claim tests (make ledger):"]
+            + problems
+        )
+        if reporter:
+            reporter.ensure_newline()
+            reporter.write_line(text, red=True)
+        session.exitstatus = 1
+
+
+def _append(path: str, row: dict) -> None:
+    with open(path, "a") as f:
+        f.write(json.dumps(row) + "\n")

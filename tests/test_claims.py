@@ -1,0 +1,118 @@
+"""Every claim sentence of the book has a test, and every test that names a sentence
+names one that exists: read statically, so this takes a second."""
+
+import shutil
+import subprocess
+import textwrap
+
+import pytest
+
+from jitbook.ledger import spans
+
+
+def test_every_claim_span_has_a_test_and_every_claim_test_a_span():
+    problems = spans.problems()
+    assert not problems, "\n".join(problems)
+
+
+def test_the_book_has_claim_spans_with_tests():
+    found = spans.spans()
+    assert len(found) >= 25, f"only {len(found)} claim spans in the book"
+    assert all(s.section.startswith("sec-") for s in found), [
+        s.id for s in found if not s.section
+    ]
+
+
+def _book(tmp_path, page: str, tests: str):
+    (tmp_path / "chapters").mkdir()
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "index.qmd").write_text("# Preface {#sec-preface}\n")
+    (tmp_path / "chapters" / "a.qmd").write_text(page)
+    (tmp_path / "tests" / "test_a.py").write_text(textwrap.dedent(tests))
+    return spans.problems(tmp_path)
+
+
+def test_an_orphan_span_an_orphan_id_and_a_reused_id_are_each_reported(tmp_path):
+    page = (
+        "# A {#sec-a}\n\n[It holds `{python} x[\"k\"]` times,\nwrapped.]"
+        "{.claim #clm-one} [Twice.]{.claim #clm-two} [Again.]{.claim #clm-two}\n"
+    )
+    tests = """
+        import pytest
+
+        @pytest.mark.claim("sec-a", "clm-two")
+        def test_two(): ...
+
+        class TestMore:
+            @pytest.mark.claim("sec-a", "clm-gone")
+            def test_gone(self): ...
+
+        @pytest.mark.claim("sec-a")
+        def test_section_only(): ...
+    """
+    problems = _book(tmp_path, page, tests)
+    assert len(problems) == 3, problems
+    assert "clm-two is used twice" in problems[0]
+    assert "clm-one has no test" in problems[1] and "'sec-a'" in problems[1]
+    assert "TestMore::test_gone" in problems[2] and "clm-gone" in problems[2]
+    (span,) = [s for s in spans.spans(tmp_path) if s.id == "clm-one"]
+    assert span.words == "It holds … times, wrapped." and span.section == "sec-a"
+
+
+def test_a_reader_notebook_keeps_the_sentence_and_drops_the_claim_marks():
+    import nbformat
+
+    from jitbook.site import downloads
+
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_markdown_cell(
+        'So [it runs `x["k"]` once,\nper trace.]{.claim #clm-a} Then [a link](b.qmd).'
+    )]
+    text = downloads.reader_notebook(nb, titles={}).cells[0].source
+    assert text == 'So it runs `x["k"]` once,\nper trace. Then [a link](b.qmd).'
+
+
+def _pandoc() -> str | None:
+    """A pandoc with the Lua API Quarto's own has (pandoc.json, pandoc.system.list_directory:
+    3.1 and newer); Debian bookworm's 2.17 lacks both."""
+    found = shutil.which("pandoc")
+    if found is None:
+        return None
+    words = subprocess.run([found, "--version"], capture_output=True, text=True).stdout.split()
+    version = tuple(int(part) for part in words[1].split(".")[:2]) if len(words) > 1 else (0,)
+    return found if version >= (3, 1) else None
+
+
+@pytest.mark.skipif(_pandoc() is None, reason="needs pandoc 3.1 or newer on PATH (Quarto bundles one)")
+def test_the_claims_filter_links_each_claim_to_its_row_and_names_its_test(tmp_path):
+    """Run the Lua filter under plain pandoc, with the Quarto functions it uses stood in for."""
+    claim = next(t for t in spans.claim_tests() if t.span)
+
+    def run(input_file: str) -> str:
+        shim = tmp_path / "shim.lua"
+        shim.write_text(f'quarto = {{doc = {{input_file = "{input_file}", '
+                        'is_format = function(f) return f == "html" end}, '
+                        f'project = {{directory = "{spans.ROOT}"}}}}\n'
+                        + (spans.ROOT / "filters" / "claims.lua").read_text())
+        text = f"A [claim `1`.]{{.claim #{claim.span}}} and [not one]{{.other #y}}.\n"
+        return subprocess.run([_pandoc(), "-f", "markdown", "-t", "html", "--lua-filter", str(shim)],
+                              input=text, capture_output=True, text=True, check=True).stdout
+
+    chapter = " ".join(run("/book/chapters/tracing.qmd").split())
+    assert f'id="{claim.span}"' in chapter and f'href="claims.html#ev-{claim.span}"' in chapter
+    assert chapter.count("claim-evidence") == 1, "only .claim spans get a link"
+    assert f"Asserted by {claim.test.split('::')[-1]}: " in chapter  # the tooltip names the test
+    assert "releases of the ledger" in chapter or "not yet in the ledger" in chapter
+    assert f'href="chapters/claims.html#ev-{claim.span}"' in run("/book/index.qmd")
+
+
+def test_the_appendix_has_a_row_and_an_anchor_for_every_claim():
+    from jitbook import ledger
+    from jitbook.ledger import page
+
+    rows = page.claim_rows(ledger.load())
+    assert len(rows) == len(spans.spans())
+    anchors = {r["claim"].split("}", 1)[0].removeprefix("[]{#ev-") for r in rows}
+    assert anchors == {s.id for s in spans.spans()}
+    marks = [r[list(r)[-1]] for r in rows]
+    assert all(m == "not yet in the ledger" or m.startswith("`") for m in marks)

@@ -1,0 +1,57 @@
+"""The package's folder tree says which code is which (DESIGN.md): the reader's tools at the
+top, one module per chapter under ``chapters/`` and its checkers under ``exercises/``, and
+the book's machinery in subpackages, each a command with a README of its own."""
+
+from pathlib import Path
+
+import pytest
+
+from jitbook.site.harness import ROOT, chapter_pages
+
+PACKAGE = ROOT / "code" / "jitbook"
+TOOLS = {"cache", "timing", "programs", "errors", "guard", "display", "size"}
+MACHINERY = {"site", "classroom", "ledger", "bench"}
+ROOMS = {"chapters", "exercises"} | MACHINERY
+LONGEST_MODULE = 700
+
+
+def test_the_top_of_the_package_holds_only_the_readers_tools():
+    modules = {p.stem for p in PACKAGE.glob("*.py")} - {"__init__"}
+    assert modules == TOOLS, (
+        f"top-level modules {sorted(modules - TOOLS)} are not tools: a chapter's examples go "
+        f"in jitbook/chapters/, the book's machinery in one of {sorted(MACHINERY)}"
+    )
+    rooms = {p.name for p in PACKAGE.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
+    assert rooms == ROOMS
+
+
+@pytest.mark.parametrize("room", sorted(MACHINERY))
+def test_each_room_of_machinery_is_a_command_with_a_readme(room):
+    assert (PACKAGE / room / "__main__.py").exists(), f"python -m jitbook.{room} must run"
+    readme = PACKAGE / room / "README.md"
+    assert readme.exists() and len(readme.read_text().split()) > 20, f"{room}/README.md says what the room holds"
+
+
+def _module_stem(page: Path) -> str:
+    return page.stem.replace("-", "_")
+
+
+def test_chapter_modules_and_checkers_are_named_by_their_page():
+    stems = {_module_stem(p) for p in chapter_pages()}
+    chapters = {p.stem for p in (PACKAGE / "chapters").iterdir() if p.suffix == ".py" or p.is_dir()}
+    chapters -= {"__init__", "__pycache__"}
+    # a chapter may split its examples into <stem>_<part>.py modules
+    orphans = {c for c in chapters if not any(c == s or c.startswith(s + "_") for s in stems)}
+    assert not orphans, f"modules in jitbook/chapters/ named for no page: {sorted(orphans)}"
+    checkers = {p.stem for p in (PACKAGE / "exercises").glob("*.py") if not p.stem.startswith("_")}
+    checkers -= {"__init__"}
+    assert checkers <= stems, f"checker modules named for no page: {sorted(checkers - stems)}"
+
+
+def test_no_module_is_longer_than_a_room():
+    long = {
+        str(p.relative_to(PACKAGE)): n
+        for p in PACKAGE.rglob("*.py")
+        if (n := len(p.read_text().splitlines())) > LONGEST_MODULE
+    }
+    assert not long, f"split these along their seams (at most {LONGEST_MODULE} lines): {long}"
