@@ -169,7 +169,7 @@ def test_every_kind_of_explorer_works_on_one_page(browser, tmp_path):
     """Slider, picker with panels, grid and curves, in one executed notebook: plotly.js embedded once, all move."""
     from nbclient import NotebookClient
 
-    cells = ["import jitbook\nfrom jitbook import explore",
+    cells = ["import jitbook\nfrom jitbook.site import explore",
              "explore.slider([{'n': n, 'a': n * 1.5, 'b': n ** 0.5} for n in (1, 2, 4, 8)], x='n', ys=['a', 'b'], "
              "title='slider', log_x=True)",
              "explore.picker([{'v': 'sin', 'flops': 3}, {'v': 'cos', 'flops': 5}], key='v', bar='flops', title='picker', "
@@ -202,7 +202,7 @@ def test_jupyterlab_draws_an_untrusted_explorer_with_plotlys_own_menu(browser, t
 
     from nbclient import NotebookClient
 
-    cell = ("import jitbook\nfrom jitbook import explore\nexplore.picker([{'v': 'sin', 'flops': 3}, {'v': 'cos', 'flops': 5}], "
+    cell = ("import jitbook\nfrom jitbook.site import explore\nexplore.picker([{'v': 'sin', 'flops': 3}, {'v': 'cos', 'flops': 5}], "
             "key='v', bar='flops', title='picker', panels=[{'jaxpr': 'sin a'}, {'jaxpr': 'cos a'}])")
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(cell)])
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
