@@ -118,7 +118,7 @@ def test_race_table_picks_one_unit_and_shows_the_spread():
     r = timing.Race({"slow": [0.002, 0.003, 0.004], "fast": [0.0005, 0.0006, 0.0009]})
     text = r.table.text
     assert "| variant | min (µs) | median (µs) | max (µs) | rounds |" in text
-    assert "| slow | 2000 | 3000 | 4000 | 3 |" in text
+    assert "| slow | 2,000 | 3,000 | 4,000 | 3 |" in text  # display.number: thousands separated
     per_iter = timing.Race({"fit": [0.2, 0.3]}, per=100, per_what="iter")
     assert "min (ms / iter)" in per_iter.table.text and per_iter.min("fit") == 0.002
 
