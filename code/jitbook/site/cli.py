@@ -65,7 +65,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "timed":
         if not args.cmd:
             parser.error("name a command: python -m jitbook.site timed CMD ...")
-        return talk.stamped(args.cmd)
+        try:
+            return talk.stamped(args.cmd)
+        except FileNotFoundError:
+            print(f"timed: no command {args.cmd[0]!r} on PATH", file=sys.stderr)
+            return 127
     if args.command == "backlinks":
         files, titles = backlink_files(), chapter_titles()
         for path in files:

@@ -5,6 +5,7 @@ A chapter can compute for minutes in one cell; a reader watching ``make book`` o
 ``python -m jitbook.site run`` should see that it is alive and where it is.
 """
 
+import codecs
 import os
 import re
 import subprocess
@@ -107,6 +108,8 @@ def stamped(cmd: list[str], every: float = EVERY, out: TextIO = sys.stdout) -> i
     )
     reader.start()
     at_line_start, said, heard, last = True, start, start, ""
+    # a character split between two reads is decoded whole
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
     try:
         while reader.is_alive() or chunks:
             reader.join(timeout=0.2)
@@ -114,8 +117,7 @@ def stamped(cmd: list[str], every: float = EVERY, out: TextIO = sys.stdout) -> i
                 data, chunks[:] = b"".join(chunks), []
             now = time.monotonic()
             if data:
-                text = data.decode(errors="replace")
-                for piece in text.splitlines(keepends=True):
+                for piece in decoder.decode(data).splitlines(keepends=True):
                     if at_line_start:
                         out.write(f"[{clock(now - start)}] ")
                     out.write(piece)
