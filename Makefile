@@ -13,7 +13,7 @@ KERNEL_CONFIG := $(VENV)/etc/ipython/ipython_kernel_config.py
 # The venv's Quarto (quarto-cli) first, then one on PATH; empty when there is none.
 QUARTO = $(firstword $(wildcard $(VENV)/bin/quarto) $(shell command -v quarto 2>/dev/null))
 
-.PHONY: help setup quarto book notebooks test preview serve lab bench classroom handout lab-student grade clean
+.PHONY: help setup quarto book pdf notebooks test preview serve lab bench classroom handout lab-student grade clean
 
 # Each target's `## text` comment is its line in `make help`.
 help:  ## this list (the default goal)
@@ -70,6 +70,17 @@ book: setup  ## execute every chapter and render the site into _book/ (about 25 
 		echo "Get it with 'conda env create -f environment.yml' (conda-forge's quarto) or 'make quarto' (quarto-cli from PyPI; needs the internet), then run 'make book' again and read it with 'make serve'." && \
 		echo "The executed chapters are in _build/notebooks/: open them with 'make lab'."; \
 	fi
+
+# The whole book as one PDF, _build/pdf/JIT-with-JAX.pdf (the site's sidebar links its copy in _book/; a
+# render into _book itself would replace the site), made by Typst through
+# Quarto (the `pdf` profile, _quarto-pdf.yml). Quarto executes the chapters once per output format, so
+# this runs every chapter again (as long as `make book` takes); explorers print as their figure and table.
+pdf: setup  ## the whole book as one PDF in _build/pdf/ (runs every chapter again: about 25 min)
+	@test -n "$(QUARTO)" || { echo "Quarto is not installed: 'make quarto' or conda-forge's quarto (environment.yml), then 'make pdf'."; exit 1; }
+	@$(QUARTO) typst --version >/dev/null 2>&1 || { echo "Quarto's Typst is missing: Quarto's releases (quarto.org, PyPI quarto-cli, conda-forge quarto) bundle it; a Quarto built without it needs 'typst' on PATH (e.g. https://github.com/typst/typst/releases)."; exit 1; }
+	QUARTO_PYTHON=$(PY) $(QUARTO) render --profile pdf --to typst --output-dir _build/pdf
+	@mkdir -p _book && cp _build/pdf/JIT-with-JAX.pdf _book/
+	@echo "The PDF is _build/pdf/JIT-with-JAX.pdf, copied into the site (_book/), where every 'make book' puts it again."
 
 # Quarto sites are read over HTTP: the standard library serves _book/ on this machine only.
 PORT ?= 8000

@@ -41,6 +41,74 @@ function Inlines(inlines)
   return out
 end
 
+-- The preface is unnumbered, so Quarto writes a reference into it as "Section 5" (HTML) or
+-- "?@sec-..." (Typst): a reference to one of its sections is written as the section's title,
+-- linked, as the prose links other pages.
+local PREFACE = "index.qmd"
+local preface_titles = nil
+
+local function read_preface_titles()
+  local titles = {}
+  local dir = (quarto.project and quarto.project.directory) or "."
+  local file = io.open(pandoc.path.join({dir, PREFACE}), "r")
+  if not file then
+    return titles
+  end
+  for line in file:lines() do
+    local text, label = line:match("^#+%s+(.-)%s*{#(sec%-[%w%-_]+)[^}]*}%s*$")
+    if label then
+      titles[label] = pandoc.read(text, "markdown").blocks[1].content
+    end
+  end
+  file:close()
+  return titles
+end
+
+local function in_preface()
+  local input = quarto.doc.input_file or ""
+  return pandoc.path.filename(input) == PREFACE
+end
+
+function Cite(cite)
+  preface_titles = preface_titles or read_preface_titles()
+  if #cite.citations ~= 1 then
+    return nil
+  end
+  local label = cite.citations[1].id
+  local title = preface_titles[label]
+  if not title then
+    return nil
+  end
+  local target = "#" .. label
+  if quarto.doc.is_format("html") and not in_preface() then
+    target = "../index.html#" .. label
+  end
+  local words = pandoc.Inlines({pandoc.Str("“")})
+  words:extend(title)
+  words:insert(pandoc.Str("”"))
+  return pandoc.Link(words, target)
+end
+
+-- Phones get the page's contents at its top (Quarto shows its contents in the margin, which a
+-- narrow screen hides): the level-2 sections, folded.
+local function page_contents(doc)
+  local items = {}
+  for _, block in ipairs(doc.blocks) do
+    if block.t == "Header" and block.level == 2 and block.identifier ~= ""
+        and not block.classes:includes("unlisted") then
+      table.insert(items, {pandoc.Plain({pandoc.Link(block.content, "#" .. block.identifier)})})
+    end
+  end
+  if #items < 2 then
+    return nil
+  end
+  return pandoc.Div({
+    pandoc.RawBlock("html", "<details><summary>On this page</summary>"),
+    pandoc.BulletList(items),
+    pandoc.RawBlock("html", "</details>"),
+  }, pandoc.Attr("", {"jitbook-page-toc"}))
+end
+
 function Div(div)
   if not div.classes:includes("cell") then
     return nil
@@ -74,6 +142,10 @@ function Pandoc(doc)
                              "../notebooks/" .. stem .. ".ipynb", "",
                              pandoc.Attr("", {}, {download = stem .. ".ipynb", ["data-noresolveinput"] = "1"}))
     table.insert(blocks, pandoc.Div({pandoc.Para({link})}, pandoc.Attr("", {"notebook-link"})))
+  end
+  local contents = page_contents(doc)
+  if contents then
+    table.insert(blocks, contents)
   end
   if small() then
     local note = pandoc.Para(pandoc.Inlines(

@@ -25,7 +25,8 @@ def test_bench_pln_prints_tables_and_progress(capsys):
     assert "ms / iter (min)" in out and "ms / iter (max)" in out
     for level in ("eager", "scan", "fast"):
         assert f"| {level} |" in out
-    assert "... levels eager, jit_iteration, scan, namedtuple, fast done in " in err
+    assert "... levels eager, jit_iteration, scan, namedtuple, fast: done in " in err
+    assert "    first fit of namedtuple: " in err and " s so far)" in err
     assert "2 iterations, raced alone" in out
     assert "scan, namedtuple: one compiled loop written differently; they " in out
     assert "fast was " in out and " scan." in out
@@ -33,14 +34,69 @@ def test_bench_pln_prints_tables_and_progress(capsys):
     assert "Two thread pools" in out and "(limited, as in fit)" in out
     assert "Limited, the loop was " in out
     assert "Newton fit, time to the pyPLNmodels reference loss" in out
+    assert "... Newton fit, 20 iterations, then raced to the target: done in" in err
     assert "Profile of the scan level" in out and "Profile of the fast level" in out
 
 
-def test_bench_rejects_unknown_level():
-    with pytest.raises(SystemExit, match="unknown level"):
-        bench.main(["pln", "--n-repeat", "1", "--iters", "2", "--levels", "scan,warp"])
-    with pytest.raises(SystemExit, match="unknown level"):
-        bench.main(["pln", "--n-repeat", "1", "--iters", "2", "--levels", "scan", "--profile-levels", "pytree"])
+BAD_FLAGS = [
+    (["--iters", "0"], "argument --iters: must be a whole number >= 1 (iterations per fit), got '0'"),
+    (["--rounds", "0"], "argument --rounds/--repeats: must be a whole number >= 1 (interleaved rounds)"),
+    (["--n-repeat", "0"], "argument --n-repeat: must be a whole number >= 1"),
+    (["--min-time", "-1"], "argument --min-time: must be seconds >= 0, got '-1'"),
+    (["--newton-iters", "-5"], "argument --newton-iters: must be a whole number >= 0 (iterations of the "
+                               "Newton fit; 0 skips it), got '-5'"),
+    (["--peers-python", "/nonexistent"], "argument --peers-python: '/nonexistent' is not an executable file"),
+    (["--profile-levels", "eager"], "argument --profile-levels: 'eager' cannot be profiled; choose from "
+                                     "scan, namedtuple, fast (comma-separated)"),
+    (["--levels", "scan,warp"], "argument --levels: 'warp' cannot be raced; choose from eager, jit_step"),
+    (["--peer-threads", "-1"], "argument --peer-threads: must be a whole number >= 0"),
+    (["--iters", "ten"], "argument --iters: must be a whole number >= 1 (iterations per fit), got 'ten'"),
+]
+
+
+@pytest.mark.parametrize("flags, message", BAD_FLAGS, ids=[" ".join(f) for f, _ in BAD_FLAGS])
+def test_bench_refuses_a_bad_flag_by_its_name_before_any_work(flags, message, capsys, monkeypatch):
+    def no_work(*args):
+        raise AssertionError("work started before the flags were checked")
+
+    monkeypatch.setattr("jitbook.chapters.pln.load_oaks", no_work)
+    with pytest.raises(SystemExit) as stop:
+        bench.main(["pln", *flags])
+    assert stop.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("usage: python -m jitbook.bench pln") and "Traceback" not in err
+    assert message in err.strip().splitlines()[-1]  # usage, then one line naming the flag
+
+
+def test_record_without_peers_is_refused_before_any_work(monkeypatch):
+    monkeypatch.setattr("jitbook.chapters.pln.load_oaks", lambda *a: pytest.fail("work started"))
+    with pytest.raises(SystemExit, match="--record writes the peers' run: add --peers-python"):
+        bench.main(["pln", "--record"])
+
+
+def test_a_long_step_says_it_is_still_running(capsys):
+    import time
+
+    from jitbook.bench.pln import _step
+
+    assert _step("a slow step", lambda: time.sleep(0.35) or 7, every=0.1) == 7
+    err = capsys.readouterr().err
+    assert err.startswith("... a slow step\n") and "    a slow step: still running, 0 s" in err
+    assert err.count("still running") >= 2 and "... a slow step: done in 0." in err
+
+
+def test_help_gives_every_default_and_how_long_a_run_took(capsys):
+    with pytest.raises(SystemExit):
+        bench.main(["pln", "--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    for default in ("(default: 100)", "(default: 200)", "(default: 5)", "(default: 0.0)",
+                    "(default: 5 x --iters)", "(default: scan,fast)"):
+        assert default in out
+    from jitbook.chapters.pln.peers import latest
+
+    recorded = latest()
+    assert recorded is not None, "data/peers/ holds no recorded run"
+    assert f"The recorded run `{recorded['command']}` took" in out
 
 
 def test_benchmark_rows_report_compiles_and_per_iteration_times():
@@ -106,11 +162,16 @@ def test_time_to_target_finds_the_first_hit():
     assert time_to_target([5.0, 3.0], 2.0, 1.0)["seconds to target"] is None
 
 
-def test_newton_time_to_target_reports_first_hit():
-    out = newton_time_to_target(load_oaks(1), target=1e12, n_iter=5, rounds=2)
+def test_newton_time_to_target_reports_first_hit_and_races_the_fit_that_stops_there():
+    calls = []
+    out, raced = newton_time_to_target(load_oaks(1), target=1e12, n_iter=5, rounds=5,
+                                       pypln=lambda: calls.append(1))
     assert out["iterations to target"] == 1  # every loss is below a huge target
-    out = newton_time_to_target(load_oaks(1), target=0.0, n_iter=5, rounds=2)
+    assert raced.names == ["Newton", "pyPLNmodels fit()"] and raced.rounds == 5 == len(calls)
+    assert out["seconds to target"] == round(raced.min("Newton"), 3)
+    out, raced = newton_time_to_target(load_oaks(1), target=0.0, n_iter=5, rounds=2)
     assert out["iterations to target"] is None and out["seconds to target"] is None
+    assert raced.names == ["Newton"] and out["ms / iter"] == round(raced.min("Newton") / 5 * 1e3, 2)
 
 
 @pytest.mark.claim("sec-pln-cost")

@@ -13,7 +13,7 @@ import jax
 import numpy as np
 import pytest
 
-from jitbook.chapters import devices, pln
+from jitbook.chapters import devices, devices_processes, pln
 
 FACTS = textwrap.dedent('''
     import json
@@ -72,6 +72,8 @@ FACTS = textwrap.dedent('''
     facts["pln collectives"] = dict(devices.collectives(program))
     facts["pln one-device collectives"] = dict(devices.collectives(devices.pln_step_compiled(oaks, None)))
     facts["pln reduced shapes"] = devices.reduced_shapes(program)
+    facts["pln reduced origins"] = [[r["operation"], r["part of the step"], list(r["shape"])]
+                                    for r in devices.reduced_origins(program)]
     local, _, _ = devices.place_local_rows(devices.process_rows(oaks), mesh)
     whole, _, _ = devices.place_rows(oaks, mesh)
     facts["local placement"] = [bool(np.array_equal(np.asarray(a), np.asarray(b))) and a.sharding == b.sharding
@@ -236,19 +238,19 @@ def test_rows_split_over_four_devices_and_out_shardings_is_obeyed(facts):
 
 # --- sharding is part of the cache key ----------------------------------------------------------------------
 
-@pytest.mark.claim("sec-devices")
+@pytest.mark.claim("sec-devices-key", "clm-devices-sharding-key")
 def test_a_new_sharding_compiles_new_values_do_not_and_auto_mode_does_not_retrace(facts):
     rows = facts["key rows"]
     assert [r["compiled"] for r in rows] == [1, 1, 0, 1, 0]
-    assert [r["traced"] for r in rows] == [1, 1, 0, 0, 0]
+    assert [r["body runs"] for r in rows] == [1, 1, 0, 0, 0]
 
 
-@pytest.mark.claim("sec-devices")
+@pytest.mark.claim("sec-devices-key", "clm-devices-auto-typeof")
 def test_on_an_auto_mesh_the_traced_type_records_the_mesh_not_the_split(facts):
     assert facts["abstract"] == [[{}, "P(None, None)"], [{"data": 4}, "P(None, None)"], [{"data": 4}, "P(None, None)"]]
 
 
-@pytest.mark.claim("sec-devices")
+@pytest.mark.claim("sec-devices-key", "clm-devices-explicit-explain")
 def test_cache_miss_explanations_name_the_sharding_only_in_explicit_mode(facts):
     auto, explicit = (" ".join(facts[k].split()) for k in ("explain auto", "explain explicit"))  # unwrap lines
     assert "TRACING CACHE MISS" not in auto
@@ -260,7 +262,7 @@ def test_cache_miss_explanations_name_the_sharding_only_in_explicit_mode(facts):
 
 # --- what the compiler added ------------------------------------------------------------------------------
 
-@pytest.mark.claim("sec-devices")
+@pytest.mark.claim("sec-devices-collectives", "clm-devices-contracted-allreduce")
 def test_the_matmul_collectives_for_each_sharding(facts):
     got = [(r["a"], r["b"], r["out asked"], r["collectives"], r["out per device"]) for r in facts["matmul"]]
     assert got == [
@@ -293,19 +295,42 @@ def test_the_sharded_pln_fit_reproduces_the_one_device_losses(facts):
     assert facts["pln gap"] < 1e-4  # float32 partial sums added in another order
 
 
-@pytest.mark.claim("sec-devices")
+@pytest.mark.claim("sec-devices-pln", "clm-devices-step-per-placement")
 def test_the_sharded_pln_step_compiles_once_per_placement(facts):
     assert facts["pln step compiles"] == 2
     assert facts["eager optimizer state compiles"] == 2  # the counter moves from one device to the mesh
 
 
-@pytest.mark.claim("sec-devices")
+@pytest.mark.claim("sec-devices-pln", "clm-devices-one-allreduce")
 def test_the_pln_step_synchronises_with_one_combined_all_reduce(facts):
     assert facts["pln collectives"] == {"all-reduce": 1}
     assert facts["pln one-device collectives"] == {}
     shapes = [tuple(s) for s in facts["pln reduced shapes"]]
     assert len(shapes) >= 4 and (114, 114) in shapes  # M^T M among them
     assert max(max(s, default=1) for s in shapes) == 114  # nothing with one entry per row (116 rows) crosses devices
+
+
+@pytest.mark.claim("sec-devices-pln", "clm-devices-allreduce-origins")
+def test_the_all_reduce_sums_the_loss_the_gradient_and_the_closed_form(facts):
+    """JAX's name stack places each reduced array: the forward pass (jvp), the backward
+    pass (transpose(jvp)), and the closed form after the step (neither)."""
+    origins = facts["pln reduced origins"]
+    parts = [part for _, part, _ in origins]
+    assert parts.count("gradient (backward pass)") == 1
+    assert parts.count("after the gradient step (closed form)") == 2
+    assert parts.count("loss (forward pass)") == len(origins) - 3 >= 2
+    closed = sorted(tuple(shape) for _, part, shape in origins if "closed form" in part)
+    assert closed == [(114,), (114, 114)]  # the column sums of S^2 and M^T M
+    loss = [tuple(shape) for _, part, shape in origins if part.startswith("loss")]
+    assert (114, 114) in loss and () in loss  # M^T M of the trace term, and sums
+    grad = [op for op, part, _ in origins if part.startswith("gradient")]
+    assert grad == ["transpose(jvp())/dot_general"]  # X^T (Y - A)
+
+
+@pytest.mark.claim("sec-devices-pln", "clm-devices-no-row-dims")
+def test_nothing_with_one_entry_per_row_crosses_devices(facts):
+    shapes = [tuple(shape) for _, _, shape in facts["pln reduced origins"]]
+    assert all(d <= 114 for shape in shapes for d in shape)  # taxa, never the 116 rows
 
 
 def test_place_rows_refuses_rows_that_do_not_split(facts):
@@ -316,7 +341,7 @@ def test_place_rows_refuses_rows_that_do_not_split(facts):
 
 @pytest.mark.claim("sec-devices-processes")
 def test_two_processes_see_the_global_array_and_reproduce_the_one_device_losses():
-    runs = devices.run_processes(num_processes=2, devices_per_process=2, repeat=1, n_iter=3, timeout=60)
+    runs = devices_processes.run_processes(num_processes=2, devices_per_process=2, repeat=1, n_iter=3, timeout=60)
     assert [r["process"] for r in runs] == [0, 1]
     for r in runs:
         assert (r["processes"], r["local devices"], r["global devices"]) == (2, 2, 4)
@@ -329,12 +354,12 @@ def test_two_processes_see_the_global_array_and_reproduce_the_one_device_losses(
 
 def test_a_failing_process_stops_the_run_with_a_clear_error():
     with pytest.raises(RuntimeError, match=r"(?s)process [01] of 2 exited with code 1\..*positive integer"):
-        devices.run_processes(devices_per_process=0, timeout=60)
+        devices_processes.run_processes(devices_per_process=0, timeout=60)
 
 
 def test_a_run_past_its_time_limit_is_stopped():
     with pytest.raises(RuntimeError, match="did not finish within 0.5 s and was stopped"):
-        devices.run_processes(timeout=0.5)
+        devices_processes.run_processes(timeout=0.5)
 
 
 # --- exercises --------------------------------------------------------------------------------------------

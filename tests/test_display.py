@@ -6,7 +6,7 @@ from jitbook.chapters import why_compile
 
 
 def test_show_source_is_the_exact_source_in_a_python_block():
-    shown = jitbook.show_source(why_compile.tiny)._repr_markdown_()
+    shown = jitbook.show_source(why_compile.tiny, folded=False)._repr_markdown_()
     with open(why_compile.__file__) as f:
         module_text = f.read()
     body = shown.removeprefix("```python\n").removesuffix("\n```")

@@ -19,7 +19,7 @@ def test_slider_marks_each_rows_values():
         update = ex.updates[i]
         assert update["x"] == [[row["n"]], [row["n"]]]
         assert update["y"] == [[row["eager ms"]], [row["jit ms"]]]
-        assert ex.captions[i] == f"n: {row['n']}; eager ms: {row['eager ms']:.3g}; jit ms: {row['jit ms']:.3g}"
+        assert ex.captions[i] == f"n: {row['n']}\neager ms: {row['eager ms']:.3g}\njit ms: {row['jit ms']:.3g}"
     assert ex.labels == ["1", "10", "100"]
 
 
@@ -34,6 +34,7 @@ def test_picker_colours_the_chosen_bar_and_carries_panels():
     rows = [{"variant": "a", "flops": 3.0}, {"variant": "b", "flops": 5.0}]
     ex = explore.picker(rows, key="variant", bar="flops", title="t", panels=[{"jaxpr": "A"}, {"jaxpr": "B"}])
     assert ex.updates[1]["marker.color"][0] == ["#7f7f7f", explore.HIGHLIGHT]
+    assert ex.updates[1]["x"][1] == [5.0] and ex.updates[1]["y"][1] == ["b"], "a marker, seen on a zero bar too"
     assert ex.spec()["panels"] == [["A"], ["B"]]
     buttons = ex.plotly_figure()["layout"]["updatemenus"][0]["buttons"]  # JupyterLab: Plotly's menu shows the panels
     assert [b["args"][1]["annotations"][0]["text"] for b in buttons] == ["<b>jaxpr</b><br>A", "<b>jaxpr</b><br>B"]
@@ -50,7 +51,7 @@ def test_grid_marks_the_cell_of_each_row():
     assert ex.updates[3] == {"x": [["layer"]], "y": [["eqx"]]}
     assert ex.figure["data"][0]["z"] == [[0.0, 1.0], [0.0, 1.0]]
     assert ex.labels[1] == "jit / layer"
-    assert ex.captions[1] == "strategy: jit; event: layer; compiles: 1"
+    assert ex.captions[1] == "strategy: jit\nevent: layer\ncompiles: 1", "one column: value a line"
 
 
 def test_curves_bring_one_forward():
@@ -61,13 +62,15 @@ def test_curves_bring_one_forward():
     assert ex.figure["data"][1]["line"]["width"] == 4
 
 
-def test_plotly_js_and_runtime_go_once_per_page(monkeypatch):
+def test_runtime_goes_once_per_page_inside_the_explorer_and_plotly_js_never(monkeypatch):
     monkeypatch.setitem(explore._page, "scripts_sent", False)
     first, _ = explore.slider(ROWS, x="n", ys=["jit ms"], title="a")._repr_mimebundle_()
     second, meta = explore.slider(ROWS, x="n", ys=["eager ms"], title="b")._repr_mimebundle_()
-    assert first["text/html"].count("window.Plotly=Plotly") + first["text/html"].count("window.Plotly = Plotly") == 1
+    # Quarto 1.10 moves an output holding plotly.js (its licence header) into the page's head
+    assert "Plotly, Inc." not in first["text/html"] + second["text/html"]
+    assert first["text/html"].startswith('<div class="jitbook-explorer"'), "style and runtime inside it"
     assert "jitbookExplorer = function" in first["text/html"]
-    assert "window.Plotly" not in second["text/html"].replace('window.jitbookExplorer("', "")
+    assert "jitbookExplorer = function" not in second["text/html"]
     assert len(second["text/html"]) < 10_000
     assert explore.PLOTLY_MIME in second and "text/plain" in second
     assert meta[explore.METADATA_KEY]["labels"] == ["1", "10", "100"]
@@ -210,11 +213,46 @@ def test_axes_read_as_counts_powers_of_ten_and_no_si_suffixes():
     layout = counts.figure["layout"]
     assert layout["yaxis"]["tickformat"] == ",d" and layout["yaxis"]["dtick"] >= 1, "whole counts"
     assert layout["yaxis"]["zeroline"] is True, "zero is drawn"
-    assert layout["xaxis"]["tickvals"] == [1, 10, 100], "a few choices: a tick at each"
+    assert layout["xaxis"]["tickvals"] == [1, 10, 100], "a few well-spread choices: a tick at each"
     many = explore.curves({"c": (list(range(1, 1001)), [1.0] * 1000)}, [{"k": "c"}], key="k",
                           title="t", x_title="i", y_title="y", log_x=True).figure["layout"]
-    assert many["xaxis"]["dtick"] == 1, "a log axis over decades ticks at powers of ten"
-    assert {layout["xaxis"]["exponentformat"], layout["yaxis"]["exponentformat"]} == {"power"}
+    assert many["xaxis"]["tickvals"] == [1, 10, 100, 1000], "a log axis over decades ticks at powers of ten"
+    assert many["xaxis"]["ticktext"] == ["1", "10", "100", "1,000"], "written as the tables write them"
     ratios = explore.slider([{"n": n, "ratio": r} for n, r in [(1, 0.0001), (2, 0.5)]],
                             x="n", ys=["ratio"], title="t")
-    assert "tickformat" not in ratios.figure["layout"]["yaxis"], "fractions keep their decimals"
+    assert ratios.figure["layout"]["yaxis"]["tickformat"] == ",~r", "fractions keep their decimals, no SI suffix"
+
+
+def test_log_axes_get_several_ticks_and_close_values_do_not_overprint():
+    from jitbook.site.explore_axes import axis, log_ticks
+
+    narrow = log_ticks(20.0, 90.0)
+    assert len(narrow) >= 3 and all(20 <= t <= 90 for t in narrow), "a log axis inside one decade"
+    assert log_ticks(130.0, 330.0) == [150.0, 200.0, 250.0, 300.0], "even a third of a decade"
+    close = axis([1000, 1024, 1100, 4096, 8192], log=True)
+    assert 1024 not in close["tickvals"] or 1000 not in close["tickvals"], "neighbours 2% apart"
+    assert "1.02e+03" not in close["ticktext"]
+    assert axis([1024.0, 4096.0, 16384.0], log=True)["ticktext"] == ["1,024", "4,096", "16,384"]
+
+
+def test_missing_values_and_section_ids_read_as_words(monkeypatch):
+    from jitbook.site import explore_core
+
+    monkeypatch.setattr(explore_core, "_titles", lambda: {"sec-tracing-loops": "Python loops unroll"})
+    assert explore_core.fmt(None) == "—"
+    assert explore_core.titled("see sec-tracing-loops.") == "see “Python loops unroll”."
+    assert explore_core.titled("sec-unknown-x stays") == "sec-unknown-x stays"
+
+
+def test_the_vendored_plotly_is_pinned_and_a_third_of_the_full_bundle():
+    import hashlib
+    from importlib import resources
+
+    from jitbook.site import explore_page
+
+    data = explore_page.plotly_path().read_bytes()
+    assert hashlib.sha256(data).hexdigest() == explore_page.PLOTLY_SHA256
+    full = resources.files("plotly").joinpath("package_data", "plotly.min.js").read_bytes()
+    assert len(data) <= len(full) / 3, f"{len(data):,} bytes against {len(full):,}"
+    traces = {"scatter", "bar", "heatmap"}
+    assert all(f'"{t}"' in explore_page.plotly_js() for t in traces)

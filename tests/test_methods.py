@@ -83,7 +83,7 @@ def test_count_each_counts_compiles_per_call_and_by_name():
 
 
 # The problem.
-@pytest.mark.claim("sec-methods")
+@pytest.mark.claim("sec-methods", "clm-methods-self-not-array")
 def test_jit_on_a_method_of_a_plain_class_raises_type_error_naming_self():
     err = raised(methods.DecoratedLayer(WEIGHT, "relu").predict, X)
     assert isinstance(err, TypeError)
@@ -91,7 +91,7 @@ def test_jit_on_a_method_of_a_plain_class_raises_type_error_naming_self():
 
 
 # Strategy 1.
-@pytest.mark.claim("sec-methods-bound")
+@pytest.mark.claim("sec-methods-bound", "clm-methods-bound-stale")
 def test_jitted_bound_method_goes_stale_after_mutation():
     layer = methods.Layer(WEIGHT, "relu")
     fast = jax.jit(layer.predict)
@@ -103,7 +103,7 @@ def test_jitted_bound_method_goes_stale_after_mutation():
     np.testing.assert_allclose(layer.predict(X), ref(NEW_WEIGHT))  # without jit: right
 
 
-@pytest.mark.claim("sec-methods-bound")
+@pytest.mark.claim("sec-methods-bound", "clm-methods-rejit-equal")
 def test_rejitting_the_bound_method_is_stale_while_the_first_wrapper_lives():
     layer = methods.Layer(WEIGHT, "relu")
     fast = jax.jit(layer.predict)
@@ -118,7 +118,7 @@ def test_rejitting_the_bound_method_is_stale_while_the_first_wrapper_lives():
 
 
 # Strategy 2.
-@pytest.mark.claim("sec-methods-static-self")
+@pytest.mark.claim("sec-methods-static-self", "clm-methods-static-identity")
 def test_static_self_with_identity_hash_goes_stale():
     layer = methods.StaticLayer(WEIGHT, "relu")
     before = layer.predict(X)
@@ -289,7 +289,7 @@ def test_one_cache_shared_by_instances_and_emptied_by_clear_caches():
     np.testing.assert_allclose(late.jit_apply(), [3.0, 3.0])
 
 
-@pytest.mark.claim("sec-methods-static-functions")
+@pytest.mark.claim("sec-methods-static-functions", "clm-methods-function-identity")
 def test_static_callables_compare_by_identity():
     ones, twos = jnp.ones(2), 2 * jnp.ones(2)
     assert count_each(lambda: methods.MappedEqx(ones, lambda v: v).run(),
@@ -550,7 +550,7 @@ def test_filter_jit_compiles_per_python_float_learning_rate_and_once_for_arrays(
     assert (floats, arrays) == ([1, 1, 1], [1, 0, 0])
 
 
-@pytest.mark.claim("sec-methods-metadata")
+@pytest.mark.claim("sec-methods-metadata", "clm-methods-metadata-eq")
 def test_pytree_aux_data_is_compared_with_eq_and_never_hashed():
     calls = []
     f = jax.jit(lambda layer: 2 * layer.weight)
@@ -566,7 +566,7 @@ def test_pytree_aux_data_is_compared_with_eq_and_never_hashed():
                       name="<lambda>") == [1, 0]  # unhashable aux data works: only == is used
 
 
-@pytest.mark.claim("sec-methods")
+@pytest.mark.claim("sec-methods-eqx", "clm-methods-eqx-class-body")
 def test_jit_in_an_equinox_class_body_is_a_function_of_a_pytree_instance():
     plus = methods.SignedEqx(jnp.ones(2), "plus")
     assert hasattr(methods.SignedEqx.jit_apply, "lower")
@@ -603,7 +603,7 @@ def test_a_new_closure_and_a_new_jax_grad_each_compile_on_their_own():
     assert count_each(lambda: once(layer, X), lambda: once(layer, X)) == [1, 0]
 
 
-@pytest.mark.claim("sec-methods-helper")
+@pytest.mark.claim("sec-methods-helper", "clm-methods-helper-argument")
 def test_a_method_calling_a_module_level_jitted_function_is_right_after_mutation():
     helper = methods.HelperLayer(WEIGHT, "relu")
     np.testing.assert_allclose(helper.predict(X), ref(WEIGHT))
@@ -650,7 +650,7 @@ def test_metadata_must_be_hashable_by_the_docs_and_jax_error_says_so():
     assert "Make sure that metadata fields are hashable and have simple equality semantics" in str(err)
 
 
-@pytest.mark.claim("sec-methods-pytree")
+@pytest.mark.claim("sec-methods-pytree", "clm-methods-pytree-children")
 def test_children_values_are_not_in_the_key_but_their_shapes_and_dtypes_are():
     counts = count_each(
         lambda: methods.PytreeLayer(WEIGHT, "relu").predict(X),

@@ -1,18 +1,23 @@
-"""The peers: PyTorch runs the fast level's algorithm (same ELBO, same iterates), and the bench says how to get them.
+"""The peers: PyTorch runs the fast level's and the tutorial's algorithms (same ELBO, same iterates), the
+bench races them in the levels' rounds through a peer process, and the PLN page reads the recorded runs.
 
 Torch is an optional extra. The tests that need it run in this interpreter if it has torch, or in the one
-named by JITBOOK_PEERS_PYTHON (e.g. a Python 3.11 venv with a CPU build of torch); otherwise they skip.
+named by JITBOOK_PEERS_PYTHON (e.g. a Python 3.11 venv with a CPU build of torch); otherwise they skip. A fake
+peer interpreter (a script speaking the same protocol) tests the bench without torch.
 """
 
 import importlib.util
+import json
 import os
+import re
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 
-import jitbook  # noqa: F401
-from jitbook import bench
+import jitbook
+from jitbook import bench, display
 from jitbook.chapters.pln import (
     closed_form_sigma,
     fit,
@@ -88,11 +93,139 @@ def test_run_in_an_interpreter_without_torch_says_so():
         peers.run_in(sys.executable, "elbo", data_arrays() | {"B": 0, "M": 0, "S": 1, "Omega": 1})
 
 
-def test_pypln_row_scores_its_parameters_with_the_book_elbo():
+def test_pypln_loss_scores_its_parameters_with_the_book_elbo():
     data = load_oaks(1)
     B, M, S = (np.asarray(x, np.float64) for x in init_params(data))
-    result = {"seconds": 2.0, "iterations": 400, "elbo": -1.0, "version": "1.0.10", "B": B, "M": M + 0.1, "S": S}
-    row, loss = peers.pypln_row(result, data)
+    result = {"B": B, "M": M + 0.1, "S": S}
     Omega = np.linalg.inv(np.asarray(closed_form_sigma(M + 0.1, S), np.float64))
+    loss = peers.pypln_loss(result, data)
     assert loss == pytest.approx(neg_elbo_numpy((B, M + 0.1, S), data, Omega), rel=1e-6)
-    assert row["ms / iter"] == 5.0 and row["level"] == "pyPLNmodels 1.0.10 fit()"
+
+
+# A fake peer interpreter: it ignores its arguments and answers the peers' protocol with
+# short sleeps and a fake pyPLNmodels fit (the parameters it starts from).
+FAKE_PEER = '''#!{python}
+import json, sys, time
+import numpy as np
+
+state = {{}}
+for line in sys.stdin:
+    msg = json.loads(line)
+    if msg["op"] == "setup":
+        with np.load(msg["data"]) as a:
+            state["shape"], state["d"] = a["Y"].shape, a["X"].shape[1]
+        answer = {{"python": "3.11.0", "torch": "fake", "pyPLNmodels": "fake", "torch threads": 1,
+                  "torch interop threads": 1, "variants": {variants}}}
+    elif msg["op"] == "call":
+        start, first = time.perf_counter(), msg["name"] not in state
+        state[msg["name"]] = True
+        time.sleep(0.3 if first and msg["name"].startswith("torch.compile") else 0.01)
+        answer = {{"seconds": time.perf_counter() - start}}
+    elif msg["op"] == "pypln":
+        n, p = state["shape"]
+        np.savez(msg["out"], B=np.zeros((state["d"], p)), M=np.zeros((n, p)) + 0.5, S=np.ones((n, p)))
+        answer = {{"seconds": 0.01, "iterations": 3, "elbo": -1.0, "version": "fake"}}
+    else:
+        answer = {{}}
+    print(json.dumps(answer), flush=True)
+'''
+
+
+@pytest.fixture
+def fake_peer(tmp_path):
+    path = tmp_path / "python"
+    path.write_text(FAKE_PEER.format(python=sys.executable, variants=list(peers.VARIANTS)))
+    path.chmod(0o755)
+    return str(path)
+
+
+def test_bench_with_a_peer_fills_every_timing_cell_and_gives_verdicts(fake_peer, tmp_path, capsys,
+                                                                      monkeypatch):
+    monkeypatch.setattr(peers, "RECORDINGS", tmp_path / "recorded")
+    bench.main(["pln", "--n-repeat", "1", "--iters", "3", "--rounds", "5", "--levels", "scan,fast",
+                "--profile-levels", "", "--newton-iters", "5", "--peers-python", fake_peer,
+                "--record", "fake"])
+    out, err = capsys.readouterr()
+    rows = {line.split("|")[1].strip(): [c.strip() for c in line.split("|")[2:-1]]
+            for line in out.splitlines() if line.startswith("| ")}
+    header = rows.pop("level")
+    for name in ("scan", "fast", *peers.VARIANTS):
+        cells = dict(zip(header, rows[name], strict=True))
+        for column in ("first call s", "ms / iter (min)", "ms / iter (median)", "ms / iter (max)"):
+            assert float(cells[column]) > 0, (name, column)
+        assert cells["rounds"] == "5"
+    assert float(dict(zip(header, rows["torch.compile"], strict=True))["compile s"]) > 0.2  # first call minus median
+    assert "fast was " in out and " than torch.compile." in out or "about the same here as torch.compile." in out
+    assert "scan was " in out and "PyTorch eager, tutorial's algorithm." in out
+    assert "in the same interleaved rounds" in out
+    assert "first call of torch.compile: " in err and "pyPLNmodels' own fit (its target): done in" in err
+    recorded = json.loads((tmp_path / "recorded" / "fake.json").read_text())
+    for key in ("date", "book commit", "machine", "cpu", "load average at start",
+                "load average at end", "peer", "race", "rows", "newton", "pypln", "wall s"):
+        assert key in recorded, key
+    assert recorded["peer"]["torch"] == "fake" and recorded["race"]["torch.compile"]
+    assert recorded["command"].endswith("--record fake")
+
+
+def test_a_peer_without_torch_is_said_before_any_jax_work(capsys):
+    if peers.peers_missing() is None:
+        pytest.skip("this interpreter has the peers, so it cannot show their absence")
+    with pytest.raises(SystemExit, match=f"--peers-python {sys.executable}: .*torch is not installed"):
+        bench.main(["pln", "--n-repeat", "1", "--iters", "3", "--peers-python", sys.executable])
+    assert "... levels" not in capsys.readouterr().err
+
+
+def test_the_peer_process_is_reaped_when_closed(fake_peer):
+    peer = peers.Peer(fake_peer, load_oaks(1), 3)
+    assert peer.call("PyTorch eager") > 0
+    proc = peer._proc
+    peer.close()
+    assert proc.poll() is not None
+
+
+@needs_torch
+def test_torch_tutorial_algorithm_follows_the_scan_level():
+    data, n_iter = load_oaks(1), 30
+    jax_losses = fit(data, n_iter, "scan").losses
+    torch_losses = torch_task("fit", data_arrays(), n_iter=n_iter, algorithm="tutorial")["losses"]
+    np.testing.assert_allclose(torch_losses, jax_losses, rtol=1e-4)
+
+
+def page_section() -> str:
+    text = (Path(__file__).parents[1] / "chapters" / "pln.qmd").read_text()
+    start = text.index("## PyTorch on a CPU, answered {#sec-pln-peers}")
+    return text[start : text.index("## Exercises", start)]
+
+
+def test_the_pln_page_reads_the_recording():
+    """The section's cells and inline values run on the newest recording alone (no torch here)."""
+    section, recorded = page_section(), peers.recording("default-threads")
+    assert recorded is not None, "data/peers/default-threads.json is missing"
+    namespace = {"jitbook": jitbook, "display": display}
+    for cell in re.findall(r"```\{python\}\n(.*?)```", section, re.S):
+        exec(cell, namespace)
+    inline = [str(eval(expr, namespace)) for expr in re.findall(r"`\{python\} (.+?)`", section)]
+    assert namespace["recorded"] == recorded and recorded["date"][:10] in inline[0]
+    assert recorded["book commit"] in inline and recorded["peer"]["torch"] in inline
+    assert {row["PyTorch"] for row in namespace["peer_rows"]} == set(peers.VARIANTS)
+    assert namespace["claim_answer"].startswith("on this CPU")
+    assert "--peers-python peers-venv/bin/python" in peers.remake(recorded, "peers-venv/bin/python")
+
+
+@pytest.mark.parametrize("name", ["default-threads", "one-thread", "newton"])
+def test_the_recording_fills_every_timing_cell_and_its_verdicts_follow_the_rule(name):
+    recorded = peers.recording(name)
+    names = {row["level"] for row in recorded["rows"]}
+    assert set(peers.VARIANTS) <= names and "fast" in names
+    for row in recorded["rows"]:
+        for column in ("first call s", "ms / iter (min)", "ms / iter (median)", "ms / iter (max)"):
+            assert isinstance(row[column], int | float) and row[column] > 0, (row["level"], column)
+        assert row["rounds"] >= 5  # enough rounds for a decisive verdict
+    raced = peers.recorded_race(recorded)
+    again = [f"{a} was {v} {b}." for (a, b), v in peers.verdicts(raced).items()]
+    assert set(recorded["verdicts"]) <= set(again)  # the bench printed what the rule gives
+    for key in ("machine", "cpu", "book commit", "load average at start", "load average at end"):
+        assert recorded[key]
+    assert recorded["peer"]["torch"].startswith("2.13.0") and recorded["peer"]["pyPLNmodels"] == "1.0.10"
+    if "newton" in recorded:  # Newton to pyPLNmodels' loss, raced against its fit
+        assert peers.newton_race(recorded).rounds >= 5 and recorded["pypln"]["iterations"] > 0

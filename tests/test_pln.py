@@ -545,7 +545,7 @@ def test_op_profile_top_none_returns_every_operation(jdata):
     assert len(every) > 8 and op_profile(lambda: fit(jdata, 3, "scan").losses, 3)[:1][0]["operation"]
 
 
-@pytest.mark.claim("sec-pln-fast-level")
+@pytest.mark.claim("sec-pln-fast-level", "clm-pln-fast-barrier")
 def test_without_the_barrier_xla_fuses_the_gradient_into_more_updates(jdata, monkeypatch):
     """Point 4 of the fast level: without optimization_barrier, more fused loops read the exponential A
     (each recomputes the gradient from it); the exponential itself is computed once either way."""
@@ -784,3 +784,228 @@ def test_guard_flag_takes_reductions_out_of_ynn_fusion_and_leaves_it_on(jdata):
     assert '"kind":"__ynn_fusion"' in compiled_fit(jdata, 3, "scan").as_text()  # this process: guarded
     assert "__ynn_fusion" in _dot_text(jitbook.guard.XLA_FLAG)
     assert "__ynn_fusion" not in _dot_text("--xla_cpu_experimental_ynn_fusion_type=")
+
+
+# ---- issue 30: each explanation on the PLN pages is a claim, measured here -----------------------
+
+
+@pytest.mark.claim("sec-pln-same-numbers", "clm-pln-integer-pow")
+def test_power_is_integer_pow_eager_and_pow_under_jit():
+    """`b2 ** count`: concrete count -> integer_pow, traced count -> pow; and optax's own
+    update compiles integer_pow programs eagerly and records pow when traced."""
+    import optax
+
+    from jitbook.chapters.pln.radam import power_primitive
+
+    assert power_primitive(traced=False) == "integer_pow"
+    assert power_primitive(traced=True) == "pow"
+    radam, g = optax.scale_by_radam(), jnp.ones(1)
+    state = radam.init(g)
+    jax.clear_caches()
+    with count_compiles() as eager:
+        radam.update(g, state)
+    assert "integer_pow" in eager.compiles and "pow" not in eager.compiles
+    traced = [e.primitive.name for e in jax.make_jaxpr(radam.update)(g, state).eqns]
+    assert "pow" in traced
+
+
+@pytest.mark.claim("sec-pln-same-numbers", "clm-pln-same-rho")
+def test_same_b2t_gives_same_rho_eager_and_jit():
+    """The two primitives give two b2^t; from either one, eager and jit give one rho."""
+    from jitbook.chapters.pln.radam import rounding_apart
+
+    rows = rounding_apart(6)
+    assert rows[0]["b2^t"] != rows[1]["b2^t"]
+    assert rows[0]["rho, eager"] != rows[1]["rho, eager"]
+    for row in rows:
+        assert row["rho, eager"] == row["rho, jit"]
+
+
+@pytest.mark.claim("sec-pln-levels", "clm-pln-eager-per-function")
+def test_eager_fit_compiles_one_program_per_jnp_function_once(jdata):
+    """An eager fit's programs are named by jnp function (matmul, not the primitive
+    dot_general), compiled once; each further iteration adds one integer_pow only."""
+    logs = []
+    for n_iter in (2, 3, 5):
+        jax.clear_caches()
+        with count_compiles() as log:
+            fit(jdata, n_iter, "eager")
+        logs.append(log.compiles)
+        assert "matmul" in log.compiles and "dot_general" not in log.compiles
+    assert len(logs[0]) > 20
+    for fewer, more, extra in ((logs[0], logs[1], 1), (logs[1], logs[2], 2)):
+        added = list(more)
+        for name in fewer:
+            added.remove(name)
+        assert added == ["integer_pow"] * extra
+
+
+@pytest.mark.claim("sec-pln-cost", "clm-pln-setup-programs")
+def test_first_fit_compiles_eager_setup_programs_outside_the_loop(jdata):
+    from jitbook.chapters.pln.levels import first_fit_programs
+
+    row = first_fit_programs(jdata, 5, "jit_iteration")
+    jax.clear_caches()
+    with count_compiles() as log:
+        fit(jdata, 5, "jit_iteration")
+    eager_names = [n for n in log.compiles if n != "one_iteration"]
+    assert row["eager programs (one per jnp function)"] == len(eager_names) > 0
+    assert "stack" in eager_names  # gathering the losses after the loop
+
+
+@pytest.mark.claim("sec-pln-cost", "clm-pln-one-loop-program")
+def test_loop_is_one_program_and_jit_step_one_per_piece(jdata):
+    from jitbook.chapters.pln.levels import LOOP_PROGRAMS, first_fit_programs
+
+    for level in ("jit_iteration", "scan", "namedtuple", "pytree", "equinox", "fast"):
+        row = first_fit_programs(jdata, 5, level)
+        assert row["jitted programs of the loop"] == 1, level
+    row = first_fit_programs(jdata, 5, "jit_step")
+    assert row["jitted programs of the loop"] == len(LOOP_PROGRAMS["jit_step"]) == 5
+
+
+@pytest.mark.claim("sec-pln-organisations", "clm-pln-organisations-setup")
+def test_pytree_and_equinox_build_their_start_eagerly(jdata):
+    from jitbook.chapters.pln.levels import first_fit_programs
+
+    key = "eager programs (one per jnp function)"
+    eager = {lv: first_fit_programs(jdata, 5, lv)[key] for lv in LEVELS if lv != "eager"}
+    for outside in ("pytree", "equinox"):
+        for inside in ("scan", "namedtuple"):
+            assert eager[outside] > eager[inside], eager
+
+
+@pytest.mark.claim("sec-pln-one-loop", "clm-pln-donation-aliases")
+def test_donated_iteration_aliases_state_and_deletes_old_buffers(jdata):
+    from jitbook.chapters.pln.levels import FitState, one_iteration_donated
+    from jitbook.chapters.pln.model import init_params, make_optimizer
+
+    params = init_params(jdata)
+    eye = jnp.eye(jdata.Y.shape[1])
+    state = FitState(params, eye, eye + 0, make_optimizer(1.0).init(params))
+    text = one_iteration_donated.lower(state, jdata, 1.0).as_text()
+    assert "tf.aliasing_output" in text or "jax.buffer_donor" in text
+    old = jax.tree.leaves(state)
+    one_iteration_donated(state, jdata, 1.0)
+    assert all(x.is_deleted() for x in old if x.shape == jdata.Y.shape)
+
+
+@pytest.mark.claim("sec-pln-seed-bugs", "clm-pln-not-valid-type")
+def test_plain_class_is_not_a_valid_jax_type_in_a_scan_carry():
+    obj = seed.PlainPLN(jnp.ones(2), jnp.ones(2))
+    assert jax.tree.leaves(obj) == [obj]  # not a pytree: one opaque leaf
+    with pytest.raises(TypeError, match="is not a valid JAX type"):
+        seed.carry_through_scan(obj)
+
+
+@pytest.mark.claim("sec-pln-seed-bugs", "clm-pln-register-dataclass")
+def test_register_dataclass_makes_arrays_children_and_static_fields_structure():
+    obj = seed.DataclassPLN(jnp.ones(2), 2 * jnp.ones(2), n_iter=3)
+    leaves, treedef = jax.tree.flatten(obj)
+    assert len(leaves) == 2 and "3" in str(treedef)
+    back = seed.carry_through_scan(obj)
+    assert back.n_iter == 3 and float(back.S.sum()) == 4.0
+    other = seed.DataclassPLN(jnp.ones(2), jnp.ones(2), n_iter=4)
+    assert jax.tree.structure(other) != treedef  # the static field is in the structure
+
+
+@pytest.mark.claim("sec-pln-seed-bugs", "clm-pln-scan-body-new")
+def test_lax_scan_outside_jit_caches_by_body_function():
+    def shared(c, _):
+        return c + 1.0, None
+
+    def run(body):
+        with count_compiles() as log:
+            jax.lax.scan(body, 0.0, length=3)
+        return log.count_for("scan")
+
+    run(shared)
+    assert run(shared) == 0  # the same body: the cached loop
+    assert run(lambda c, _: (c + 1.0, None)) == 1  # a new body: compiled again
+
+
+@pytest.mark.claim("sec-pln-profile", "clm-pln-fast-ynn-dots")
+def test_each_ynn_fusion_computes_one_dot(jdata):
+    from jitbook.chapters.pln.profile import ynn_fusion_ops
+
+    for level in ("scan", "fast"):
+        ops = ynn_fusion_ops(compiled_fit(jdata, 5, level))
+        assert ops, level  # the profile's ynn_fusion rows exist in the program
+        assert all(kinds == ["dot"] for kinds in ops.values()), ops
+
+
+def test_ms_of_counts_ynn_fusion_rows_with_the_dots():
+    from jitbook.chapters.pln.profile import ms_of
+
+    rows = [
+        {"operation": "dot.3", "ms / iter": 0.5},
+        {"operation": "ynn_fusion.1", "ms / iter": 4.0},
+        {"operation": "lu", "ms / iter": 0.25},
+    ]
+    assert ms_of(rows, ("dot", "ynn_fusion")) == 4.5 and ms_of(rows, ("lu",)) == 0.25
+
+
+@pytest.mark.claim("sec-pln-profile", "clm-pln-fast-39103-fixed")
+def test_issue_39103_reproducer_agrees_eager_and_jit_without_the_guard():
+    from jitbook.chapters.pln.profile import issue_39103_in_fresh_process
+
+    got = issue_39103_in_fresh_process()
+    assert got["jax"] == jax.__version__
+    assert got["eager"] == got["jit"] == float(32_768**2)
+
+
+@pytest.mark.claim("sec-pln-profile", "clm-pln-fast-guard-reduce-window")
+def test_guard_flag_turns_a_large_sum_into_a_reduce_window():
+    from jitbook.chapters.pln.profile import big_sum_in_fresh_process
+    from jitbook.guard import XLA_FLAG
+
+    plain = big_sum_in_fresh_process("", (1000, 114))
+    guarded = big_sum_in_fresh_process(XLA_FLAG, (1000, 114))
+    assert not plain["reduce-window"] and plain["fusions"] >= 1
+    assert guarded["reduce-window"]
+
+
+@pytest.mark.claim("sec-pln-threads", "clm-pln-fast-one-race")
+def test_one_race_runs_every_loop_once_per_round_in_rotating_order():
+    calls = []
+    variants = {name: (lambda name=name: calls.append(name)) for name in "abcd"}
+    jitbook.timing.race(variants, rounds=4, min_time=0, warmup=0)
+    rounds = [calls[i : i + 4] for i in range(0, 16, 4)]
+    assert all(sorted(r) == list("abcd") for r in rounds)
+    assert [r[0] for r in rounds] == list("abcd")  # each round starts one later
+
+
+@pytest.mark.claim("sec-pln-threads", "clm-pln-fast-limit-restored")
+def test_fit_limits_openblas_for_the_fit_only(jdata):
+    from threadpoolctl import threadpool_limits
+
+    from jitbook.chapters.pln import threads
+
+    with threadpool_limits(limits=2, user_api="blas"):
+        seen = []
+        original = threads.blas_limited
+
+        def spy(*args):
+            limiter = original(*args)
+            seen.append(threads.blas_threads())
+            return limiter
+
+        import jitbook.chapters.pln.levels as levels_module
+
+        levels_module.blas_limited, saved = spy, levels_module.blas_limited
+        try:
+            fit(jdata, 2, "scan")
+        finally:
+            levels_module.blas_limited = saved
+        assert seen == [1] and threads.blas_threads() == 2
+
+
+@pytest.mark.claim("sec-pln-fast-level", "clm-pln-fast-trace-np")
+def test_trace_term_is_n_times_p_at_the_closed_form(jdata):
+    from jitbook.chapters.pln.fast import gram
+
+    result = fit(jdata, 20, "scan")
+    M, S = result.params.M, result.params.S
+    n, p = jdata.Y.shape
+    Omega = jnp.linalg.inv(closed_form_sigma(M, S))
+    assert float(jnp.trace(gram(M, S) @ Omega)) == pytest.approx(n * p, rel=1e-4)

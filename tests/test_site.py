@@ -89,8 +89,10 @@ def test_every_shown_line_of_chapter_code_fits_the_column(page):
 @pytest.mark.parametrize("page", known(KNOWN_WIDE), ids=lambda p: p.name)
 def test_no_output_line_is_wider_than_the_column(page, executed):
     nb = executed(page)
+    # HTML outputs lay out their own text; a folded listing (show_source's <details>) is Markdown
     wide = [(i, len(line), line[:60]) for i, text in output_texts(nb)
-            if not text.lstrip().startswith("<") for line in _code_lines(text) if len(line) > WIDTH]
+            if not text.lstrip().startswith("<") or text.lstrip().startswith("<details")
+            for line in _code_lines(text) if len(line) > WIDTH]
     assert not wide, f"{page.name}: output lines wider than {WIDTH} characters (cell, width, start): {wide}"
 
 
@@ -148,7 +150,7 @@ def embedded_bytes(nb) -> int:
             shown = next((data[m] for m in ("text/html", "image/svg+xml", "image/png", "text/markdown",
                                             "text/plain") if m in data), out.get("text", ""))
             shown = "".join(shown) if isinstance(shown, list) else shown
-            total += len(shown.replace(f"<script>{explore.plotly_js()}</script>", "").encode())
+            total += len(shown.encode())
     return total
 
 
@@ -191,13 +193,15 @@ def test_reader_notebook_drops_quarto_markup_and_kernel_paths(monkeypatch):
     assert "/home/builder" not in str(dict(reader.metadata)) and reader.metadata["kernelspec"]["name"] == "python3"
 
 
-def test_site_pages_share_one_plotly_js(tmp_path):
+def test_explorer_pages_load_the_sites_one_plotly_js_once_parsed(tmp_path):
     site = tmp_path / "_book"
-    inline = f"<script>{explore.plotly_js()}</script>"
     page = site / "chapters" / "x.html"
     page.parent.mkdir(parents=True)
-    light = post_render.shared_plotly(f"<body>{inline}<p>x</p></body>", page.relative_to(site), site)
-    assert light == f'<body><script src="../{post_render.PLOTLY_LIB}"></script><p>x</p></body>'
+    html = '<head><title>x</title></head><body><div class="jitbook-explorer"></div></body>'
+    light = post_render.shared_plotly(html, page.relative_to(site), site)
+    tag = post_render.LOADER.format(src=f"../{post_render.PLOTLY_LIB}")
+    assert light == html.replace("</head>", tag + "</head>") and "DOMContentLoaded" in tag
+    assert post_render.shared_plotly(light, page.relative_to(site), site) == light, "once"
     assert (site / post_render.PLOTLY_LIB).read_text() == explore.plotly_js()
     assert post_render.shared_plotly("<body>plain</body>", Path("index.html"), site) == "<body>plain</body>"
 
@@ -232,6 +236,32 @@ def test_cross_references_become_the_titles_they_point_to():
     text = reader.cells[0].source
     assert "@" not in text and "section “Why `import jitbook` comes first" in text
     assert "table “Software and device that executed this page”" in text and "section “nowhere known”" in text
+
+
+def test_markdown_outputs_write_cross_references_as_titles_too(monkeypatch):
+    monkeypatch.setenv("JITBOOK_SMALL", "0")  # no note about the problem size among the cells
+    code = nbformat.v4.new_code_cell("jitbook.executed_on()")
+    code.outputs = [nbformat.v4.new_output("display_data", data={
+        "text/markdown": "Executed on JAX 0.12 (@sec-loops has the loops; see [-@exr-a]).",
+        "text/plain": "Executed on JAX 0.12"})]
+    titles = {"sec-loops": "Python loops unroll", "exr-a": "Count the compiles"}
+    reader = downloads.reader_notebook(nbformat.v4.new_notebook(cells=[code]), titles)
+    text = reader.cells[0].outputs[0]["data"]["text/markdown"]
+    assert text == ("Executed on JAX 0.12 (section “Python loops unroll” has the loops; "
+                    "see exercise “Count the compiles”).")
+
+
+def test_show_source_folds_under_a_one_line_summary_unless_asked_not_to():
+    from jitbook import display
+
+    folded = display.show_source(display.fit).text
+    assert folded.startswith('<details class="jitbook-source">\n<summary><code>fit</code>: ')
+    assert "\n```python\ndef fit(" in folded and folded.endswith("```\n\n</details>")
+    summary = folded.split("<summary>")[1].split("</summary>")[0]
+    assert "\n" not in summary and "``" not in summary, "one line, reST code spans as <code>"
+    assert display.show_source(display.fit, folded=False).text.startswith("```python\ndef fit(")
+    assert display._inline_code("A class with @jax.jit on it") == "A class with &#64;jax.jit on it", (
+        "Pandoc would read @jax.jit as a citation (the PDF fails on it)")
 
 
 def test_quarto_inline_results_are_filled_in():
@@ -369,3 +399,54 @@ def test_display_equations_are_broken_into_lines_that_fit(page):
         wide = [r.strip()[:50] for r in re.split(r"\\\\", equation) if _printed(r) > MATH_LINE]
         assert not wide, (f"{page.name}: display-equation lines printing over {MATH_LINE} symbols overflow the "
                           f"column; split them with \\\\ in an aligned environment: {wide}")
+
+
+def test_search_finds_the_teaching_section_first_and_shows_prose(tmp_path):
+    from jitbook.site import search
+
+    site = tmp_path / "_book"
+    (site / "chapters").mkdir(parents=True)
+    teach = ('<section id="sec-static" class="level2"><h2>Static arguments</h2><p>Say it with '
+             '<code>static_argnums</code> or <code>static_argnames</code>; <code>static_argnums</code> '
+             'takes positions.</p><div class="sourceCode"><pre><code>f = jax.jit(g, static_argnums=1)'
+             '</code></pre></div></section>')
+    other = ('<section id="sec-other" class="level2"><h2>Other</h2><p>Once: <code>static_argnums</code>.'
+             '</p></section>')
+    (site / "chapters" / "a.html").write_text(f"<main>{other}</main>")
+    (site / "chapters" / "b.html").write_text(f"<main>{teach}</main>")
+    docs = [{"href": "chapters/a.html#sec-other", "section": "Other", "text": "Once: static_argnums."},
+            {"href": "chapters/b.html#sec-static", "section": "Static arguments",
+             "text": "Say it with static_argnums or static_argnames; static_argnums takes positions.\n"
+                     "f = jax.jit(g, static_argnums=1)"}]
+    (site / "search.json").write_text(json.dumps(docs))
+    search.tune(site, ["chapters/a.html", "chapters/b.html"])
+    a, b = json.loads((site / "search.json").read_text())
+    assert b["section"] == "Static arguments · static_argnums", "the section that teaches it, by name"
+    assert a["section"] == "Other", "one mention teaches nothing"
+    assert "jax.jit(g" not in b["text"] and b["text"].startswith("Say it with"), "code leaves the snippet"
+
+
+def test_the_pdf_render_writes_no_downloads_and_the_site_links_its_pdf(tmp_path, monkeypatch):
+    root = tmp_path / "book"
+    shutil.copytree(ROOT / "chapters", root / "chapters")
+    shutil.copy(ROOT / "_quarto.yml", root / "_quarto.yml")
+    shutil.copy(ROOT / "index.qmd", root / "index.qmd")
+    kept = root / "chapters" / "tracing.quarto_ipynb"
+    nbformat.write(harness.to_notebook(root / "chapters" / "tracing.qmd"), kept)
+    pdf_dir = tmp_path / "_build" / "pdf"
+    pdf_dir.mkdir(parents=True)
+    (pdf_dir / "JIT-with-JAX.pdf").write_bytes(b"%PDF-1.7")
+    assert post_render.build_site(pdf_dir, root) == [] and not kept.exists(), "a PDF render: no downloads"
+    monkeypatch.setattr(post_render, "PDF_DIR", pdf_dir)
+    monkeypatch.setattr(harness, "BUILD", tmp_path / "_build" / "notebooks")
+    site = _fake_render(root, tmp_path)
+    for qmd in harness.chapter_pages(root):
+        nbformat.write(harness.to_notebook(qmd), qmd.with_suffix(".quarto_ipynb"))
+    post_render.build_site(site, root)
+    assert (site / "JIT-with-JAX.pdf").read_bytes() == b"%PDF-1.7", "the sidebar's Download PDF resolves"
+
+
+def test_pages_drop_the_left_alignment_pandoc_writes_on_every_cell():
+    html = '<td style="text-align: left;">x</td><th class="a" style="text-align: left;">y</th>' \
+           '<td style="text-align: right;">3</td>'
+    assert post_render.offline_html(html) == '<td>x</td><th class="a">y</th><td style="text-align: right;">3</td>'

@@ -112,3 +112,44 @@ def test_count_compiles_listens_to_these_monitoring_events():
     assert log.count == 1
     with pytest.raises(TypeError, match="takes a function"):
         sources.compile_events(3)
+
+
+@pytest.mark.claim("sec-sources-qa", "clm-sources-key-holds-object")
+def test_the_cache_key_holds_the_mutated_object_itself():
+    """After c.mul = False, the stored key is c itself, now unequal to ValueHashed(2, True)."""
+    sources.ValueHashed.calc.clear_cache()
+    c = sources.ValueHashed(2, True)
+    c.calc(3)
+    c.mul = False
+    with count_compiles() as mutated:
+        assert int(c.calc(3)) == 3  # right: a new entry for the new value
+    with count_compiles() as equal_to_first:
+        assert int(sources.ValueHashed(2, True).calc(3)) == 6
+    assert mutated.count == 1 and equal_to_first.count == 1
+
+
+@pytest.mark.claim("sec-sources-blog", "clm-sources-partial-miss")
+def test_each_new_partial_is_a_new_key_not_a_collision():
+    import functools
+
+    a, b = functools.partial(sources.add_one), functools.partial(sources.add_one)
+    assert a != b and hash(a) != hash(b)
+    assert sources.blog_loop_compiles(2)["jax.jit(partial(add_one))"] == 2
+
+
+@pytest.mark.claim("sec-sources-monitoring", "clm-sources-persistent-load")
+def test_a_persistent_cache_load_counts_as_a_compile():
+    first, loaded = sources.persistent_cache_counts(sources.add_one, jnp.ones(3))
+    key = "count_for('add_one')"
+    assert first[key] == 1 and first["persistent_cache_hits"] == 0
+    assert loaded[key] == 1 and loaded["persistent_cache_hits"] == 1
+    assert jax.config.jax_compilation_cache_dir is None  # restored
+
+
+def test_ledger_statuses_reads_a_claim_row_and_refuses_an_unknown_test():
+    statuses = sources.ledger_statuses(
+        "test_a_value_hash_on_a_mutated_object_strands_its_cache_entry"
+    )
+    assert statuses["0.12.0.1"] == "holds"
+    with pytest.raises(KeyError, match="make ledger"):
+        sources.ledger_statuses("test_no_such_claim")

@@ -5,6 +5,7 @@ Each object renders as Markdown, which Quarto turns into its own code blocks and
 and Jupyter shows as rich output, and as plain text anywhere else.
 """
 
+import html
 import inspect
 import math
 import platform
@@ -50,12 +51,39 @@ def source(obj) -> str:
         ) from err
 
 
-def show_source(obj) -> Markdown:
+def summary(obj) -> str:
+    """What a listing of ``obj`` does in one line: its name and its docstring's first
+    sentence."""
+    name = getattr(obj, "__qualname__", None) or obj.__name__
+    lines = (inspect.getdoc(obj) or "").strip().split("\n\n")[0].split()
+    first = " ".join(lines)
+    first = first.split(". ")[0].rstrip(".") if first else "the code the page runs"
+    return f"`{name}`: {first}"
+
+
+def show_source(obj, folded: bool = True) -> Markdown:
     """Display the source of ``obj`` as a highlighted Python code block, so the page
-    shows the tested code."""
+    shows the tested code; folded under a one-line summary unless ``folded=False``
+    (where the page is about that code)."""
     text = source(obj).rstrip("\n")
     fence = "````" if "```" in text else "```"
-    return Markdown(f"{fence}python\n{text}\n{fence}")
+    block = f"{fence}python\n{text}\n{fence}"
+    if not folded:
+        return Markdown(block)
+    # A <details> element Pandoc keeps as HTML around the Markdown code block; the PDF
+    # (no HTML) shows the code and the notebook (Jupyter renders it) folds it too.
+    return Markdown(
+        f'<details class="jitbook-source">\n<summary>{_inline_code(summary(obj))}'
+        f"</summary>\n\n{block}\n\n</details>"
+    )
+
+
+def _inline_code(text: str) -> str:
+    """Text with code spans (Markdown's and reST's double ones) as HTML ``<code>``:
+    inside a raw HTML line Pandoc does not read Markdown."""
+    # `@` as an entity: Pandoc would read ``@jax.jit`` as a citation
+    escaped = html.escape(text, quote=False).replace("@", "&#64;")
+    return re.sub(r"``?([^`]+?)``?", lambda m: f"<code>{m.group(1)}</code>", escaped)
 
 
 def fit(text: str, width: int = COLUMN, indent: str = "    ") -> str:

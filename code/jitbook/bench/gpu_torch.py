@@ -3,10 +3,10 @@ algorithms, each in both frameworks, raced in the same rounds.
 
 "scan" is the scan level's algorithm (autograd of the loss, RAdam scaled and clipped,
 Sigma in closed form, Omega by a general inverse); "fast" is the fast level's
-(hand-written gradients, Omega from a Cholesky factor: `pln.peers._step`). PyTorch's
-default float32 matmul precision is full float32, JAX's on a GPU is not: the race
-runs JAX both ways and says which is matched. torch.compile's compile time is the
-first call minus the median run, reported apart.
+(hand-written gradients, Omega from a Cholesky factor: `pln.peers._fast_step`).
+PyTorch's default float32 matmul precision is full float32, JAX's on a GPU is not:
+the race runs JAX both ways and says which is matched. torch.compile's compile time is
+the first call minus the median run, reported apart.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ def missing() -> str | None:
 
 
 def _radam(params, grads, mu, nu, count, lr: float):
-    """optax's RAdam, scaled by -lr and clipped to 0.1, as `pln.peers._step` has it."""
+    """optax's RAdam, scaled by -lr and clipped to 0.1, as `pln.peers._radam` has it."""
     import torch
 
     b1, b2, ro_inf = 0.9, 0.999, 2.0 / (1.0 - 0.999) - 1.0
@@ -85,7 +85,7 @@ class TorchFits:
     def __init__(self, data, device: str):
         import torch
 
-        from jitbook.chapters.pln.peers import _step
+        from jitbook.chapters.pln.peers import _fast_step
 
         self.torch, self.device = torch, device
         Y, O, X = (torch.as_tensor(np.asarray(a), device=device) for a in data)
@@ -97,7 +97,7 @@ class TorchFits:
         self.fast_const = torch.sum(Y * O) + self.const  # fast's: Y*O too
         self.XtY = X.T @ Y
         self.shape = n, p, X.shape[1]
-        self.steps = {"fast": _step, "fast compiled": torch.compile(_step)}
+        self.steps = {"fast": _fast_step, "fast compiled": torch.compile(_fast_step)}
         self.loss_c = torch.compile(_neg_elbo)
         self.update_c = torch.compile(_scan_update)
 
@@ -117,12 +117,12 @@ class TorchFits:
         gram = M.T @ M + torch.diag(torch.sum(S * S, 0))
         Omega = torch.eye(self.shape[1], device=self.device)
         logdet = torch.zeros((), device=self.device)
+        opt, aux = (mu, nu, count), (gram, logdet, self.XtY, self.fast_const)
         with torch.inference_mode():
             for _ in range(n_iter):
-                loss, params, mu, nu, count, gram, Omega, logdet = step(
-                    params, mu, nu, count, gram, Omega, logdet, *self.data,
-                    self.XtY, self.fast_const, 1.0,
-                )  # fmt: skip
+                loss, params, opt, Omega, aux = step(
+                    params, opt, Omega, aux, self.data, 1.0
+                )
         return float(loss)
 
     def scan(self, n_iter: int, compiled: bool = False) -> float:

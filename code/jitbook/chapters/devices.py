@@ -2,26 +2,18 @@
 fit data-parallel.
 
 Simulated CPU devices share the machine's cores: everything here is about what jit
-compiles and computes, never about speed. Run as ``python -m jitbook.chapters.devices``
-it is one process of a multi-process run (see ``run_processes``).
+compiles and computes, never about speed. The multi-process run lives in
+``devices_processes``.
 """
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import io
-import json
-import os
 import re
-import socket
-import subprocess
-import sys
-import time
 import unittest.mock
 from collections import Counter
 from functools import partial
-from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -34,7 +26,6 @@ from jitbook.chapters.pln import (
     PLNData,
     closed_form_sigma,
     init_params,
-    load_oaks,
     make_optimizer,
     neg_elbo,
 )
@@ -189,6 +180,39 @@ def reduced_shapes(compiled) -> list[tuple[int, ...]]:
     ]
 
 
+# Where JAX's name stack puts an operation of a function under value_and_grad: its
+# forward pass under "jvp()", its backward pass under "transpose(jvp())".
+_PASSES = (
+    ("transpose(jvp())/", "gradient (backward pass)"),
+    ("jvp()/", "loss (forward pass)"),
+    ("", "after the gradient step (closed form)"),
+)
+
+
+def reduced_origins(compiled) -> list[dict]:
+    """Each array the first all-reduce of ``compiled`` sums: its shape, the operation
+    that made it as JAX's name stack records it (``metadata op_name``), and the pass of
+    the step that the name stack places it in.
+
+    Taught in jit across devices and processes, The PLN fit, data-parallel.
+    """
+    text = compiled.as_text()
+    shapes = reduced_shapes(compiled)
+    line = next(
+        ln for ln in text.splitlines() if re.search(r"\ball-reduce(?:-start)?\(", ln)
+    )
+    called = re.search(r"\sall-reduce(?:-start)?\(([^)]*)\)", line)
+    operands = re.findall(r"%([\w.-]+)", called.group(1))
+    rows = []
+    for shape, operand in zip(shapes, operands, strict=True):
+        made = re.search(rf"^\s*(?:ROOT )?%{re.escape(operand)} = (.*)$", text, re.M)
+        name = re.search(r'op_name="[^/"]*/([^"]*)"', made.group(1) if made else "")
+        op = name.group(1) if name else "?"
+        part = next(label for prefix, label in _PASSES if op.startswith(prefix))
+        rows.append({"shape": shape, "operation": op, "part of the step": part})
+    return rows
+
+
 def words(counts: Counter) -> str:
     """``Counter({'all-reduce': 2})`` -> ``'2 all-reduce'``; ``'none'`` when empty."""
     return ", ".join(f"{n} {op}" for op, n in counts.items()) or "none"
@@ -208,7 +232,7 @@ def sharding_key_rows(mesh: Mesh, shape: tuple[int, int] = (8, 4)) -> list[dict]
 
     Taught in jit across devices and processes, Sharding is part of the cache key.
     """
-    from jitbook.cache import count_compiles, fresh_jit
+    from jitbook.cache import count_body_runs, count_compiles, fresh_jit
 
     axis = mesh.axis_names[0]
     rng = np.random.default_rng(0)
@@ -228,13 +252,13 @@ def sharding_key_rows(mesh: Mesh, shape: tuple[int, int] = (8, 4)) -> list[dict]
             if spec is None
             else jax.device_put(x, NamedSharding(mesh, spec))
         )
-        with count_compiles() as log:
+        with count_compiles() as log, count_body_runs(sum_of_squares) as runs:
             jitted(arg).block_until_ready()
         rows.append(
             {
                 "input": label,
                 "sharding": str(spec) if spec is not None else "-",
-                "traced": log.trace_events.count("sum_of_squares"),
+                "body runs": runs.count,
                 "compiled": log.count_for("sum_of_squares"),
             }
         )
@@ -529,161 +553,3 @@ def pln_step_compiled(data: PLNData, mesh: Mesh | None, lr: float = 1.0):
     return pln_step.lower(
         params, start_optimizer(params, lr, mesh), Omega, data, lr=lr
     ).compile()
-
-
-# --- more than one process ------------------------------------------------------------
-
-RESULT_MARK = "JITBOOK-RESULT "
-
-
-def worker(
-    process_id: int,
-    num_processes: int,
-    port: int,
-    devices_per_process: int,
-    repeat: int,
-    n_iter: int,
-) -> dict:
-    """One process of a multi-process run: join the others, fit PLN data-parallel over
-    every process's devices.
-
-    Taught in jit across devices and processes, More than one process.
-    """
-    use_cpu_devices(devices_per_process)
-    jax.config.update(
-        "jax_cpu_collectives_implementation", "gloo"
-    )  # CPU collectives across processes
-    jax.distributed.initialize(
-        f"127.0.0.1:{port}",
-        num_processes=num_processes,
-        process_id=process_id,
-        initialization_timeout=30,
-    )
-    try:
-        mesh = data_mesh()  # every device of every process
-        local = process_rows(load_oaks(repeat))  # this process's rows only
-        placed, params, Omega = place_local_rows(local, mesh)
-        losses = fit_placed(placed, params, Omega, n_iter, mesh)
-        return {
-            "process": jax.process_index(),
-            "processes": jax.process_count(),
-            "local devices": jax.local_device_count(),
-            "global devices": jax.device_count(),
-            "Y local rows": local.Y.shape[0],
-            "Y global shape": list(placed.Y.shape),
-            "Y local shards": [list(s.data.shape) for s in placed.Y.addressable_shards],
-            "losses": losses.tolist(),
-        }
-    finally:
-        jax.distributed.shutdown()
-
-
-def free_port() -> int:
-    """A TCP port on the loopback interface that nothing listens on right now."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def run_processes(
-    num_processes: int = 2,
-    devices_per_process: int = 2,
-    repeat: int = 4,
-    n_iter: int = 10,
-    timeout: float = 90.0,
-) -> list[dict]:
-    """Start ``num_processes`` local processes running ``worker`` on loopback; return
-    their results.
-
-    Any process failing or the time limit passing stops them all with a clear error,
-    never a hang. Taught in jit across devices and processes, More than one process.
-    """
-    port = free_port()
-    env = dict(
-        os.environ,
-        PYTHONPATH=os.pathsep.join(
-            [str(Path(__file__).resolve().parents[2]), os.environ.get("PYTHONPATH", "")]
-        ),
-    )
-    procs = [
-        subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "jitbook.chapters.devices",
-                str(i),
-                str(num_processes),
-                str(port),
-                str(devices_per_process),
-                str(repeat),
-                str(n_iter),
-            ],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=env,
-        )
-        for i in range(num_processes)
-    ]
-    deadline = time.monotonic() + timeout
-    try:
-        while any(p.poll() is None for p in procs):
-            failed = [p for p in procs if p.poll() not in (None, 0)]
-            if failed or time.monotonic() > deadline:
-                break
-            time.sleep(0.1)
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-        outputs = [p.communicate() for p in procs]
-    codes = [p.returncode for p in procs]
-    failed = [
-        i for i, code in enumerate(codes) if code not in (0, -9)
-    ]  # -9: stopped by us
-    if failed or any(code != 0 for code in codes):
-        i = failed[0] if failed else codes.index(-9)
-        why = (
-            f"exited with code {codes[i]}"
-            if failed
-            else f"did not finish within {timeout:g} s and was stopped"
-        )
-        tail = "\n".join(outputs[i][1].strip().splitlines()[-5:])
-        raise RuntimeError(
-            f"process {i} of {num_processes} {why}. Its last error lines:\n{tail}"
-        )
-    results = []
-    for i, (out, _) in enumerate(outputs):
-        lines = [line for line in out.splitlines() if line.startswith(RESULT_MARK)]
-        if not lines:
-            raise RuntimeError(
-                f"process {i} of {num_processes} ended without printing its result."
-            )
-        results.append(json.loads(lines[-1][len(RESULT_MARK) :]))
-    return results
-
-
-def main(argv: list[str] | None = None) -> None:
-    """The command line of one process:
-
-    ``python -m jitbook.chapters.devices PROCESS_ID NUM_PROCESSES PORT
-    DEVICES_PER_PROCESS REPEAT N_ITER``.
-    """
-    parser = argparse.ArgumentParser(
-        description="One process of the chapter's multi-process PLN fit."
-    )
-    for name in (
-        "process_id",
-        "num_processes",
-        "port",
-        "devices_per_process",
-        "repeat",
-        "n_iter",
-    ):
-        parser.add_argument(name, type=int)
-    args = parser.parse_args(argv)
-    print(RESULT_MARK + json.dumps(worker(**vars(args))), flush=True)
-
-
-if __name__ == "__main__":
-    main()

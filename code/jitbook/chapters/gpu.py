@@ -19,10 +19,11 @@ import jax
 import jax.numpy as jnp
 
 from jitbook import timing
+from jitbook.chapters.pln import fast
 from jitbook.chapters.pln.data import PLNData
-from jitbook.chapters.pln.fast import FastState, gram, loss_and_grads, precision
+from jitbook.chapters.pln.fast import FastState, gram, precision
 from jitbook.chapters.pln.model import Params, init_params, log_stirling
-from jitbook.chapters.pln.radam import RAdamState, radam_init, radam_scalars, radam_step
+from jitbook.chapters.pln.radam import radam_init
 from jitbook.display import number
 
 DATA_DIR = Path(__file__).resolve().parents[3] / "data" / "gpu"
@@ -212,19 +213,7 @@ def lowered_precisions(lowered_text: str) -> list[str]:
 # --- the fast level shaped for a GPU
 
 
-def fast_iteration(state, data, const, XtY, lr, n: int):
-    """One iteration of the fast level (`pln.fast`'s loop body), for a loop or alone."""
-    loss, grads = loss_and_grads(state.params, data, state, const, XtY)
-    count = state.opt_state.count + 1
-    scalars = radam_scalars(count)
-    steps = [
-        radam_step(*a, scalars, lr)
-        for a in zip(state.params, grads, *state.opt_state[1:], strict=False)
-    ]
-    params, mu, nu = (Params(*parts) for parts in zip(*steps, strict=False))
-    g = gram(params.M, params.S)
-    Omega, logdet = precision(g, n)
-    return FastState(params, RAdamState(count, mu, nu), g, Omega, logdet), loss
+fast_iteration = fast.iteration  # the fast level's loop body, for a loop or alone
 
 
 def fast_start(data: PLNData) -> tuple[FastState, jax.Array, jax.Array]:

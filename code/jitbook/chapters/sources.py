@@ -186,3 +186,65 @@ def tutorial_facts(data: PLNData, n_iter: int = 8) -> dict:
         "plain scan compiles": plain,
         "after AOT compiles": after_aot.count_for("scan"),
     }
+
+
+def persistent_cache_counts(fn: Callable, *args) -> list[dict]:
+    """`fn(*args)` jitted, compiled once into a new persistent cache, then again after
+    `jax.clear_caches()`, when it loads from that cache: what `count_compiles` reads
+    each time.
+
+    Sets JAX's persistent-cache options for the call and restores them after it (the
+    cache lives in a temporary folder). Taught in Where the sources no longer match,
+    How this book counts compiles.
+    """
+    import tempfile
+
+    from jax.experimental.compilation_cache import compilation_cache
+
+    options = {
+        "jax_compilation_cache_dir": None,
+        "jax_persistent_cache_min_compile_time_secs": 0.0,
+        "jax_persistent_cache_min_entry_size_bytes": -1,
+    }
+    saved = {name: getattr(jax.config, name) for name in options}
+    rows = []
+    with tempfile.TemporaryDirectory() as folder:
+        options["jax_compilation_cache_dir"] = folder
+        try:
+            for name, value in options.items():
+                jax.config.update(name, value)
+            for step in ("first compile, cache empty", "after clear_caches()"):
+                jax.clear_caches()
+                with count_compiles() as log:
+                    jax.block_until_ready(jax.jit(fn)(*args))
+                rows.append(
+                    {
+                        "call": step,
+                        f"count_for({fn.__name__!r})": log.count_for(fn.__name__),
+                        "persistent_cache_hits": log.persistent_cache_hits,
+                    }
+                )
+        finally:
+            for name, value in saved.items():
+                jax.config.update(name, value)
+            compilation_cache.reset_cache()  # forget the folder about to be deleted
+            jax.clear_caches()
+    return rows
+
+
+def ledger_statuses(test: str) -> dict[str, str]:
+    """A claim test's recorded status on each ledger release (`data/ledger.json`, a
+    stored measurement made by `make ledger`): {release: "holds" | "fails" | ...}."""
+    import json
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[3] / "data" / "ledger.json"
+    claims = json.loads(path.read_text())["claims"]
+    rows = [row for key, row in claims.items() if key.endswith(f"::{test}")]
+    if not rows:
+        raise KeyError(f"no ledger row for a test named {test!r}; run `make ledger`.")
+    results = rows[0].get("results", rows[0])
+    return {
+        release: (r.get("status") if isinstance(r, dict) else r)
+        for release, r in results.items()
+    }

@@ -93,7 +93,10 @@ def output_texts(cell) -> Iterator[str]:
         elif "data" in out:
             data = out["data"]
             text = data.get("text/markdown") or data.get("text/plain") or ""
-            if not text.lstrip().startswith("```"):  # show_source: code, not output
+            # show_source: code, not output (a listing, folded or not)
+            if not text.lstrip().startswith(
+                ("```", '<details class="jitbook-source">')
+            ):
                 yield text
         elif out.get("output_type") == "error":
             yield f"{out.get('ename')}: {out.get('evalue')}"

@@ -66,19 +66,14 @@ def matrix_rows(ledger: dict, claims: list[tuple[str, dict]]) -> list[dict]:
 
 
 def matrix(ledger: dict, root: Path = ROOT):
-    """The matrix: a row per claim, grouped by chapter, its marks release by release in
-    one column (oldest first), so that the page stays light."""
+    """The matrix: a row per claim, grouped by chapter, a column per release (oldest
+    first) holding its mark, so each mark sits under the release it is for."""
     from jitbook.display import table
 
-    names = releases(ledger)
-    heading = f"{names[0]} … {names[-1]}"
     rows = []
     for chapter, claims in by_chapter(ledger, root).items():
         for i, r in enumerate(matrix_rows(ledger, claims)):
-            marks = " ".join(r.pop(name) for name in names)
-            rows.append(
-                {"chapter": chapter if i == 0 else ""} | r | {heading: f"`{marks}`"}
-            )
+            rows.append({"chapter": chapter if i == 0 else ""} | r)
     return table(rows)
 
 

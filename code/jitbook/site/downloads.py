@@ -102,17 +102,16 @@ def _without_options(source: str) -> str:
     return "\n".join(lines[start:])
 
 
-def _without_plotly_js(out) -> None:
-    """An explorer's HTML without plotly.js: JupyterLab draws the figure from Plotly's
-    own MIME type (the ``jupyterlab-plotly`` extension bundles plotly.js), so the 4.8 MB
-    copy is dead weight."""
-    html = out.get("data", {}).get("text/html")
-    if html is None:
+def _titled_markdown(out, titles: dict[str, str]) -> None:
+    """A Markdown output's cross-references written as titles, like the prose's: Quarto
+    resolves them on the page, Jupyter would show ``@sec-...``."""
+    text = out.get("data", {}).get("text/markdown")
+    if text is None:
         return
-    text = "".join(html) if isinstance(html, list) else html
-    inline = f"<script>{_plotly_js()}</script>"
-    if inline in text:
-        out["data"]["text/html"] = text.replace(inline, "")
+    text = "".join(text) if isinstance(text, list) else text
+    out["data"]["text/markdown"] = REF.sub(
+        lambda m: words_for(m.group(1), titles), text
+    )
 
 
 def _reader_metadata(metadata: dict) -> dict:
@@ -135,12 +134,6 @@ def _reader_metadata(metadata: dict) -> dict:
     return kept
 
 
-def _plotly_js() -> str:
-    from jitbook.site.explore import plotly_js
-
-    return plotly_js()
-
-
 def reader_notebook(
     nb: nbformat.NotebookNode, titles: dict[str, str] | None = None
 ) -> nbformat.NotebookNode:
@@ -161,7 +154,7 @@ def reader_notebook(
         elif cell.cell_type == "code":
             cell.source = _without_options(cell.source)
             for out in cell.get("outputs", []):
-                _without_plotly_js(out)
+                _titled_markdown(out, titles)
     nb.metadata = _reader_metadata(nb.metadata)
     if size.is_small() and not any(SMALL_NOTE in c.source for c in nb.cells):
         nb.cells.insert(

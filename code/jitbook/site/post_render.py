@@ -1,14 +1,15 @@
-"""Quarto's post-render step: offline pages (no remote scripts), one shared
-plotly.js, solutions out of search, a download beside every chapter page."""
+"""Quarto's post-render step: offline pages (no remote scripts), one shared, late
+plotly.js, solutions and listings out of search, a download beside every chapter."""
 
-import json
 import re
+import shutil
 from pathlib import Path
 
 import nbformat
 
-from jitbook.site import harness
-from jitbook.site.downloads import _plotly_js, label_titles, reader_notebook
+from jitbook.site import harness, search
+from jitbook.site.downloads import label_titles, reader_notebook
+from jitbook.site.explore_page import PLOTLY_FILE, plotly_js
 from jitbook.site.harness import ROOT, chapter_files, chapter_pages, to_notebook
 
 CDN_TRIGGERS = (
@@ -57,50 +58,57 @@ def remote_loads(html: str) -> list[str]:
 def needs_require_or_jquery(html: str) -> bool:
     """Whether an HTML output's scripts use require.js or jQuery, which the offline site
     does not ship."""
-    from jitbook.site.explore import plotly_js
-
-    vendored = (
-        plotly_js().strip()
-    )  # minified plotly.js has "$(" but no AMD branch (tests/test_browser.py)
     scripts = re.findall(r"<script\b[^>]*>(.*?)</script>", html, re.S | re.I)
-    return any(NEEDS_REQUIRE.search(s) for s in scripts if s.strip() != vendored)
+    return any(NEEDS_REQUIRE.search(s) for s in scripts)
+
+
+LEFT_CELL = re.compile(r'<(td|th)( [^>]*?)? style="text-align: left;"')
 
 
 def offline_html(html: str) -> str:
     """A built page without its remote ``<script src>`` and ``<link href>`` tags and
-    Quarto's jQuery shim."""
-    return JQUERY_SHIM.sub("", REMOTE_TAG.sub("", html))
+    Quarto's jQuery shim, and without the left alignment Pandoc writes on every table
+    cell (the theme aligns cells left; the ledger's matrix weighed 110 kB of it)."""
+    light = JQUERY_SHIM.sub("", REMOTE_TAG.sub("", html))
+    return LEFT_CELL.sub(lambda m: f"<{m.group(1)}{m.group(2) or ''}", light)
 
 
-PLOTLY_LIB = "site_libs/plotly/plotly.min.js"
+PLOTLY_LIB = "site_libs/plotly/" + PLOTLY_FILE
+# Where `make pdf` renders the book (`--output-dir`: a render into _book would replace
+# the site); the site step copies the PDF from there into every site it builds.
+PDF_DIR = ROOT / "_build" / "pdf"
+EXPLORER = 'class="jitbook-explorer"'
 
 
-def _inline_plotly(html: str) -> re.Match | None:
-    """The ``<script>`` holding plotly.js in a page, as Quarto wrote it (Pandoc turns
-    the tabs of plotly.js into spaces, so the text is not the package's file byte for
-    byte)."""
-    head = re.escape(_plotly_js()[:200])
-    return re.search(rf"<script>{head}.*?</script>", html, re.S)
+# plotly.js is asked for once the page is parsed: the page is interactive (its
+# DOMContentLoaded) without waiting for 1.5 MB of script, which even `defer` would make
+# it wait for; the explorers' controls work at once and the figure draws when it comes.
+LOADER = (
+    '<script>document.addEventListener("DOMContentLoaded", function () {{ '
+    'var s = document.createElement("script"); s.src = "{src}"; '
+    "document.head.appendChild(s); }});</script>"
+)
 
 
 def shared_plotly(html: str, page: Path, site: Path) -> str:
-    """A page whose explorers point at the site's one copy of plotly.js instead of
-    embedding it.
+    """A page with explorers, loading the site's one plotly.js after the page is
+    parsed: the text renders first, and the browser caches the script once for every
+    page.
 
-    The browser caches ``site_libs/plotly/plotly.min.js`` once for every page; the copy
-    is written, the package's file unchanged, the first time a page needs it. ``page``
-    is the page's path inside ``site``.
+    The copy is written, the vendored file unchanged, the first time a page needs it.
+    ``page`` is the page's path inside ``site``.
     """
-    found = _inline_plotly(html)
-    if found is None:
+    if EXPLORER not in html or PLOTLY_LIB in html:
         return html
     lib = site / PLOTLY_LIB
     if not lib.exists():
         lib.parent.mkdir(parents=True, exist_ok=True)
-        lib.write_text(_plotly_js(), encoding="utf-8")
+        lib.write_text(plotly_js(), encoding="utf-8")
     up = "../" * (len(Path(page).parts) - 1)
-    tag = f'<script src="{up}{PLOTLY_LIB}"></script>'
-    return html[: found.start()] + tag + html[found.end() :]
+    tag = LOADER.format(src=f"{up}{PLOTLY_LIB}")
+    head = html.find("</head>")
+    at = head if head != -1 else 0
+    return html[:at] + tag + html[at:]
 
 
 def solution_lines(root: Path = ROOT) -> list[str]:
@@ -115,22 +123,24 @@ def solution_lines(root: Path = ROOT) -> list[str]:
 
 
 def unsearchable(site: Path, root: Path = ROOT) -> None:
-    """The site's search index without the exercises' solutions.
+    """The site's search index with prose only (no solutions, listings, code, outputs)
+    and each section found first for the names it teaches (``search.tune``).
 
-    The solutions are folded on the page, but Quarto 1.7 indexes every text of a page,
-    so a search would show them; this runs after Quarto wrote ``search.json``.
+    The solutions are folded on the page, but Quarto indexes every text of a page, so a
+    search would show them; this runs after Quarto wrote ``search.json``.
     """
-    index = Path(site) / "search.json"
-    if not index.exists():
-        return
-    solutions = sorted(set(solution_lines(root)), key=len, reverse=True)
-    docs = json.loads(index.read_text())
-    for doc in docs:
-        text = doc.get("text", "")
-        for line in solutions:
-            text = text.replace(line, "")
-        doc["text"] = "\n".join(t for t in text.splitlines() if t.strip())
-    index.write_text(json.dumps(docs, indent=1, ensure_ascii=False))
+    order = [
+        page.relative_to(root).with_suffix(".html").as_posix()
+        for page in chapter_files(root)
+    ]
+    search.tune(Path(site), order, drop=solution_lines(root))
+
+
+def _drop_kept_notebooks(root: Path) -> None:
+    """Remove what ``keep-ipynb`` left beside every page, the preface's included."""
+    for page in chapter_files(root):
+        for stale in page.parent.glob(f"{page.stem}.quarto_ipynb*"):
+            stale.unlink()
 
 
 def quarto_notebook(qmd: Path) -> Path | None:
@@ -159,6 +169,13 @@ def build_site(site: Path, root: Path = ROOT) -> list[Path]:
         raise FileNotFoundError(
             f"no rendered site at {site}; run `quarto render` (or `make book`) first."
         )
+    if not (
+        site / "index.html"
+    ).exists():  # the PDF (`make pdf`): no pages, no downloads
+        _drop_kept_notebooks(root)
+        return []
+    for pdf in PDF_DIR.glob("*.pdf"):  # the last `make pdf`, linked from the sidebar
+        shutil.copy2(pdf, site / pdf.name)
     for page in site.rglob("*.html"):
         text = page.read_text()
         light = shared_plotly(offline_html(text), page.relative_to(site), site)
@@ -189,11 +206,7 @@ def build_site(site: Path, root: Path = ROOT) -> list[Path]:
         harness.BUILD.mkdir(parents=True, exist_ok=True)
         nbformat.write(nb, harness.BUILD / path.name)
         written.append(path)
-    for page in chapter_files(
-        root
-    ):  # pages without a download (the preface) leave theirs too
-        for stale in page.parent.glob(f"{page.stem}.quarto_ipynb*"):
-            stale.unlink()
+    _drop_kept_notebooks(root)
     if missing:
         names = ", ".join(str(q.relative_to(root)) for q in missing)
         raise FileNotFoundError(

@@ -16,11 +16,13 @@ from jitbook.chapters.pln.levels import LEVELS, fit, fit_jit_iteration_donated
 from jitbook.chapters.pln.model import neg_elbo_numpy
 from jitbook.chapters.pln.profile import PROGRAMS
 from jitbook.chapters.pln.threads import blas_limited, blas_threads
+from jitbook.display import plural
 from jitbook.timing import Race, race
 
 # Levels known to be the same compiled loop written differently (their HLO differs only
 # in extra outputs): a page shows them agreeing, or says the machine was too noisy.
 SAME_LOOP = ("scan", "namedtuple", "pytree", "equinox")
+PYPLN = "pyPLNmodels fit()"
 
 
 def _check_rounds(rounds: int, eager_iters: int) -> None:
@@ -54,26 +56,34 @@ def benchmark_levels(
     rounds: int = 5,
     eager_iters: int = 3,
     min_time: float = 0.0,
+    peer=None,
+    say=None,
 ) -> tuple[list[dict], Race]:
     """Every level's first fit (cold caches), then warm fits raced in rounds.
 
     The eager level runs `eager_iters` iterations, in a race of its own; its times are
-    per iteration like the others' (the note says so). Returns one row per level and
-    the race of the other levels (``per=n_iter``: times per iteration).
-    Taught in A worked example, What each level costs.
+    per iteration like the others' (the note says so). With a `peers.Peer`, its
+    variants (PyTorch in another interpreter) get a first call each and join the same
+    rounds. `say` (a function of one string) hears each first fit and round. Returns
+    one row per level and peer variant, and the race (``per=n_iter``: times per
+    iteration). Taught in A worked example, What each level costs.
     """
     _check_rounds(rounds, eager_iters)
     n_iter, data = check_n_iter(n_iter), device_data(data)
+    say = say or (lambda text: None)
     k = min(eager_iters, n_iter)
-    rows = [first_fit(data, k if lv == "eager" else n_iter, lv) for lv in levels]
-    compiled = [lv for lv in levels if lv != "eager"]
+    rows = []
+    for lv in levels:
+        rows.append(first_fit(data, k if lv == "eager" else n_iter, lv))
+        say(f"first fit of {lv}: {rows[-1]['first call s']} s")
+    variants = {
+        lv: lambda lv=lv: fit(data, n_iter, lv).losses for lv in levels if lv != "eager"
+    }
+    if peer is not None:
+        rows += [_peer_first(peer, name, say) for name in peer.variants]
+        variants |= {name: lambda name=name: peer.call(name) for name in peer.variants}
     # each first fit cleared the caches of the levels before it: warm them all again
-    raced = race(
-        {lv: lambda lv=lv: fit(data, n_iter, lv).losses for lv in compiled},
-        rounds=rounds,
-        min_time=min_time,
-        per=n_iter,
-    )
+    raced = race(talking(variants, say), rounds=rounds, min_time=min_time, per=n_iter)
     eager = None
     if "eager" in levels:
         eager = race(
@@ -84,16 +94,58 @@ def benchmark_levels(
             per=k,
         )
     for row in rows:
-        timed = eager if row["level"] == "eager" else raced
         lv = row["level"]
-        row["ms / iter (min)"] = round(timed.min(lv) * 1e3, 2)
-        row["ms / iter (median)"] = round(timed.median(lv) * 1e3, 2)
-        row["ms / iter (max)"] = round(timed.max(lv) * 1e3, 2)
-        row["rounds"] = timed.rounds
-        row["note"] = (
-            f"{k} iterations, raced alone" if lv == "eager" and k != n_iter else ""
-        )
+        row.update(_per_iter(eager if lv == "eager" else raced, lv))
+        if lv == "eager" and k != n_iter:
+            row["note"] = f"{k} iterations, raced alone"
+        elif lv in getattr(peer, "variants", ()):
+            _peer_columns(row, peer, raced.median(lv) * n_iter)
+        else:
+            row["note"] = ""
     return rows, raced
+
+
+def _peer_first(peer, name: str, say) -> dict:
+    start = perf_counter()
+    peer.call(name)
+    first = perf_counter() - start
+    say(f"first call of {name}: {first:.1f} s")
+    return {
+        "level": name,
+        "compiles": "",
+        "compile s": "",
+        "first call s": round(first, 2),
+    }
+
+
+def _peer_columns(row: dict, peer, median_fit: float) -> None:
+    """Where a peer ran; torch.compile's compile is its first call minus the median."""
+    threads = plural(peer.info["torch threads"], "thread")
+    row["note"] = f"torch {peer.info['torch']}, {threads}"
+    if row["level"].startswith("torch.compile"):
+        row["compile s"] = round(row["first call s"] - median_fit, 2)
+        row["note"] += ", compile s = first call minus the median fit"
+
+
+def talking(variants: dict, say, every: float = 5.0) -> dict:
+    """The same variants, saying through `say` how far a race has got, at most once
+    every `every` seconds (a long race is never silent for long)."""
+    done, start, last = [0], perf_counter(), [perf_counter()]
+
+    def wrap(fn):
+        def run():
+            out = fn()
+            done[0] += 1
+            now = perf_counter()
+            if done[0] % len(variants) == 0 and now - last[0] >= every:
+                last[0] = now
+                fits = plural(done[0] // len(variants), "fit")
+                say(f"race: {fits} of each, {now - start:.0f} s")
+            return out
+
+        return run
+
+    return {name: wrap(fn) for name, fn in variants.items()}
 
 
 def level_row(
@@ -207,26 +259,36 @@ def target_curves(
     return series, rows
 
 
-def newton_time_to_target(data, target: float, n_iter: int, rounds: int = 5) -> dict:
-    """Run the Newton fit for `n_iter` iterations (compiled first, then raced alone for
-    its minimum); see `time_to_target`."""
+def newton_time_to_target(
+    data, target: float, n_iter: int, rounds: int = 5, pypln=None, say=None
+) -> tuple[dict, Race]:
+    """Run the Newton fit for `n_iter` iterations to find when it first reaches
+    `target`, then race the fit that stops there (or the whole fit, if it never does)
+    against `pypln` (a function running pyPLNmodels' fit), or alone; see
+    `time_to_target`."""
     n_iter, data = check_n_iter(n_iter), device_data(data)
+    say = say or (lambda text: None)
     with blas_limited():
         with count_compiles() as log:
-            newton_program(data, n_iter)[0].block_until_ready()
+            losses, state = newton_program(data, n_iter)
+            losses.block_until_ready()
+        say(f"Newton fit, {n_iter} iterations, compiled and run")
+        stop = time_to_target(losses, 0.0, target)["iterations to target"] or n_iter
+        newton_program(data, stop)[0].block_until_ready()  # the loop that stops there
+        variants = {"Newton": lambda: newton_program(data, stop)[0]}
+        if pypln is not None:
+            variants[PYPLN] = pypln
         raced = race(
-            {"newton": lambda: newton_program(data, n_iter)[0]},
+            talking(variants, say),
             rounds=rounds,
             min_time=0.0,
             max_rounds=rounds,
             warmup=0,
         )
-        losses, state = newton_program(data, n_iter)
     Omega64 = np.linalg.inv(np.asarray(state.gram, np.float64) / data.Y.shape[0])
-    ms_per_iter = round(raced.min("newton") / n_iter * 1e3, 2)
+    row = time_to_target(losses, round(raced.min("Newton") / stop * 1e3, 2), target)
     return {
         "compile s": round(log.compile_seconds, 2),
-        "run s (min)": round(raced.min("newton"), 3),
-        **time_to_target(losses, ms_per_iter, target),
+        **row,
         "final loss, float64": f"{neg_elbo_numpy(state.params, data, Omega64):,.1f}",
-    }
+    }, raced

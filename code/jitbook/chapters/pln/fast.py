@@ -83,6 +83,24 @@ def loss_and_grads(
     return -elbo, jax.lax.optimization_barrier(grads)
 
 
+def iteration(
+    state: FastState, data: PLNData, const, XtY, lr, n: int
+) -> tuple[FastState, jax.Array]:
+    """One iteration of level "fast": loss and gradients by hand, a RAdam step, Omega
+    and its log-determinant from one Cholesky factor."""
+    loss, grads = loss_and_grads(state.params, data, state, const, XtY)
+    count = state.opt_state.count + 1
+    scalars = radam_scalars(count)
+    steps = [
+        radam_step(*a, scalars, lr)
+        for a in zip(state.params, grads, *state.opt_state[1:], strict=False)
+    ]
+    params, mu, nu = (Params(*parts) for parts in zip(*steps, strict=False))
+    g = gram(params.M, params.S)
+    Omega, logdet = precision(g, n)
+    return FastState(params, RAdamState(count, mu, nu), g, Omega, logdet), loss
+
+
 @partial(jax.jit, static_argnames="n_iter")
 def fast_program(data: PLNData, n_iter: int, lr) -> tuple[jax.Array, FastState]:
     """The compiled loop of level "fast": every change above, `n_iter` iterations in one
@@ -100,18 +118,7 @@ def fast_program(data: PLNData, n_iter: int, lr) -> tuple[jax.Array, FastState]:
     )
 
     def body(state: FastState, _) -> tuple[FastState, jax.Array]:
-        loss, grads = loss_and_grads(state.params, data, state, const, XtY)
-        count = state.opt_state.count + 1
-        scalars = radam_scalars(count)
-        steps = [
-            radam_step(*a, scalars, lr)
-            for a in zip(state.params, grads, *state.opt_state[1:], strict=False)
-        ]
-        params, mu, nu = (Params(*parts) for parts in zip(*steps, strict=False))
-        opt_state = RAdamState(count, mu, nu)
-        g = gram(params.M, params.S)
-        Omega, logdet = precision(g, n)
-        return FastState(params, opt_state, g, Omega, logdet), loss
+        return iteration(state, data, const, XtY, lr, n)
 
     state, losses = jax.lax.scan(body, state, length=n_iter)
     return losses, state

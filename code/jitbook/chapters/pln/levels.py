@@ -18,6 +18,7 @@ import numpy as np
 import optax
 from jax.tree_util import register_pytree_node_class
 
+from jitbook.cache import count_compiles
 from jitbook.chapters.pln.data import PLNData, check_n_iter, device_data
 from jitbook.chapters.pln.fast import fast_program
 from jitbook.chapters.pln.model import (
@@ -389,6 +390,47 @@ def _check_levels(levels: list) -> None:
     if unknown or not levels:
         said = f"unknown level {unknown[0]!r}" if unknown else "no level given"
         raise ValueError(f"{said}; choose from {', '.join(map(repr, LEVELS))}.")
+
+
+# --- what a first fit compiles
+
+# The jitted functions that run a level's iterations; everything else a first fit
+# compiles is eager set-up before the loop (initial parameters, identity matrices) or
+# gathering after it (stacking the losses), one small program per jnp function.
+LOOP_PROGRAMS = {
+    "eager": (),
+    "jit_step": ("neg_elbo", "_update", "apply_updates", "closed_form_sigma", "inv"),
+    "jit_iteration": ("one_iteration",),
+    "scan": ("scan_program",),
+    "namedtuple": ("namedtuple_program",),
+    "pytree": ("pytree_program",),
+    "equinox": ("equinox_program",),
+    "fast": ("fast_program",),
+}
+
+
+def first_fit_programs(data, n_iter: int, level: str) -> dict:
+    """What a level's first fit compiles from cleared caches: the jitted programs that
+    run its iterations, and the eager ones (the whole eager level; set-up before the
+    loop and gathering after it at the others).
+
+    Clears JAX's caches first (`jax.clear_caches()`), so the count does not depend on
+    what ran before. Taught in The PLN model, level by level, What each level costs.
+    """
+    if level not in LOOP_PROGRAMS:
+        raise ValueError(
+            f"unknown level {level!r}; choose one of {', '.join(LOOP_PROGRAMS)}."
+        )
+    jax.clear_caches()
+    with count_compiles() as log:
+        fit(data, n_iter, level)
+    loop = sum(log.count_for(name) for name in LOOP_PROGRAMS[level])
+    return {
+        "level": level,
+        "programs compiled": log.count,
+        "jitted programs of the loop": loop,
+        "eager programs (one per jnp function)": log.count - loop,
+    }
 
 
 # --- explorer

@@ -1,23 +1,24 @@
-"""The peers: the fast level's algorithm in PyTorch (eager and torch.compile), and
-pyPLNmodels' own fit.
+"""The peers: the PLN fit in PyTorch (eager and torch.compile) and pyPLNmodels' own fit.
 
-The 2023 tutorial found JAX slower than PyTorch on CPU; `python -m jitbook.bench pln
---peers` puts them in one table. PyTorch runs the iteration of `fast.py` step for step:
-the same ELBO and hand-written gradients, the closed-form Sigma from a Cholesky factor,
-RAdam scaled by -lr and clipped to 0.1, float32. This module needs only NumPy at import,
-so it also runs as a script in another interpreter (a venv with the optional `peers`
-extra, e.g. Python 3.11 with a CPU build of torch): the data go in and the rows come out
-through .npz files.
+The 2023 tutorial found JAX slower than PyTorch on CPU. PyTorch runs two algorithms
+here, step for step in float32: the fast level's (hand-written gradients, Sigma from a
+Cholesky factor) and the tutorial's (autograd of the ELBO, Omega as the inverse of the
+closed-form Sigma), both with RAdam scaled by -lr and clipped to 0.1. This module needs
+only NumPy at import, so it also runs as a script in another interpreter (a venv with
+torch and pyPLNmodels): ``serve`` answers one JSON line per request, so the bench can
+race the peers in the same rounds as the JAX levels (`Peer`).
 """
 
 from __future__ import annotations
 
 import importlib
 import json
-import statistics
+import os
+import shlex
 import subprocess
 import sys
 import tempfile
+import traceback
 from pathlib import Path
 from time import perf_counter
 
@@ -25,11 +26,17 @@ import numpy as np
 
 INSTALL_HINT = (
     "the peers (PyTorch, pyPLNmodels) are an optional extra: `pip install -e .[peers] "
-    "--extra-index-url "
-    "https://download.pytorch.org/whl/cpu` (CPU PyTorch), or point `--peers-python` at "
-    "an interpreter "
-    "that has torch and pyPLNmodels installed"
+    "--extra-index-url https://download.pytorch.org/whl/cpu` (CPU PyTorch), or point "
+    "`--peers-python` at an interpreter that has torch and pyPLNmodels installed"
 )
+# The peer variants, and the JAX level that runs the same algorithm.
+VARIANTS = {
+    "PyTorch eager": ("fast", False),
+    "torch.compile": ("fast", True),
+    "PyTorch eager, tutorial's algorithm": ("tutorial", False),
+    "torch.compile, tutorial's algorithm": ("tutorial", True),
+}
+SAME_AS = {"fast": "fast", "tutorial": "scan"}
 
 
 def peers_missing() -> str | None:
@@ -43,33 +50,71 @@ def peers_missing() -> str | None:
     return None
 
 
-def torch_neg_elbo(params, data, Omega):
-    """Minus the ELBO in PyTorch, written like `model.neg_elbo` (tests compare the two
-    at the same parameters)."""
+def _neg_elbo_t(B, M, S, Y, O, X, Omega, log_fact_sum):
+    """Minus the ELBO on torch tensors, written like `model.neg_elbo`."""
     import torch
 
-    B, M, S = (torch.as_tensor(np.asarray(a, np.float32)) for a in params)
-    Y, O, X = (torch.as_tensor(np.asarray(a, np.float32)) for a in data)
-    Omega = torch.as_tensor(np.asarray(Omega, np.float32))
     n, p = Y.shape
     S2 = S * S
     Z = O + M + X @ B
-    k = Y + (Y == 0)
-    log_fact = 0.5 * torch.log(2 * torch.pi * k) + k * (torch.log(k) - 1.0)
     elbo = n / 2 * torch.linalg.slogdet(Omega)[1]
     elbo = elbo + torch.sum(Y * Z - torch.exp(Z + S2 / 2) + 0.5 * torch.log(S2))
-    elbo = elbo - 0.5 * torch.trace(
-        (M.T @ M + torch.diag(torch.sum(S2, dim=0))) @ Omega
+    elbo = elbo - 0.5 * torch.trace((M.T @ M + torch.diag(torch.sum(S2, 0))) @ Omega)
+    return -(elbo + 0.5 * n * p - log_fact_sum)
+
+
+def _log_fact_sum(Y):
+    import torch
+
+    k = Y + (Y == 0)
+    return torch.sum(0.5 * torch.log(2 * torch.pi * k) + k * (torch.log(k) - 1.0))
+
+
+def torch_neg_elbo(params, data, Omega):
+    """Minus the ELBO in PyTorch from NumPy inputs (tests compare it with
+    `model.neg_elbo` at the same parameters)."""
+    import torch
+
+    B, M, S, Y, O, X, Omega = (
+        torch.as_tensor(np.asarray(a, np.float32)) for a in (*params, *data, Omega)
     )
-    return -(elbo + 0.5 * n * p - torch.sum(log_fact))
+    return _neg_elbo_t(B, M, S, Y, O, X, Omega, _log_fact_sum(Y))
 
 
-def _step(params, mu, nu, count, gram, Omega, logdet, Y, O, X, XtY, const, lr: float):
-    """One iteration of `fast.py`'s loop body in PyTorch: loss and gradients, a RAdam
-    step, the closed form."""
+def _radam(params, grads, mu, nu, count, lr: float):
+    """One RAdam step, scaled by -lr and clipped to 0.1, with RAdam's scalars exactly
+    as fast.radam_scalars computes them, in float32."""
+    import torch
+
+    count = count + 1
+    b1, b2, ro_inf = 0.9, 0.999, 2.0 / (1.0 - 0.999) - 1.0
+    b2t = b2**count
+    ro = ro_inf - 2 * count * b2t / (1 - b2t)
+    r = torch.sqrt(
+        (ro - 4.0) * (ro - 2.0) * ro_inf / ((ro_inf - 4.0) * (ro_inf - 2.0) * ro)
+    )
+    new_x, new_m, new_v = [], [], []
+    for x, g, m, v in zip(params, grads, mu, nu, strict=True):
+        m = b1 * m + (1 - b1) * g
+        v = b2 * v + (1 - b2) * g * g
+        m_hat = m / (1 - b1**count)
+        step = torch.where(
+            ro >= 5.0, r * m_hat / (torch.sqrt(v / (1 - b2t)) + 1e-8), m_hat
+        )
+        new_x.append(x + torch.clamp(-lr * step, -0.1, 0.1))
+        new_m.append(m)
+        new_v.append(v)
+    return tuple(new_x), tuple(new_m), tuple(new_v), count
+
+
+def _fast_step(params, opt, Omega, aux, data, lr: float):
+    """One iteration of `fast.py`'s loop body: loss and gradients by hand, a RAdam
+    step, Omega from a Cholesky factor of the closed-form Sigma."""
     import torch
 
     B, M, S = params
+    Y, O, X = data
+    gram, logdet, XtY, const = aux
     n = Y.shape[0]
     S2 = S * S
     A = torch.exp(O + M + X @ B + S2 / 2)
@@ -79,108 +124,64 @@ def _step(params, mu, nu, count, gram, Omega, logdet, Y, O, X, XtY, const, lr: f
         + torch.sum(XtY * B)
         - torch.sum(gram * Omega) / 2
     )
-    grads = (
-        X.T @ A - XtY,
-        A - Y + M @ Omega,
-        S * (A + torch.diagonal(Omega)) - 1.0 / S,
-    )
-    count = (
-        count + 1
-    )  # RAdam's scalars exactly as fast.radam_scalars computes them, in float32
-    b1, b2, ro_inf = 0.9, 0.999, 2.0 / (1.0 - 0.999) - 1.0
-    b2t = b2**count
-    ro = ro_inf - 2 * count * b2t / (1 - b2t)
-    r = torch.sqrt(
-        (ro - 4.0) * (ro - 2.0) * ro_inf / ((ro_inf - 4.0) * (ro_inf - 2.0) * ro)
-    )
-    new_params, new_mu, new_nu = [], [], []
-    for x, g, m, v in zip(params, grads, mu, nu, strict=True):
-        m = b1 * m + (1 - b1) * g
-        v = b2 * v + (1 - b2) * g * g
-        m_hat = m / (1 - b1**count)
-        step = torch.where(
-            ro >= 5.0, r * m_hat / (torch.sqrt(v / (1 - b2t)) + 1e-8), m_hat
-        )
-        new_params.append(x + torch.clamp(-lr * step, -0.1, 0.1))
-        new_mu.append(m)
-        new_nu.append(v)
-    B, M, S = new_params
+    grads = (X.T @ A - XtY, A - Y + M @ Omega, S * (A + torch.diagonal(Omega)) - 1 / S)
+    params, mu, nu, count = _radam(params, grads, *opt, lr)
+    B, M, S = params
     gram = M.T @ M + torch.diag(torch.sum(S * S, dim=0))
     L = torch.linalg.cholesky(gram / n)
-    Omega = torch.cholesky_inverse(L)
     logdet = -2.0 * torch.sum(torch.log(torch.diagonal(L)))
-    return (
-        -(elbo + const),
-        tuple(new_params),
-        tuple(new_mu),
-        tuple(new_nu),
-        count,
-        gram,
-        Omega,
-        logdet,
-    )
+    aux = (gram, logdet, XtY, const)
+    return -(elbo + const), params, (mu, nu, count), torch.cholesky_inverse(L), aux
 
 
-_compiled_step = None
+def _tutorial_step(params, opt, Omega, aux, data, lr: float):
+    """One iteration of the tutorial's algorithm (the scan level's): autograd of minus
+    the ELBO, a RAdam step, Omega the inverse of the closed-form Sigma."""
+    import torch
+
+    Y, O, X = data
+    grads, loss = torch.func.grad_and_value(
+        lambda p: _neg_elbo_t(*p, Y, O, X, Omega, aux[0]), argnums=0
+    )(params)
+    params, mu, nu, count = _radam(params, grads, *opt, lr)
+    _, M, S = params
+    Sigma = (M.T @ M + torch.diag(torch.sum(S * S, dim=0))) / M.shape[0]
+    return loss, params, (mu, nu, count), torch.linalg.inv(Sigma), aux
+
+
+_STEPS = {"fast": _fast_step, "tutorial": _tutorial_step}
+_compiled: dict[str, object] = {}
 
 
 def run_torch(
-    data, n_iter: int, lr: float = 1.0, compiled: bool = False
+    data, n_iter: int, lr: float = 1.0, compiled: bool = False, algorithm="fast"
 ) -> tuple[np.ndarray, tuple[np.ndarray, ...]]:
-    """The fast level's fit in PyTorch: per-iteration loss and the final (B, M, S), as
-    NumPy arrays."""
+    """A fit in PyTorch (``algorithm`` "fast" or "tutorial", eager or compiled):
+    per-iteration loss and the final (B, M, S), as NumPy arrays."""
     import torch
 
-    global _compiled_step
-    if compiled and _compiled_step is None:
-        _compiled_step = torch.compile(_step, fullgraph=True)
-    step = _compiled_step if compiled else _step
-    Y, O, X = (torch.as_tensor(np.asarray(a, np.float32)) for a in data)
+    step = _STEPS[algorithm]
+    if compiled:
+        step = _compiled.setdefault(algorithm, torch.compile(step))
+    Y, O, X = data = tuple(torch.as_tensor(np.asarray(a, np.float32)) for a in data)
     n, p = Y.shape
-    with torch.inference_mode():
-        k = Y + (Y == 0)
-        const = (
-            torch.sum(Y * O)
-            + 0.5 * n * p
-            - torch.sum(0.5 * torch.log(2 * torch.pi * k) + k * (torch.log(k) - 1.0))
-        )
-        XtY = X.T @ Y
+    with torch.inference_mode(algorithm == "fast"):
+        log_fact_sum = _log_fact_sum(Y)
         params = (torch.zeros(X.shape[1], p), torch.zeros(n, p), torch.ones(n, p))
-        mu = nu = tuple(torch.zeros_like(x) for x in params)
-        count, logdet = torch.zeros(()), torch.zeros(())
-        gram = params[1].T @ params[1] + torch.diag(torch.sum(params[2] ** 2, dim=0))
+        zeros = tuple(torch.zeros_like(x) for x in params)
+        opt = (zeros, zeros, torch.zeros(()))
+        if algorithm == "fast":
+            gram = torch.diag(torch.sum(params[2] ** 2, dim=0))
+            const = torch.sum(Y * O) + 0.5 * n * p - log_fact_sum
+            aux = (gram, torch.zeros(()), X.T @ Y, const)
+        else:
+            aux = (log_fact_sum,)
         Omega, losses = torch.eye(p), []
         for _ in range(n_iter):
-            loss, params, mu, nu, count, gram, Omega, logdet = step(
-                params, mu, nu, count, gram, Omega, logdet, Y, O, X, XtY, const, lr
-            )
-            losses.append(loss)
-        return torch.stack(losses).numpy(), tuple(x.numpy() for x in params)
-
-
-def _timed_row(
-    name: str, run, n_iter: int, repeats: int, note: str, compiles: bool = False
-) -> dict:
-    start = perf_counter()
-    run()
-    first = perf_counter() - start
-    times = []
-    for _ in range(repeats):
-        start = perf_counter()
-        run()
-        times.append(perf_counter() - start)
-    median = statistics.median(times)
-    return {
-        "level": name,
-        "compiles": "",
-        "compile s": round(first - median, 2) if compiles else "",
-        "first call s": round(first, 2),
-        "run s (median)": round(median, 3),
-        "run s (min)": round(min(times), 3),
-        "run s (max)": round(max(times), 3),
-        "ms / iter": round(median / n_iter * 1e3, 2),
-        "note": note,
-    }
+            loss, params, opt, Omega, aux = step(params, opt, Omega, aux, data, lr)
+            losses.append(loss.detach())
+        out = tuple(x.detach().numpy() for x in params)
+        return torch.stack(losses).numpy(), out
 
 
 def fit_pypln(data) -> dict:
@@ -201,14 +202,11 @@ def fit_pypln(data) -> dict:
         np.asarray(t, np.float64)
         for t in (model.latent_mean, model.latent_sqrt_variance)
     )
-    B = (
-        np.linalg.pinv(X.astype(np.float64)) @ M
-    )  # the part of its latent mean that X explains
+    B = np.linalg.pinv(X.astype(np.float64)) @ M  # the part X explains
     return {
         "seconds": seconds,
-        "iterations": len(
-            model._elbo_criterion_monitor.elbo_list
-        ),  # no public count of iterations done
+        # no public count of the iterations done
+        "iterations": len(model._elbo_criterion_monitor.elbo_list),
         "elbo": float(model.elbo),
         "version": pyPLNmodels.__version__,
         "B": B,
@@ -217,38 +215,319 @@ def fit_pypln(data) -> dict:
     }
 
 
-def benchmark_peers(
-    data, n_iter: int, repeats: int = 3, pypln: bool = True
-) -> tuple[list[dict], dict | None]:
-    """Rows for PyTorch eager and torch.compile (the columns of
-    `bench.benchmark_levels`), and pyPLNmodels' fit."""
+def pypln_loss(pypln: dict, data) -> float:
+    """pyPLNmodels' (B, M, S) scored with the book's minus-ELBO (float64, closed-form
+    Omega): the target the Newton fit races to."""
+    from jitbook.chapters.pln.model import neg_elbo_numpy
+
+    B, M, S = (np.asarray(pypln[k], np.float64) for k in "BMS")
+    Omega = np.linalg.inv((M.T @ M + np.diag(np.sum(S * S, axis=0))) / M.shape[0])
+    return neg_elbo_numpy((B, M, S), data, Omega)
+
+
+# --- the peer process: one JSON line per request, one per answer
+
+
+def _setup(state: dict, msg: dict) -> dict:
+    missing = peers_missing()
+    if missing:
+        return {"error": missing}
+    import pyPLNmodels
     import torch
 
-    version = f"torch {torch.__version__}, {torch.get_num_threads()} threads"
-    rows = [
-        _timed_row(
-            "PyTorch eager", lambda: run_torch(data, n_iter), n_iter, repeats, version
-        ),
-        _timed_row(
-            "torch.compile",
-            lambda: run_torch(data, n_iter, compiled=True),
-            n_iter,
-            repeats,
-            "compile s = first call minus the median run",
-            compiles=True,
-        ),
+    if msg.get("threads"):
+        torch.set_num_threads(msg["threads"])
+    with np.load(msg["data"]) as a:
+        state["data"] = (a["Y"], a["O"], a["X"])
+    state["n_iter"], state["lr"] = msg["n_iter"], msg.get("lr", 1.0)
+    return {
+        "python": sys.version.split()[0],
+        "torch": torch.__version__,
+        "pyPLNmodels": pyPLNmodels.__version__,
+        "torch threads": torch.get_num_threads(),
+        "torch threads set by --peer-threads": bool(msg.get("threads")),
+        "torch interop threads": torch.get_num_interop_threads(),
+        "variants": list(VARIANTS),
+    }
+
+
+def handle(state: dict, msg: dict) -> dict:
+    """Answer one request: setup, call (one fit of a variant), pypln, ping."""
+    op = msg.get("op")
+    if op == "setup":
+        return _setup(state, msg)
+    if op == "call":
+        algorithm, compiled = VARIANTS[msg["name"]]
+        start = perf_counter()
+        run_torch(state["data"], state["n_iter"], state["lr"], compiled, algorithm)
+        return {"seconds": perf_counter() - start}
+    if op == "pypln":
+        fit = fit_pypln(state["data"])
+        np.savez(msg["out"], **{k: fit.pop(k) for k in "BMS"})
+        return fit
+    if op == "ping":
+        return {}
+    return {"error": f"unknown request {op!r}"}
+
+
+def serve() -> None:
+    """Answer requests on stdin until it closes; all else printed goes to stderr."""
+    answers = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)  # torch.compile and pyPLNmodels print: keep the answers clean
+    state: dict = {}
+    for line in sys.stdin:
+        try:
+            answer = handle(state, json.loads(line))
+        except Exception:  # noqa: BLE001  (the parent shows it)
+            answer = {"error": traceback.format_exc()[-2000:]}
+        answers.write(json.dumps(answer) + "\n")
+        answers.flush()
+
+
+class Peer:
+    """A peer process (``python`` running this file's ``serve``), asked one fit at a
+    time, so its fits join the rounds of the JAX levels."""
+
+    def __init__(
+        self, python: str, data, n_iter: int, lr: float = 1.0, threads: int = 0
+    ):
+        self.python, self._tmp = python, tempfile.TemporaryDirectory()
+        self._log = open(Path(self._tmp.name, "stderr.txt"), "w+")
+        # -P: do not put this file's folder on sys.path, where data.py and profile.py
+        # would shadow other modules
+        self._proc = subprocess.Popen(
+            [python, "-P", __file__, "serve"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self._log,
+            text=True,
+        )
+        src = Path(self._tmp.name, "data.npz")
+        np.savez(src, **dict(zip("YOX", (np.asarray(a) for a in data), strict=True)))
+        try:
+            self.info = self.ask(
+                op="setup", data=str(src), n_iter=n_iter, lr=lr, threads=threads
+            )
+        except BaseException:
+            self.close()
+            raise
+        self.variants: list[str] = self.info["variants"]
+
+    def ask(self, **msg) -> dict:
+        """Send one request and wait for its answer; a failure raises with the peer's
+        own message."""
+        try:
+            self._proc.stdin.write(json.dumps(msg) + "\n")
+            self._proc.stdin.flush()
+            line = self._proc.stdout.readline()
+        except BrokenPipeError:
+            line = ""
+        answer = json.loads(line) if line.strip() else {"error": self._stderr()}
+        if "error" in answer:
+            raise RuntimeError(
+                f"{self.python} could not run the peers ({msg['op']}): "
+                f"{answer['error'].strip()}"
+            )
+        return answer
+
+    def _stderr(self) -> str:
+        self._log.seek(0)
+        return "the peer process ended: " + self._log.read()[-2000:]
+
+    def call(self, name: str) -> float:
+        """One fit of variant ``name``; the seconds it took there."""
+        return self.ask(op="call", name=name)["seconds"]
+
+    def pypln(self) -> dict:
+        """pyPLNmodels' default fit, there: its figures and (B, M, S)."""
+        out = Path(self._tmp.name, "pypln.npz")
+        fit = self.ask(op="pypln", out=str(out))
+        with np.load(out) as a:
+            return fit | {k: a[k] for k in "BMS"}
+
+    def close(self) -> None:
+        """End the peer process for sure and reap it."""
+        try:
+            self._proc.stdin.close()  # the peer's loop ends at the end of its input
+        except BrokenPipeError:
+            pass
+        try:
+            self._proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
+            self._proc.wait()
+        self._proc.stdout.close()
+        self._log.close()
+        self._tmp.cleanup()
+
+    def __enter__(self) -> Peer:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+# --- the recorded run: data/peers/<name>.json, read by the PLN page
+
+RECORDINGS = Path(__file__).resolve().parents[4] / "data" / "peers"
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    import platform
+
+    return platform.processor() or "unknown"
+
+
+def _commit() -> str:
+    root = Path(__file__).resolve().parents[4]  # the book's checkout
+    done = subprocess.run(
+        ["git", "-C", str(root), "describe", "--always", "--dirty", "--abbrev=12"],
+        capture_output=True,
+        text=True,
+    )
+    return done.stdout.strip() or "unknown (not a git checkout)"
+
+
+def start_record(argv: list[str]) -> dict:
+    """Provenance taken when the run starts: command, machine, CPU, load, versions."""
+    import datetime
+    import platform
+
+    import jax
+
+    from jitbook.chapters.pln.threads import blas_threads
+    from jitbook.guard import XLA_FLAG
+
+    return {
+        "command": "python -m jitbook.bench " + shlex.join(argv),
+        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "book commit": _commit(),
+        "machine": platform.node(),
+        "cpu": {"model": _cpu_model(), "cores": os.cpu_count()},
+        "load average at start": [round(x, 2) for x in os.getloadavg()],
+        "jax": jax.__version__,
+        "guard flag": XLA_FLAG in os.environ.get("XLA_FLAGS", "").split(),
+        "OpenBLAS threads inside a fit": 1,
+        "OpenBLAS threads as the process has it": blas_threads(),
+    }
+
+
+def write_record(record: dict, out: dict, name: str, wall: float) -> Path:
+    """Write the run (provenance, rows, every round's times) to data/peers/NAME.json."""
+    record = record | out
+    record["load average at end"] = [round(x, 2) for x in os.getloadavg()]
+    record["wall s"] = round(wall, 1)
+    RECORDINGS.mkdir(parents=True, exist_ok=True)
+    path = RECORDINGS / f"{name or record['date'][:10]}.json"
+    path.write_text(json.dumps(record, indent=1, default=float) + "\n")
+    return path
+
+
+def recording(name: str) -> dict | None:
+    """The run recorded as data/peers/NAME.json (None if there is none)."""
+    path = RECORDINGS / f"{name}.json"
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def latest() -> dict | None:
+    """The newest recorded run under data/peers/, by its date (None if none)."""
+    runs = [json.loads(p.read_text()) for p in sorted(RECORDINGS.glob("*.json"))]
+    return max(runs, key=lambda r: r["date"]) if runs else None
+
+
+def recorded_race(record: dict):
+    """The recorded rounds as a `timing.Race`: verdicts by the book's rule."""
+    from jitbook.timing import Race
+
+    return Race(record["race"], record["per"], "iter")
+
+
+# The comparisons the bench and the page make: a JAX level against the peers that run
+# its algorithm.
+PAIRS = [
+    ("jit_step", "PyTorch eager, tutorial's algorithm"),
+    ("fast", "PyTorch eager"),
+    ("fast", "torch.compile"),
+    ("scan", "PyTorch eager, tutorial's algorithm"),
+    ("scan", "torch.compile, tutorial's algorithm"),
+    ("fast", "scan"),
+    ("scan", "jit_iteration"),
+    ("scan", "jit_step"),
+]
+
+
+def verdicts(raced) -> dict[tuple[str, str], object]:
+    """Every pair of `PAIRS` both of whose members ran: its verdict."""
+    return {
+        (a, b): raced.verdict(a, b)
+        for a, b in PAIRS
+        if a in raced.names and b in raced.names
+    }
+
+
+def verdict_rows(record: dict) -> list[dict]:
+    """The recorded answer, level by level: each JAX level against the PyTorch peers
+    that run its algorithm, by the book's verdict rule.
+
+    Taught in A worked example, PyTorch on a CPU.
+    """
+    raced = recorded_race(record)
+    return [
+        {
+            "JAX level": a,
+            "was": v.phrase,
+            "PyTorch": b,
+            "rounds the JAX level won": f"{v.wins} of {v.rounds}",
+        }
+        for (a, b), v in verdicts(raced).items()
+        if b in VARIANTS
     ]
-    return rows, fit_pypln(data) if pypln else None
+
+
+def newton_race(record: dict):
+    """The recorded race of the Newton fit to pyPLNmodels' loss against its fit."""
+    from jitbook.timing import Race
+
+    return Race(record["newton race"])
+
+
+def remake(record: dict, python: str) -> str:
+    """The shell lines that remake `record`: a venv with the peers, then its command
+    with that venv's Python."""
+    argv = shlex.split(record["command"])
+    at = argv.index("--peers-python") + 1
+    argv[at] = python
+    venv = python.rsplit("/bin/", 1)[0]
+    return (
+        f"python3.11 -m venv {venv}\n"
+        f"{venv}/bin/pip install torch=={record['peer']['torch'].split('+')[0]} "
+        f"pyPLNmodels=={record['peer']['pyPLNmodels']} 'setuptools<82' "
+        "--extra-index-url https://download.pytorch.org/whl/cpu\n" + shlex.join(argv)
+    )
+
+
+def caption(info: dict, python: str) -> str:
+    """Where the peers ran, for the table's caption."""
+    return (
+        f"JAX levels in this process; PyTorch {info['torch']} "
+        f"({info['torch threads']} thread{'s' * (info['torch threads'] != 1)}) and "
+        f"pyPLNmodels {info['pyPLNmodels']} in "
+        f"Python {info['python']} ({python}), in the same interleaved rounds."
+    )
 
 
 def run_in(python: str, task: str, arrays: dict, **options) -> dict:
-    """Run one of this module's tasks in another interpreter: arrays in and out through
+    """Run one task (elbo or fit) in another interpreter: arrays in and out through
     .npz files."""
     with tempfile.TemporaryDirectory() as tmp:
         src, out = Path(tmp, "in.npz"), Path(tmp, "out.npz")
         np.savez(src, **{k: np.asarray(v) for k, v in arrays.items()})
-        # -P: do not put this file's folder on sys.path, where data.py and profile.py
-        # would shadow other modules
         cmd = [python, "-P", __file__, task, str(src), str(out), json.dumps(options)]
         done = subprocess.run(cmd, capture_output=True, text=True)
         if done.returncode != 0:
@@ -260,91 +539,22 @@ def run_in(python: str, task: str, arrays: dict, **options) -> dict:
             return {k: result[k] for k in result.files}
 
 
-def pypln_row(pypln: dict, data) -> tuple[dict, float]:
-    """pyPLNmodels' fit as a table row, and its minus-ELBO in the book's form (float64,
-    closed-form Omega)."""
-    from jitbook.chapters.pln.model import neg_elbo_numpy
-
-    B, M, S = (np.asarray(pypln[k], np.float64) for k in "BMS")
-    n = M.shape[0]
-    Omega = np.linalg.inv((M.T @ M + np.diag(np.sum(S * S, axis=0))) / n)
-    loss = neg_elbo_numpy((B, M, S), data, Omega)
-    seconds, iters = pypln["seconds"], pypln["iterations"]
-    row = {
-        "level": f"pyPLNmodels {pypln['version']} fit()",
-        "first call s": round(seconds, 2),
-        "ms / iter": round(seconds / iters * 1e3, 2),
-        "note": f"its own default fit, one run, {iters} iterations; its ELBO "
-        f"{pypln['elbo']:,.0f}, book's loss {loss:,.0f}",
-    }
-    return row, loss
-
-
-def add_peers(
-    rows: list[dict], data, n_iter: int, repeats: int, python: str | None = None
-) -> tuple[str, float | None]:
-    """Append the peer rows to the JAX levels' `rows`; return where they ran and
-    pyPLNmodels' loss.
-
-    With `python`, the peers run in that interpreter as a subprocess; otherwise in this
-    one. If torch or pyPLNmodels is missing, nothing is appended and the text says how
-    to get them.
-    """
-    arrays = dict(zip("YOX", data, strict=True))
-    if python:
-        out = run_in(python, "bench", arrays, n_iter=n_iter, repeats=repeats)
-        peer, pypln = (
-            json.loads(str(out["rows"])),
-            json.loads(str(out["pypln"])) | {k: out[k] for k in "BMS"},
-        )
-        where = (
-            "PyTorch and pyPLNmodels rows measured in a subprocess running Python "
-            f"{out['python']} ({python})"
-        )
-    else:
-        missing = peers_missing()
-        if missing:
-            return f"Peers not measured: {missing}.", None
-        peer, pypln = benchmark_peers(data, n_iter, repeats)
-        where = "every row measured in this process"
-    row, loss = pypln_row(pypln, data)
-    rows += peer + [row]
-    return (
-        f"JAX levels in this process, {where}, one after the other in the same command "
-        "run.",
-        loss,
-    )
-
-
-def _main(task: str, src: str, out: str, options: str) -> None:
+def _main(task: str, *args: str) -> None:
+    if task == "serve":
+        return serve()
+    src, out, options = args
     opts = json.loads(options)
     with np.load(src) as inp:
         a = {k: inp[k] for k in inp.files}
     data = (a["Y"], a["O"], a["X"])
     if task == "elbo":
-        result = {
-            "loss": torch_neg_elbo((a["B"], a["M"], a["S"]), data, a["Omega"]).numpy()
-        }
+        params = (a["B"], a["M"], a["S"])
+        result = {"loss": torch_neg_elbo(params, data, a["Omega"]).numpy()}
     elif task == "fit":
-        losses, (B, M, S) = run_torch(
-            data, opts["n_iter"], opts.get("lr", 1.0), opts.get("compiled", False)
-        )
+        losses, (B, M, S) = run_torch(data, **opts)
         result = {"losses": losses, "B": B, "M": M, "S": S}
-    elif task == "bench":
-        rows, pypln = benchmark_peers(
-            data, opts["n_iter"], opts["repeats"], opts.get("pypln", True)
-        )
-        result = {
-            "rows": np.array(json.dumps(rows)),
-            "python": np.array(sys.version.split()[0]),
-        }
-        if pypln:
-            result.update(
-                {k: pypln.pop(k) for k in ("B", "M", "S")},
-                pypln=np.array(json.dumps(pypln)),
-            )
     else:
-        raise SystemExit(f"unknown task {task!r}; choose elbo, fit or bench")
+        raise SystemExit(f"unknown task {task!r}; choose serve, elbo or fit")
     np.savez(out, **result)
 
 

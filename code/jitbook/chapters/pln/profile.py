@@ -6,14 +6,20 @@ from __future__ import annotations
 import collections
 import gzip
 import json
+import os
+import re
 import tempfile
 from pathlib import Path
 
 import jax
+from threadpoolctl import threadpool_limits
 
-from jitbook.chapters.pln.data import device_data
+from jitbook.chapters.pln.converge import newton_program
+from jitbook.chapters.pln.data import check_n_iter, device_data
 from jitbook.chapters.pln.fast import fast_program
 from jitbook.chapters.pln.levels import namedtuple_program, scan_program
+from jitbook.chapters.pln.threads import blas_limited, blas_threads
+from jitbook.timing import Race, race
 
 PROGRAMS = {
     "scan": scan_program,
@@ -82,7 +88,6 @@ def big_sum_in_fresh_process(xla_flags: str, shape: tuple[int, int]) -> dict:
 
     A new process, because XLA reads its flags once, when the CPU backend starts.
     """
-    import os
     import subprocess
     import sys
 
@@ -106,3 +111,94 @@ def big_sum_in_fresh_process(xla_flags: str, shape: tuple[int, int]) -> dict:
         "reduce-window": "reduce-window" in text,
         "fusions": text.count(" fusion("),
     }
+
+
+# XLA bookkeeping inside a fused computation: no arithmetic of its own.
+_PLUMBING = {"parameter", "tuple", "bitcast"}
+
+
+_INSTRUCTION = re.compile(r"^\s+(?:ROOT )?%[\w.-]+ = .*? ([\w-]+)\(")
+
+
+def _computations(hlo: str) -> dict[str, list[str]]:
+    """HLO text's computations: name -> the opcodes of its instructions."""
+    bodies, name = {}, None
+    for line in hlo.splitlines():
+        head = re.match(r"^(?:ENTRY )?%?([\w.-]+) \(.*\{$", line)
+        if head:
+            name, bodies[head.group(1)] = head.group(1), []
+        elif name and (op := _INSTRUCTION.match(line)):
+            bodies[name].append(op.group(1))
+    return bodies
+
+
+def ynn_fusion_ops(compiled: jax.stages.Compiled) -> dict[str, list[str]]:
+    """Each YNN fusion of a compiled program and the operations it computes (XLA's
+    bookkeeping left out): the profile's `ynn_fusion` rows read by what they do.
+
+    Taught in The PLN model, made fast, Where the time goes.
+    """
+    hlo = compiled.as_text()
+    bodies = _computations(hlo)
+    fusions = re.findall(r"%(ynn_fusion[\w.]*) = .*?calls=%([\w.-]+)", hlo)
+    return {
+        fusion: sorted({op for op in bodies.get(called, []) if op not in _PLUMBING})
+        for fusion, called in fusions
+    }
+
+
+def loops_race(data, n_iter: int, rounds: int = 7, min_time: float = 0.0) -> Race:
+    """The compiled loops of the page in one race, per iteration: the scan level with
+    OpenBLAS's pool as the process has it and limited to one thread, the fast level
+    and the Newton fit (both limited, as `fit` runs them).
+
+    One race, so a change of load on the machine hits every loop alike. Taught in The
+    PLN model, made fast, Two thread pools.
+    """
+    n_iter, data = check_n_iter(n_iter), device_data(data)
+
+    def limited(program):
+        def run():
+            with blas_limited():
+                return program()[0]
+
+        return run
+
+    def as_is():
+        with threadpool_limits(limits=None):  # built at each call: it acts when built
+            return scan_program(data, n_iter, 1.0)[0]
+
+    loops = {
+        f"scan, OpenBLAS as the process has it ({blas_threads()} threads)": as_is,
+        "scan, OpenBLAS limited (1 thread)": limited(
+            lambda: scan_program(data, n_iter, 1.0)
+        ),
+        "fast": limited(lambda: fast_program(data, n_iter, 1.0)),
+        "newton": limited(lambda: newton_program(data, n_iter)),
+    }
+    return race(loops, rounds=rounds, min_time=min_time, per=n_iter)
+
+
+# jax-ml/jax#39103's reproducer (float32 case): a vmapped matrix-vector product, then a
+# reduction, wrong under jit on CPU from jaxlib 0.10.2.
+_ISSUE_39103 = """
+import json, jax, jax.numpy as jnp
+i = jnp.arange(32_769, dtype=jnp.float32)
+x = jnp.stack((i, jnp.zeros_like(i), jnp.zeros_like(i)), axis=1)
+matrix = jnp.eye(3, dtype=jnp.float32)
+f = lambda x: jax.vmap(lambda row: jnp.sum((matrix @ row) ** 2))(x)
+print(json.dumps({"jax": jax.__version__, "eager": float(f(x)[-1]),
+                  "jit": float(jax.jit(f)(x)[-1])}))
+"""
+
+
+def issue_39103_in_fresh_process() -> dict:
+    """The reproducer of jax-ml/jax#39103 in a new process without the book's guard
+    flag: its last value eager and jitted, on the installed JAX.
+
+    Taught in The PLN model, made fast, Where the time goes.
+    """
+    from jitbook.guard import run_for_json
+
+    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    return run_for_json(["-c", _ISSUE_39103], "the jax#39103 reproducer", env=env)

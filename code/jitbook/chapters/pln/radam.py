@@ -3,8 +3,10 @@ and jit round it apart.
 
 optax's `scale_by_radam` multiplies the step by a rectifier r_t computed from rho_inf -
 2 t b2^t / (1 - b2^t), two nearly equal numbers: float32 keeps few digits of the
-difference, and eager and compiled code (where XLA fuses the arithmetic) round it
-differently.
+difference. `b2 ** count` is `jnp.power`, which takes a concrete integer exponent
+(eager: the count is a concrete array) to `lax.integer_pow`, repeated multiplication,
+and a traced one (under jit) to `lax.pow`; the two round b2^t apart, and the
+cancellation magnifies that. Given the same b2^t, eager and jit compute the same rho.
 """
 
 from __future__ import annotations
@@ -77,6 +79,48 @@ def unit_steps(n_steps: int = 8) -> jax.Array:
         u, state = radam.update(g, state)
         updates.append(u[0])
     return jnp.stack(updates)
+
+
+def power_primitive(traced: bool, step: int = 6, b2: float = 0.999) -> str:
+    """The primitive that RAdam's `b2 ** count` records: `integer_pow` when the count
+    is a concrete array (eager), `pow` when it is traced (under jit)."""
+    count = jnp.asarray(step, jnp.int32)
+    if traced:
+        jaxpr = jax.make_jaxpr(lambda c: b2**c)(count)
+    else:
+        jaxpr = jax.make_jaxpr(lambda: b2**count)()
+    (eqn,) = jaxpr.eqns[-1:]
+    return eqn.primitive.name
+
+
+def rho(count, b2t, b2: float = 0.999):
+    """RAdam's rho_t from the step count and b2^t, as optax computes it."""
+    rho_inf = 2.0 / (1.0 - b2) - 1.0
+    return rho_inf - 2 * count * b2t / (1 - b2t)
+
+
+def rounding_apart(step: int = 6, b2: float = 0.999) -> list[dict]:
+    """b2^t at `step`, eager and jitted, and rho from each, eager and jitted: the two
+    b2^t differ, while each b2^t gives one rho either way.
+
+    Taught in The PLN model, level by level, Same algorithm, same numbers.
+    """
+    count = jnp.asarray(step, jnp.int32)
+    b2ts = {
+        f"eager ({power_primitive(False, step, b2)})": b2**count,
+        f"jit ({power_primitive(True, step, b2)})": jax.jit(lambda c: b2**c)(count),
+    }
+    exact = b2**step
+    return [
+        {
+            "b2^t computed": name,
+            "b2^t": float(b2t),
+            "error against float64": float(b2t) - exact,
+            "rho, eager": float(rho(count, b2t, b2)),
+            "rho, jit": float(jax.jit(rho)(count, b2t)),
+        }
+        for name, b2t in b2ts.items()
+    ]
 
 
 def rectifier_float64(step: int, b2: float = 0.999) -> float:

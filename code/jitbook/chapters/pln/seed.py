@@ -6,6 +6,7 @@ The fitted levels use none of it; `model.py` and `levels.py` hold the corrected 
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 
 import jax
@@ -171,3 +172,31 @@ def fit_level4(model: SeedPLN, n_iter: int) -> jax.Array:
     start = (model, opt.init(model.params()))
     _, losses = jax.lax.scan(body, start, length=n_iter)
     return losses
+
+
+class PlainPLN:
+    """The tutorial's level-3 container: a plain class, unknown to JAX's pytrees."""
+
+    def __init__(self, M: jax.Array, S: jax.Array) -> None:
+        self.M, self.S = M, S
+
+
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass
+class DataclassPLN:
+    """The same container as a dataclass, registered with JAX's own
+    `register_dataclass`: its array fields are children, `n_iter` is static metadata.
+
+    Taught in A worked example: the PLN model, level by level,
+    Bugs in the 2023 code.
+    """
+
+    M: jax.Array
+    S: jax.Array
+    n_iter: int = dataclasses.field(default=1, metadata={"static": True})
+
+
+def carry_through_scan(model, n_iter: int = 2):
+    """`model` as the carry of a `lax.scan` that leaves it unchanged, as the tutorial's
+    level 3 carried its class: the carry comes back, or JAX refuses its type."""
+    return jax.lax.scan(lambda carry, _: (carry, None), model, length=n_iter)[0]

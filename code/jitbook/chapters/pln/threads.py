@@ -10,6 +10,10 @@ restores it afterwards.
 
 from __future__ import annotations
 
+import os
+import platform
+from pathlib import Path
+
 import scipy.linalg  # noqa: F401  loads SciPy's OpenBLAS now: threadpoolctl only limits libraries already loaded
 from threadpoolctl import threadpool_info, threadpool_limits
 
@@ -35,3 +39,16 @@ def blas_limited(threads: int = BLAS_THREADS) -> threadpool_limits:
             f"threads must be a positive integer number of threads, got {threads!r}."
         )
     return threadpool_limits(limits=threads, user_api="blas")
+
+
+def cpu_description() -> str:
+    """The CPU this process runs on, as the operating system names it, and its core
+    count: the machine every timing of the PLN pages belongs to."""
+    name = platform.processor() or platform.machine()
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.exists():
+        for line in cpuinfo.read_text().splitlines():
+            if line.startswith("model name"):
+                name = line.split(":", 1)[1].strip()
+                break
+    return f"{name} ({os.cpu_count()} cores visible to this process)"

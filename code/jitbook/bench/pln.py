@@ -1,0 +1,404 @@
+"""``python -m jitbook.bench pln``: every PLN level, and the peers, raced in rounds.
+
+Every flag is checked before any work starts (argparse names the flag); progress (what
+runs, how long it took) goes to stderr, the tables to stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import threading
+from collections.abc import Callable
+from time import perf_counter
+
+from jitbook.display import table
+
+PEERS_HELP = (
+    "also race PyTorch eager, torch.compile (the fast level's and the tutorial's "
+    "algorithms) and pyPLNmodels' fit, in this interpreter (optional: pip install -e "
+    ".[peers])"
+)
+
+
+def _whole(least: int, what: str) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = None
+        if value is None or value < least:
+            raise argparse.ArgumentTypeError(
+                f"must be a whole number >= {least} ({what}), got {text!r}"
+            )
+        return value
+
+    return parse
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"must be seconds >= 0, got {text!r}")
+    return value
+
+
+def _choices(known: dict, what: str) -> Callable[[str], list[str]]:
+    def parse(text: str) -> list[str]:
+        names = [name for name in text.split(",") if name]
+        unknown = [name for name in names if name not in known]
+        if unknown:
+            raise argparse.ArgumentTypeError(
+                f"{', '.join(map(repr, unknown))} cannot be {what}; choose from "
+                f"{', '.join(known)} (comma-separated)"
+            )
+        return names
+
+    return parse
+
+
+def _python(text: str) -> str:
+    if not os.path.isfile(text) or not os.access(text, os.X_OK):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not an executable file; give the path of a Python that has "
+            "torch and pyPLNmodels, e.g. a venv's bin/python"
+        )
+    return text
+
+
+def _say(start: float) -> Callable[[str], None]:
+    def say(text: str) -> None:
+        print(
+            f"    {text} ({perf_counter() - start:.0f} s so far)",
+            file=sys.stderr,
+            flush=True,
+        )
+
+    return say
+
+
+def _step(what: str, run: Callable, every: float = 30.0):
+    """Run one step, saying on stderr what it is, that it is still running at least
+    every `every` seconds, and how long it took."""
+    print(f"... {what}", file=sys.stderr, flush=True)
+    start, done = perf_counter(), threading.Event()
+
+    def beat() -> None:
+        while not done.wait(every):
+            print(
+                f"    {what}: still running, {perf_counter() - start:.0f} s",
+                file=sys.stderr,
+                flush=True,
+            )
+
+    beating = threading.Thread(target=beat, daemon=True)
+    beating.start()
+    try:
+        out = run()
+    finally:
+        done.set()
+        beating.join()
+    print(
+        f"... {what}: done in {perf_counter() - start:.1f} s",
+        file=sys.stderr,
+        flush=True,
+    )
+    return out
+
+
+def add_parser(sub) -> None:
+    """The ``pln`` subcommand's flags, each checked by its own type."""
+    from jitbook.chapters.pln.levels import LEVELS
+    from jitbook.chapters.pln.profile import PROGRAMS
+
+    pln = sub.add_parser(
+        "pln",
+        help="the PLN worked example: every level, compile and run time",
+        description=__doc__.splitlines()[0] + " " + _how_long(),
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    add = pln.add_argument
+    add(
+        "--n-repeat",
+        type=_whole(1, "times the oaks rows are repeated"),
+        default=100,
+        help="rows of the oaks data repeated (100: the tutorial's size)",
+    )
+    add(
+        "--iters",
+        type=_whole(1, "iterations per fit"),
+        default=200,
+        help="iterations per fit",
+    )
+    add(
+        "--rounds",
+        "--repeats",
+        type=_whole(1, "interleaved rounds"),
+        default=5,
+        help="interleaved rounds at least (5 or more for a verdict)",
+    )
+    add(
+        "--min-time",
+        type=_seconds,
+        default=0.0,
+        help="seconds of timed fits to reach, in more rounds if needed",
+    )
+    add(
+        "--eager-iters",
+        type=_whole(1, "iterations of the eager level"),
+        default=3,
+        help="iterations actually run by the eager level",
+    )
+    add(
+        "--levels",
+        type=_choices(LEVELS, "raced"),
+        default=",".join(LEVELS),
+        help="comma-separated subset of levels",
+    )
+    add(
+        "--newton-iters",
+        type=_whole(0, "iterations of the Newton fit; 0 skips it"),
+        default=argparse.SUPPRESS,
+        help="iterations of the Newton fit, 0 to skip (default: 5 x --iters)",
+    )
+    add(
+        "--profile-levels",
+        type=_choices(PROGRAMS, "profiled"),
+        default="scan,fast",
+        help="one-program levels to profile per XLA operation (empty: none)",
+    )
+    add("--peers", action="store_true", help=PEERS_HELP)
+    add(
+        "--peers-python",
+        type=_python,
+        default=None,
+        help="race the peers in this interpreter (a Python with torch, pyPLNmodels)",
+    )
+    add(
+        "--peer-threads",
+        type=_whole(0, "threads PyTorch may use; 0: its own choice"),
+        default=0,
+        help="threads PyTorch may use in the peers (0: torch's own choice)",
+    )
+    add(
+        "--record",
+        nargs="?",
+        const="",
+        default=None,
+        metavar="NAME",
+        help="write the run to data/peers/NAME.json (default NAME: the date); needs "
+        "the peers",
+    )
+    pln.set_defaults(run=run)
+
+
+def _how_long() -> str:
+    """How long a run took here: the recorded one, measured, not guessed."""
+    from jitbook.chapters.pln.levels import LEVELS
+    from jitbook.chapters.pln.peers import latest
+
+    rec = latest()
+    if rec is None:
+        return ""
+    busy = (
+        max(rec["load average at start"][0], rec["load average at end"][0])
+        > rec["cpu"]["cores"]
+    )
+    return (
+        f"The recorded run `{rec['command']}` took {rec['wall s'] / 60:.0f} min on a "
+        f"{'busy ' * busy}{rec['cpu']['cores']}-core machine ({rec['date'][:10]}). The "
+        "default "
+        f"run is larger ({len(LEVELS)} levels, the tutorial's 11,600 rows, 200 "
+        "iterations, the Newton fit to 1,000, two profiles, no peers): expect it to "
+        "take longer; --iters 20 --levels scan,fast --newton-iters 0 --profile-levels "
+        "'' is a short first look."
+    )
+
+
+def _start_peer(args, data):
+    """The peers' interpreter, started and asked to set up before any JAX work, so a
+    missing torch is said at once. None: no peers."""
+    from jitbook.chapters.pln import peers
+
+    if args.peers_python is None and not args.peers:
+        return None
+    if args.peers_python is None:
+        missing = peers.peers_missing()
+        if missing:
+            print(
+                f"--peers: {missing}\nThe JAX levels follow, without the peers.\n",
+                flush=True,
+            )
+            return None
+    python = args.peers_python or sys.executable
+    try:
+        return _step(
+            f"peers: starting {python}",
+            lambda: peers.Peer(python, data, args.iters, threads=args.peer_threads),
+        )
+    except RuntimeError as err:
+        raise SystemExit(f"--peers-python {python}: {err}") from None
+
+
+def run(args: argparse.Namespace) -> None:
+    """The whole benchmark: levels (and peers) raced, donation, threads, profiles,
+    Newton against pyPLNmodels; `--record` writes the peers' run."""
+    if args.record is not None and not (args.peers or args.peers_python):
+        raise SystemExit(
+            "--record writes the peers' run: add --peers-python PATH (or --peers)"
+        )
+    args.newton_iters = getattr(args, "newton_iters", 5 * args.iters)
+    from jitbook.chapters.pln import load_oaks, peers
+
+    start, say = perf_counter(), _say(perf_counter())
+    raw = load_oaks(args.n_repeat)
+    peer = _start_peer(args, raw)
+    record = peers.start_record(sys.argv[1:] if args.argv is None else args.argv)
+    try:
+        out = _levels(args, raw, peer, say)
+        if args.newton_iters:
+            out |= _newton(args, raw, peer, say)
+    finally:
+        if peer is not None:
+            peer.close()
+    _extras(args, raw, say)
+    if args.record is not None and peer is not None:
+        path = peers.write_record(record, out, args.record, perf_counter() - start)
+        print(f"\nRecorded in {path}")
+
+
+def _levels(args, raw, peer, say) -> dict:
+    from jitbook.chapters.pln import device_data, peers
+    from jitbook.chapters.pln.bench import SAME_LOOP, benchmark_levels
+
+    data = device_data(raw)
+    n, p = data.Y.shape
+    print(
+        f"PLN levels, {n:,} x {p}, {args.iters} iterations per fit, ms per iteration: "
+        f"minimum, median and maximum over interleaved rounds (at least {args.rounds}, "
+        "OpenBLAS limited inside every fit, as pln.fit does)\n"
+    )
+    where = "" if peer is None else f" and {', '.join(peer.variants)} in {peer.python}"
+    rows, raced = _step(
+        f"levels {', '.join(args.levels)}{where}",
+        lambda: benchmark_levels(
+            data,
+            args.iters,
+            args.levels,
+            args.rounds,
+            args.eager_iters,
+            args.min_time,
+            peer,
+            say,
+        ),
+    )
+    caption = None if peer is None else peers.caption(peer.info, peer.python)
+    print(table(rows, caption))
+    same = [lv for lv in SAME_LOOP if lv in raced.names]
+    if len(same) > 1:
+        print(
+            f"\n{', '.join(same)}: one compiled loop written differently; "
+            + (
+                "they agree here."
+                if raced.agree(same)
+                else "they disagree: the machine was noisy."
+            )
+        )
+    verdicts = [f"{a} was {v} {b}." for (a, b), v in peers.verdicts(raced).items()]
+    print("\n".join(verdicts))
+    return {
+        "n": n,
+        "p": p,
+        "rows": rows,
+        "race": raced.times,
+        "per": raced.per,
+        "verdicts": verdicts,
+        "peer": None if peer is None else peer.info,
+    }
+
+
+def _newton(args, raw, peer, say) -> dict:
+    from jitbook.chapters.pln import device_data
+    from jitbook.chapters.pln.bench import PYPLN, newton_time_to_target
+    from jitbook.chapters.pln.converge import (
+        PYPLN_REFERENCE_NEG_ELBO,
+        PYPLN_REFERENCE_REPEAT,
+    )
+    from jitbook.chapters.pln.peers import pypln_loss
+
+    data, pypln, fits = device_data(raw), None, []
+    if peer is not None:
+        pypln = _step("pyPLNmodels' own fit (its target)", peer.pypln)
+        target = pypln_loss(pypln, raw)
+        source = f"pyPLNmodels {pypln['version']}'s loss, measured now"
+    else:
+        target = PYPLN_REFERENCE_NEG_ELBO * args.n_repeat / PYPLN_REFERENCE_REPEAT
+        source = (
+            f"the pyPLNmodels reference loss (measured at repeat "
+            f"{PYPLN_REFERENCE_REPEAT}, scaled)"
+        )
+    row, raced = _step(
+        f"Newton fit, {args.newton_iters} iterations, then raced to the target",
+        lambda: newton_time_to_target(
+            data,
+            target,
+            args.newton_iters,
+            args.rounds,
+            None if peer is None else (lambda: fits.append(peer.pypln())),
+            say,
+        ),
+    )
+    print(f"\nNewton fit, time to {source}: {target:,.0f}\n")
+    print(table([row]))
+    out = {"newton": row, "newton race": raced.times, "target": target}
+    if pypln is not None:
+        out["pypln"] = {
+            k: pypln[k] for k in ("seconds", "iterations", "elbo", "version")
+        }
+        if row["iterations to target"]:
+            verdict = raced.verdict("Newton", PYPLN)
+            print(f"Newton to that loss was {verdict} {PYPLN} ({raced.rounds} rounds).")
+            out["newton verdict"] = str(verdict)
+    return out
+
+
+def _extras(args, raw, say) -> None:
+    """Donation, the two thread pools and the profiles: JAX only."""
+    from jitbook.chapters.pln import device_data
+    from jitbook.chapters.pln.bench import donation_race, thread_contention
+    from jitbook.chapters.pln.profile import PROGRAMS, op_profile
+    from jitbook.chapters.pln.threads import blas_limited
+
+    data, iters = device_data(raw), min(args.iters, 50)
+    if "jit_iteration" in args.levels:
+        print(f"\nDonating the state of jit_iteration, {iters} iterations\n")
+        donated = _step("donation", lambda: donation_race(data, iters, args.rounds))
+        print(donated.table)
+        v = donated.verdict("jit_iteration, state donated", "jit_iteration")
+        print(f"donated was {v} not donated.")
+    print(f"\nTwo thread pools: the scan level's loop, {iters} iterations\n")
+    rows, pools = _step(
+        "thread contention", lambda: thread_contention(data, iters, "scan", args.rounds)
+    )
+    print(table(rows))
+    print(
+        f"Limited, the loop was {pools.verdict(*reversed(pools.names))} with the "
+        "pool as the process has it."
+    )
+    for level in args.profile_levels:
+
+        def profile(level=level):
+            with blas_limited():
+                PROGRAMS[level](data, 20, 1.0)[0].block_until_ready()
+                return op_profile(lambda: PROGRAMS[level](data, 20, 1.0)[0], 20)
+
+        rows = _step(f"profile of {level}", profile)
+        print(
+            f"\nProfile of the {level} level: most expensive XLA operations, ms per "
+            "iteration\n"
+        )
+        print(table(rows))
