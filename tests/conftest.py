@@ -8,7 +8,22 @@ import nbformat  # noqa: E402
 import pytest  # noqa: E402
 
 import jitbook  # noqa: E402,F401  (sets the XLA flag before any test starts JAX)
+import processes  # noqa: E402  (tests/processes.py)
 from jitbook.site import downloads, harness  # noqa: E402
+
+processes.mark_this_run()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def no_process_outlives_the_suite():
+    """At the end of the session, no process the suite started is still running (or unreaped):
+    any such process is killed and the session fails, naming it."""
+    yield
+    left = processes.leftovers()
+    processes.kill(left)
+    assert not left, "processes the tests started outlived them (now killed):\n" + "\n".join(
+        left.values()
+    )
 
 
 @pytest.fixture(scope="session")

@@ -1,15 +1,17 @@
 """The book's structure, checked without Quarto: YAML, chapter list, cross-references, the harness."""
 
+import io
 import os
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import nbformat
 import pytest
 
-from jitbook.site import backlinks, cli, harness
+from jitbook.site import backlinks, cli, harness, talk
 
 ROOT = harness.ROOT
 REF = re.compile(r"(?<![\w@])@((?:sec|fig|tbl|lst|exr)-[\w-]+)")
@@ -117,6 +119,67 @@ def test_harness_cli_writes_the_notebook(tmp_path, monkeypatch):
     assert cli.main(["run", str(qmd)]) == 0
     nb = nbformat.read(tmp_path / "out" / "tiny.ipynb", as_version=4)
     assert nb.cells[-1].outputs[0]["data"]["text/plain"] == "2"
+
+
+def test_harness_says_which_cell_runs_and_for_how_long_during_silence(tmp_path, monkeypatch):
+    qmd = tmp_path / "slow.qmd"
+    qmd.write_text("# Slow {#sec-slow}\n\n## Waiting {#sec-waiting}\n\n```{python}\nx = 1\n```\n\n"
+                   "```{python}\nimport time\ntime.sleep(3)\n```\n")
+    monkeypatch.setattr(talk, "EVERY", 0.5)
+    said = io.StringIO()
+    harness.execute(qmd, progress=said)
+    lines = said.getvalue().splitlines()
+    waiting = [line for line in lines if "cell 2 of 2 (line 9), in 'Waiting'" in line]
+    assert len(waiting) >= 3, lines  # about one line each half second of the 3 s cell
+    assert all(line.startswith("  slow.qmd: ") and "since the chapter started" in line for line in lines)
+    assert re.search(r"running (?!0:00)\d+:\d\d; \d+:\d\d since the chapter started$", waiting[-1]), waiting
+
+
+def test_harness_is_silent_unless_asked(tmp_path, capsys):
+    qmd = tmp_path / "quiet.qmd"
+    qmd.write_text("# Quiet {#sec-quiet}\n\n```{python}\n1\n```\n")
+    harness.execute(qmd)
+    assert capsys.readouterr() == ("", "")
+
+
+def test_timed_stamps_each_line_and_says_when_a_command_is_silent():
+    said = io.StringIO()
+    script = "import time\nprint('first', flush=True)\ntime.sleep(2)\nprint('second')\nraise SystemExit(3)"
+    assert talk.stamped([sys.executable, "-c", script], every=0.5, out=said) == 3
+    lines = said.getvalue().splitlines()
+    # the times depend on the machine's load: only their form and order are checked
+    stamp = r"\[(\d+):(\d\d)\] "
+    assert re.fullmatch(stamp + "first", lines[0]), lines
+    silent = [line for line in lines if re.fullmatch(stamp + r"\.\.\. still running \(0:0\d since its last output: first\)", line)]
+    assert silent, lines
+    assert re.fullmatch(stamp + "second", lines[-2]) and lines[-1].endswith("exited with 3"), lines
+    seconds = [int(m) * 60 + int(s) for m, s in (re.match(stamp, line).groups() for line in lines)]
+    assert seconds == sorted(seconds) and seconds[-2] - seconds[0] >= 2, lines
+
+
+def test_run_takes_a_chapter_by_name_and_lists_the_chapters_for_a_wrong_one(capsys):
+    assert cli.find("tracing") == ROOT / "chapters" / "tracing.qmd"
+    assert cli.find("why_compile.qmd") == ROOT / "chapters" / "why-compile.qmd"
+    assert cli.find("chapters/pln-fast.qmd") == Path("chapters/pln-fast.qmd")
+    assert cli.main(["run", "tracnig"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("no chapter named 'tracnig'.\nChapters: index, why-compile, tracing,"), err
+    with pytest.raises(SystemExit):
+        cli.main(["run"])
+    assert "Chapters: index, why-compile" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="make is not on PATH")
+def test_make_help_is_the_default_and_lists_every_target_with_its_time():
+    makefile = (ROOT / "Makefile").read_text()
+    phony = {t for line in re.findall(r"^\.PHONY:(.*)$", makefile, re.M) for t in line.split()}
+    out = subprocess.run(["make", "--no-print-directory"], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    listed = dict(re.findall(r"^  make (\S+) +(.+)$", out.stdout, re.M))
+    assert set(listed) == phony, f"targets without a line in `make help`: {phony - set(listed)}"
+    timeless = [t for t, line in listed.items() if t != "help" and not re.search(r"\d ?(s|min)\b|instant|hours|until Ctrl-C", line)]
+    assert not timeless, f"`make help` does not say how long these take: {timeless}"
+    assert "make ledger LEDGER_ARGS=--help" in out.stdout and "JITBOOK_SMALL=1" in out.stdout
 
 
 @pytest.mark.skipif(shutil.which("pandoc") is None, reason="pandoc is not on PATH (Debian: apt-get install pandoc)")

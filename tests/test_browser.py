@@ -17,6 +17,7 @@ import nbformat
 import pytest
 from nbconvert import HTMLExporter
 
+import processes
 from jitbook.site import explore, harness, post_render
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
@@ -65,8 +66,10 @@ def browser():
         pytest.skip("no chromium on this machine (Debian's `chromium` package; .ci/run installs it)")
     with sync_api.sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        yield browser
-        browser.close()
+        try:
+            yield browser
+        finally:
+            browser.close()
 
 
 def open_offline(browser, path: Path):
@@ -200,7 +203,7 @@ def test_jupyterlab_draws_an_untrusted_explorer_with_plotlys_own_menu(browser, t
 
     from nbclient import NotebookClient
 
-    cell = ("import jitbook\nfrom jitbook import explore\nexplore.picker([{'v': 'sin', 'flops': 3}, {'v': 'cos', 'flops': 5}], "
+    cell = ("import jitbook\nfrom jitbook.site import explore\nexplore.picker([{'v': 'sin', 'flops': 3}, {'v': 'cos', 'flops': 5}], "
             "key='v', bar='flops', title='picker', panels=[{'jaxpr': 'sin a'}, {'jaxpr': 'cos a'}])")
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(cell)])
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
@@ -209,10 +212,11 @@ def test_jupyterlab_draws_an_untrusted_explorer_with_plotlys_own_menu(browser, t
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    server = subprocess.Popen([sys.executable, "-m", "jupyter", "lab", "--allow-root", "--no-browser", f"--port={port}",
-                               "--ServerApp.token=explore", f"--ServerApp.root_dir={tmp_path}", "--LabApp.news_url=",
-                               "--ServerApp.ip=127.0.0.1"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
+    # JupyterLab can hang on shutdown: running() stops it and its kernels for sure, inside this test.
+    lab = [sys.executable, "-m", "jupyter", "lab", "--allow-root", "--no-browser", f"--port={port}",
+           "--ServerApp.token=explore", f"--ServerApp.root_dir={tmp_path}", "--LabApp.news_url=",
+           "--ServerApp.ip=127.0.0.1"]
+    with processes.running(lab, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL):
         page = browser.new_page()
         local = f"http://127.0.0.1:{port}"
         remote = []
@@ -242,9 +246,6 @@ def test_jupyterlab_draws_an_untrusted_explorer_with_plotlys_own_menu(browser, t
         page.wait_for_function("document.querySelector('.jp-RenderedPlotly .annotation-text').textContent === 'jaxprcos a'")
         assert not remote, f"JupyterLab asked the network for {remote}"
         page.close()
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
 
 
 # ---- the rendered site, as a reader sees it (needs Quarto) ------------------------------------------------

@@ -122,6 +122,27 @@ def test_bad_level_and_n_iter(data):
         fit(data, 2.5, "scan")
 
 
+
+def test_data_not_given_as_y_o_x_and_a_bad_lr_say_what_to_pass(data):
+    n, p = data.Y.shape
+    with pytest.raises(TypeError, match=rf"got an array of shape \({n}, {p}\); pass \(Y, O, X\): counts"):
+        fit(data.Y, 5)
+    with pytest.raises(TypeError, match=r"got a dict with keys \['O', 'X', 'Y'\]; pass \(d\['Y'\], d\['O'\], d\['X'\]\)"):
+        fit(data._asdict(), 5)
+    for lr in (-1.0, float("nan"), 0):
+        with pytest.raises(ValueError, match="lr must be a positive, finite learning rate such as 1.0"):
+            fit(data, 2, "scan", lr=lr)
+    for lr in ("0.1", True):
+        with pytest.raises(TypeError, match=r"lr must be a number, a learning rate such as 1.0 or 0.1, got .* \((str|bool)\)"):
+            fit(data, 2, "scan", lr=lr)
+
+
+def test_fit_levels_takes_one_name_and_checks_every_name_before_fitting(data):
+    with count_compiles() as log, pytest.raises(ValueError, match="unknown level 'sacn'; choose from 'eager'"):
+        fit_levels(data, 2, levels=["scan", "sacn"])
+    assert log.compiles == [], "a bad name fails before any level runs"
+    assert list(fit_levels(data, 2, levels="scan")) == ["scan"]
+
 # ---- correctness against independent references -------------------------------------------------
 
 

@@ -231,12 +231,16 @@ class Race:
         return self.table.text
 
 
-def _check_race(variants, rounds, min_time, max_rounds, per) -> None:
-    if not isinstance(variants, Mapping) or not variants:
+def _check_race(variants, rounds, min_time, max_rounds, per, warmup=1) -> None:
+    example = "{'op by op': lambda: f(x), 'jit': lambda: jit_f(x)}"
+    if not isinstance(variants, Mapping):
         raise TypeError(
-            "race takes a dict of named variants, e.g. "
-            "{'op by op': lambda: f(x), 'jit': lambda: jit_f(x)}; got "
+            f"race takes a dict of named variants, e.g. {example}; got "
             f"{type(variants).__name__}."
+        )
+    if not variants:
+        raise ValueError(
+            f"race got an empty dict: give at least one named variant, e.g. {example}."
         )
     for name, fn in variants.items():
         if not isinstance(name, str):
@@ -253,6 +257,10 @@ def _check_race(variants, rounds, min_time, max_rounds, per) -> None:
         raise ValueError(f"max_rounds ({max_rounds}) is below rounds ({rounds}).")
     if not isinstance(min_time, (int, float)) or not min_time >= 0:
         raise ValueError(f"min_time must be seconds >= 0, got {min_time!r}.")
+    if isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 0:
+        raise ValueError(
+            f"warmup must be a whole number >= 0 of untimed calls, got {warmup!r}."
+        )
 
 
 def race(
@@ -274,7 +282,7 @@ def race(
 
     Taught in Why compile?, Timing that holds.
     """
-    _check_race(variants, rounds, min_time, max_rounds, per)
+    _check_race(variants, rounds, min_time, max_rounds, per, warmup)
     names = list(variants)
     for name in names:
         for _ in range(warmup):

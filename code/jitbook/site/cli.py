@@ -1,9 +1,10 @@
 """``python -m jitbook.site``: run chapters (``run``), Quarto's post-render step
-(``site``), docstring back-links (``backlinks``).
+(``site``), docstring back-links (``backlinks``), a command with timestamps (``timed``).
 
-    python -m jitbook.site run chapters/why-compile.qmd  # one chapter
+    python -m jitbook.site run tracing                 # one chapter, by name or path
     python -m jitbook.site run --all                   # every chapter in _quarto.yml
     python -m jitbook.site site                        # after quarto render
+    python -m jitbook.site timed quarto render         # what `make book` runs
 
 One execution per build: without Quarto, the harness executes the chapters; with Quarto,
 ``quarto render`` executes each chapter once (``keep-ipynb`` keeps the executed
@@ -17,6 +18,7 @@ import time
 from pathlib import Path
 
 from jitbook import size
+from jitbook.site import talk
 from jitbook.site.backlinks import backlink_files, reader_backlinks
 from jitbook.site.downloads import run
 from jitbook.site.harness import ROOT, SITE, ChapterError, chapter_files, chapter_titles
@@ -31,7 +33,11 @@ def main(argv: list[str] | None = None) -> int:
     run_p = sub.add_parser(
         "run", help="execute chapters and write notebooks to _build/notebooks/"
     )
-    run_p.add_argument("chapters", nargs="*", type=Path)
+    run_p.add_argument(
+        "chapters",
+        nargs="*",
+        help="chapter names (tracing, pln-fast) or paths (chapters/tracing.qmd)",
+    )
     run_p.add_argument(
         "--all", action="store_true", help="every chapter listed in _quarto.yml"
     )
@@ -49,7 +55,21 @@ def main(argv: list[str] | None = None) -> int:
         help="rewrite docstring back-links as 'Taught in Chapter, Section.'",
     )
     links_p.add_argument("--check", action="store_true", help="list files, change none")
+    timed_p = sub.add_parser(
+        "timed",
+        help="run a command, its output stamped with the time since it started, and a "
+        f"line after every {talk.EVERY:g} s of silence",
+    )
+    timed_p.add_argument("cmd", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
+    if args.command == "timed":
+        if not args.cmd:
+            parser.error("name a command: python -m jitbook.site timed CMD ...")
+        try:
+            return talk.stamped(args.cmd)
+        except FileNotFoundError:
+            print(f"timed: no command {args.cmd[0]!r} on PATH", file=sys.stderr)
+            return 127
     if args.command == "backlinks":
         files, titles = backlink_files(), chapter_titles()
         for path in files:
@@ -68,9 +88,13 @@ def main(argv: list[str] | None = None) -> int:
             "remote scripts removed"
         )
         return 0
-    chapters = chapter_files() if args.all else args.chapters
-    if not chapters:
-        parser.error("name chapters to run, or pass --all")
+    if not (args.all or args.chapters):
+        parser.error("name chapters to run, or pass --all\n" + _known())
+    try:
+        chapters = chapter_files() if args.all else [find(c) for c in args.chapters]
+    except FileNotFoundError as err:
+        print(err, file=sys.stderr)
+        return 2
     sizes = (
         "small problem sizes (JITBOOK_SMALL=1)"
         if size.is_small()
@@ -85,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
         start = time.perf_counter()
         print(f"[{n}/{len(chapters)}] {Path(qmd).name} ...", flush=True)
         try:
-            path = run(qmd)
+            path = run(qmd, progress=sys.stdout)
         except (ChapterError, FileNotFoundError) as err:
             print(err, file=sys.stderr)
             return 1
@@ -109,3 +133,25 @@ def _shown(path: Path) -> str:
         return str(Path(path).resolve().relative_to(ROOT))
     except ValueError:
         return str(path)
+
+
+def find(name: str) -> Path:
+    """The .qmd a reader means: a path, or a name of the book's pages (``tracing``,
+    ``tracing.qmd``, ``why_compile``)."""
+    path = Path(name)
+    if path.suffix == ".qmd" and path.exists():
+        return path
+    stem = path.name.removesuffix(".qmd").replace("_", "-")
+    pages = {p.stem: p for p in chapter_files()}
+    if stem in pages:
+        return pages[stem]
+    raise FileNotFoundError(f"no chapter named {name!r}.\n{_known()}")
+
+
+def _known() -> str:
+    """The names ``run`` takes, in the book's order."""
+    return (
+        "Chapters: "
+        + ", ".join(p.stem for p in chapter_files())
+        + (" (or a path to a .qmd file).")
+    )

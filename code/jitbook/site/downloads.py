@@ -169,10 +169,10 @@ def reader_notebook(
 # book's HTML outputs must not need them.
 
 
-def run(qmd: Path, out_dir: Path | None = None) -> Path:
+def run(qmd: Path, out_dir: Path | None = None, progress=None) -> Path:
     """Execute a chapter and write its reader's notebook to ``out_dir``
-    (``_build/notebooks``); return its path."""
-    nb = reader_notebook(execute(qmd))
+    (``_build/notebooks``); return its path. ``progress``: see ``harness.execute``."""
+    nb = reader_notebook(execute(qmd, progress=progress))
     out_dir = out_dir or harness.BUILD
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / (Path(qmd).stem + ".ipynb")

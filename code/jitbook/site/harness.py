@@ -3,15 +3,19 @@ and is saved; what Quarto's Jupyter engine does, in Python, so that the tests, t
 downloads and the classroom notebooks come from one code path.
 """
 
+import contextlib
 import json
 import re
 import textwrap
 from pathlib import Path
+from typing import TextIO
 
 import nbformat
 import yaml
 from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
+
+from jitbook.site.talk import CellProgress
 
 ROOT = Path(__file__).resolve().parents[3]
 BUILD = ROOT / "_build" / "notebooks"
@@ -231,12 +235,15 @@ def _cell_failure(qmd: Path, nb, err: CellExecutionError) -> ChapterError:
     return ChapterError(f"{qmd.name}: {where} of {qmd} failed:\n{err}")
 
 
-def execute(qmd: Path, timeout: int = 3600) -> nbformat.NotebookNode:
+def execute(
+    qmd: Path, timeout: int = 3600, progress: TextIO | None = None
+) -> nbformat.NotebookNode:
     """Run a chapter top to bottom in a fresh ``python3`` kernel and return the executed
     notebook.
 
     ``timeout`` is per cell: the PLN chapter's full-size benchmark cells take minutes on
-    a small machine.
+    a small machine. With ``progress`` (a stream), say there which cell runs and for how
+    long whenever ten seconds pass in silence.
     """
     qmd = Path(qmd).resolve()
     if not qmd.exists() or qmd.suffix != ".qmd":
@@ -245,15 +252,20 @@ def execute(qmd: Path, timeout: int = 3600) -> nbformat.NotebookNode:
             "e.g. chapters/why-compile.qmd."
         )
     nb = _with_inline_cells(to_notebook(qmd))
+    talk = contextlib.nullcontext()
+    if progress is not None:
+        talk = CellProgress(qmd.name, nb, progress)
     client = NotebookClient(
         nb,
         timeout=timeout,
         kernel_name="python3",
         extra_arguments=QUIET_KERNEL,
         resources={"metadata": {"path": str(qmd.parent)}},
+        on_cell_execute=getattr(talk, "on_cell_execute", None),
     )
     try:
-        client.execute()
+        with talk:
+            client.execute()
     except CellExecutionError as err:
         raise _cell_failure(qmd, nb, err) from None
     return _fill_inline(nb)

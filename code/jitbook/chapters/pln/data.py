@@ -115,7 +115,23 @@ def check_data(Y, O, X) -> PLNData:
 def device_data(data) -> PLNData:
     """Check `(Y, O, X)` and hand it to JAX as float32 arrays: the one way data enters a
     fit."""
-    return PLNData(*map(jnp.asarray, check_data(*data)))
+    return PLNData(*map(jnp.asarray, check_data(*_triple(data))))
+
+
+def _triple(data) -> tuple:
+    """``data`` as the three arrays (Y, O, X), or an error naming what came instead."""
+    if isinstance(data, tuple | list) and len(data) == 3:
+        return tuple(data)
+    if isinstance(data, dict):
+        got = f"a dict with keys {sorted(map(str, data))}"
+        fix = "pass (d['Y'], d['O'], d['X']), in that order"
+    else:
+        shape = getattr(data, "shape", None)
+        got = f"an array of shape {shape}" if shape is not None else type(data).__name__
+        if isinstance(data, tuple | list):
+            got = f"a {type(data).__name__} of {len(data)} items"
+        fix = "pass (Y, O, X): counts, log offsets and covariates (see load_oaks())"
+    raise TypeError(f"data must be the three arrays (Y, O, X), got {got}; {fix}.")
 
 
 def check_n_iter(n_iter) -> int:

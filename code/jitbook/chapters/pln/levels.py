@@ -23,6 +23,7 @@ from jitbook.chapters.pln.data import PLNData, check_n_iter, device_data
 from jitbook.chapters.pln.fast import fast_program
 from jitbook.chapters.pln.model import (
     Params,
+    check_lr,
     closed_form_sigma,
     init_params,
     make_optimizer,
@@ -366,20 +367,29 @@ def fit(data, n_iter: int, level: str = "scan", lr: float = 1.0) -> FitResult:
     The OpenBLAS pool that JAX's LAPACK calls borrow is limited for the fit and restored
     after it (see `threads`), so a plain call runs at the speed the chapter measures.
     """
-    if level not in LEVELS:
-        raise ValueError(
-            f"unknown level {level!r}; choose one of {', '.join(map(repr, LEVELS))}."
-        )
-    n_iter, data = check_n_iter(n_iter), device_data(data)
+    _check_levels([level])
+    n_iter, data, lr = check_n_iter(n_iter), device_data(data), check_lr(lr)
     with blas_limited():
-        return LEVELS[level](data, n_iter, float(lr))
+        return LEVELS[level](data, n_iter, lr)
 
 
 def fit_levels(
     data, n_iter: int, levels=tuple(LEVELS), lr: float = 1.0
 ) -> dict[str, FitResult]:
-    """Run several levels on the same data: {level: FitResult}."""
+    """Run several levels on the same data: {level: FitResult}. ``levels``: names, or
+    one name; all are checked before any fit starts."""
+    levels = [levels] if isinstance(levels, str) else list(levels)
+    _check_levels(levels)
+    check_n_iter(n_iter), check_lr(lr)
     return {level: fit(data, n_iter, level, lr) for level in levels}
+
+
+def _check_levels(levels: list) -> None:
+    """Every name a level of ``LEVELS``, or an error listing them."""
+    unknown = [level for level in levels if level not in LEVELS]
+    if unknown or not levels:
+        said = f"unknown level {unknown[0]!r}" if unknown else "no level given"
+        raise ValueError(f"{said}; choose from {', '.join(map(repr, LEVELS))}.")
 
 
 # --- what a first fit compiles

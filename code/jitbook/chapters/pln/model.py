@@ -7,6 +7,8 @@ B, M, S and update Sigma (and its inverse Omega) in closed form.
 
 from __future__ import annotations
 
+import math
+import numbers
 from typing import NamedTuple
 
 import jax
@@ -80,6 +82,22 @@ def neg_elbo_grads(params: Params, data, Omega: jax.Array) -> Params:
         M=-(Y - A - M @ Omega),
         S=-(1.0 / S - S * (A + jnp.diag(Omega))),
     )
+
+
+def check_lr(lr) -> float:
+    """A positive, finite learning rate as a float, or a clear error: a negative or NaN
+    step would make the fit diverge without a word."""
+    if isinstance(lr, bool) or not isinstance(lr, numbers.Real):
+        raise TypeError(
+            f"lr must be a number, a learning rate such as 1.0 or 0.1, got {lr!r} "
+            f"({type(lr).__name__})."
+        )
+    if not math.isfinite(lr) or lr <= 0:
+        raise ValueError(
+            f"lr must be a positive, finite learning rate such as 1.0 or 0.1, got "
+            f"{lr!r}; with a negative, zero or NaN step the fit never converges."
+        )
+    return float(lr)
 
 
 def make_optimizer(lr: float = 1.0) -> optax.GradientTransformation:
