@@ -209,7 +209,9 @@ def test_the_pln_page_reads_the_recording():
     assert recorded["book commit"] in inline and recorded["peer"]["torch"] in inline
     assert {row["PyTorch"] for row in namespace["peer_rows"]} == set(peers.VARIANTS)
     assert namespace["claim_answer"].startswith("on this CPU")
-    assert "--peers-python peers-venv/bin/python" in peers.remake(recorded, "peers-venv/bin/python")
+    remade = peers.remake(recorded, "peers-venv/bin/python")
+    assert all(len(line) <= 88 for line in remade.splitlines()), "the page's column"
+    assert "--peers-python peers-venv/bin/python" in remade.replace(" \\\n    ", " ")
 
 
 @pytest.mark.parametrize("name", ["default-threads", "one-thread", "newton"])

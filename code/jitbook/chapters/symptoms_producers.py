@@ -367,3 +367,10 @@ def never_seen_logs() -> dict[str, bool]:
         "a new jax.jit wrapper of a traced function": said(wrapper_logs),
         "a new lambda": said(lambda_logs),
     }
+
+
+def plain_class_through_scan() -> None:
+    """The tutorial's level 3: a plain class carried through ``lax.scan``."""
+    from jitbook.chapters.pln import seed
+
+    seed.carry_through_scan(seed.PlainPLN(jnp.zeros((3, 2)), jnp.ones((3, 2))))

@@ -527,4 +527,15 @@ INDEX: list[Symptom] = [
         "Python control flow meets a tracer",
         produce.minijit_index,
     ),
+    # the PLN pages
+    Symptom(
+        "TypeError",
+        r"is not a valid JAX type",
+        "An object that is neither an array, a scalar nor a registered pytree reached "
+        "a JAX function (here a plain class carried through `lax.scan`); register it "
+        "as a pytree (`jax.tree_util.register_dataclass`) or pass its arrays.",
+        "sec-pln-seed-bugs",
+        "Bugs in the 2023 code",
+        lambda: produce.err(produce.plain_class_through_scan),
+    ),
 ]

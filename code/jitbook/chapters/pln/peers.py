@@ -504,12 +504,25 @@ def remake(record: dict, python: str) -> str:
     at = argv.index("--peers-python") + 1
     argv[at] = python
     venv = python.rsplit("/bin/", 1)[0]
-    return (
-        f"python3.11 -m venv {venv}\n"
-        f"{venv}/bin/pip install torch=={record['peer']['torch'].split('+')[0]} "
-        f"pyPLNmodels=={record['peer']['pyPLNmodels']} 'setuptools<82' "
-        "--extra-index-url https://download.pytorch.org/whl/cpu\n" + shlex.join(argv)
-    )
+    install = [f"{venv}/bin/pip", "install"]
+    install += [f"torch=={record['peer']['torch'].split('+')[0]}"]
+    install += [f"pyPLNmodels=={record['peer']['pyPLNmodels']}", "setuptools<82"]
+    install += ["--extra-index-url", "https://download.pytorch.org/whl/cpu"]
+    lines = [["python3.11", "-m", "venv", venv], install, argv]
+    return "\n".join(_continued(words) for words in lines)
+
+
+def _continued(words: list[str], width: int = 80) -> str:
+    """A shell command wrapped at ``width`` with backslash continuations, so it fits
+    the page and still pastes into a shell."""
+    lines, line = [], ""
+    for word in map(shlex.quote, words):
+        if line and len(line) + 1 + len(word) > width:
+            lines.append(line + " \\")
+            line = "    " + word
+        else:
+            line = f"{line} {word}" if line else word
+    return "\n".join([*lines, line])
 
 
 def caption(info: dict, python: str) -> str:

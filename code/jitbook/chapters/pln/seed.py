@@ -180,6 +180,9 @@ class PlainPLN:
     def __init__(self, M: jax.Array, S: jax.Array) -> None:
         self.M, self.S = M, S
 
+    def __repr__(self) -> str:  # JAX's error quotes it: no memory address on the page
+        return f"PlainPLN(M: {self.M.shape}, S: {self.S.shape})"
+
 
 @jax.tree_util.register_dataclass
 @dataclasses.dataclass
