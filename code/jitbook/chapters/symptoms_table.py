@@ -46,7 +46,7 @@ INDEX: list[Symptom] = [
         r"TracerBoolConversionError: Attempted boolean conversion of traced array",
         "Python `if`/`while`/`and` needed True or False from a traced value; use "
         "`lax.cond`, `jnp.where`, or make the value static.",
-        "sec-tracing",
+        "sec-tracing-control",
         "Branching on a value fails",
         lambda: produce.err(jax.jit(produce.tracing("sin_or_cos")), jnp.ones(5), 1.0),
     ),
