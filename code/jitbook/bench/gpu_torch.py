@@ -20,6 +20,7 @@ import jax
 import numpy as np
 
 from jitbook import timing
+from jitbook.chapters.pln.peers import _radam
 from jitbook.chapters.pln.profile import PROGRAMS
 from jitbook.chapters.pln.threads import blas_limited
 
@@ -31,28 +32,6 @@ def missing() -> str | None:
     except ImportError:
         return "torch is not installed: the PyTorch rows need `pip install torch`"
     return None
-
-
-def _radam(params, grads, mu, nu, count, lr: float):
-    """optax's RAdam, scaled by -lr and clipped to 0.1, as `pln.peers._radam` has it."""
-    import torch
-
-    b1, b2, ro_inf = 0.9, 0.999, 2.0 / (1.0 - 0.999) - 1.0
-    b2t = b2**count
-    ro = ro_inf - 2 * count * b2t / (1 - b2t)
-    r = torch.sqrt(
-        (ro - 4.0) * (ro - 2.0) * ro_inf / ((ro_inf - 4.0) * (ro_inf - 2.0) * ro)
-    )
-    out = []
-    for x, g, m, v in zip(params, grads, mu, nu, strict=True):
-        m = b1 * m + (1 - b1) * g
-        v = b2 * v + (1 - b2) * g * g
-        m_hat = m / (1 - b1**count)
-        step = torch.where(
-            ro >= 5.0, r * m_hat / (torch.sqrt(v / (1 - b2t)) + 1e-8), m_hat
-        )
-        out.append((x + torch.clamp(-lr * step, -0.1, 0.1), m, v))
-    return tuple(zip(*out, strict=True))
 
 
 def _neg_elbo(B, M, S, Omega, Y, O, X, const):
@@ -69,13 +48,14 @@ def _neg_elbo(B, M, S, Omega, Y, O, X, const):
 
 
 def _scan_update(params, grads, mu, nu, count, lr: float):
-    """RAdam step, closed-form Sigma, Omega by a general inverse."""
+    """RAdam step (the peers' own, which counts the step), closed-form Sigma, Omega by
+    a general inverse."""
     import torch
 
-    params, mu, nu = _radam(params, grads, mu, nu, count, lr)
+    params, mu, nu, count = _radam(params, grads, mu, nu, count, lr)
     _, M, S = params
     Sigma = (M.T @ M + torch.diag(torch.sum(S * S, 0))) / M.shape[0]
-    return params, mu, nu, torch.linalg.inv(Sigma)
+    return params, mu, nu, count, torch.linalg.inv(Sigma)
 
 
 class TorchFits:
@@ -136,8 +116,7 @@ class TorchFits:
             loss = loss_fn(*leaves, Omega, *self.data, self.const)
             grads = torch.autograd.grad(loss, leaves)
             with torch.no_grad():
-                count = count + 1
-                params, mu, nu, Omega = update(params, grads, mu, nu, count, 1.0)
+                params, mu, nu, count, Omega = update(params, grads, mu, nu, count, 1.0)
         return float(loss.detach())
 
 
