@@ -102,7 +102,7 @@ lab: setup  ## JupyterLab on _build/notebooks/ until Ctrl-C (first runs `make no
 	@if [ -n "$(LAB_ROOT)" ]; then echo "Running as root: JupyterLab starts with --allow-root."; fi
 	JUPYTER_CONFIG_DIR=_build/jupyter $(PY) -m jupyter lab _build/notebooks $(LAB_ROOT)
 
-test: setup  ## the whole test suite, every chapter at small sizes (15-20 min)
+test: setup  ## the whole test suite, every chapter at small sizes (about 10 min)
 	$(PY) -m pytest
 
 preview: setup  ## quarto preview until Ctrl-C: re-renders a page as you edit it (first render ~25 min)
