@@ -100,3 +100,12 @@ def test_words_read_as_a_person_writes_them():
         display.duration(-1.0)
     with pytest.raises(TypeError, match="int count"):
         display.plural(1.5, "compile")
+
+
+def test_a_column_of_numbers_has_one_format():
+    assert display.numbers([93.5, 99.53, 142.8]) == ["93.5", "99.5", "142.8"]
+    assert display.numbers([0.53, 0.49]) == ["0.53", "0.49"] and display.numbers([1.0, 2.5]) == ["1.0", "2.5"]
+    assert display.numbers([0.0012, 93.5]) == ["0.0012", "93.5"], "a thousandfold apart: each its own digits"
+    assert display.numbers([1.2e-5, 3.4e-5]) == ["1.2e-05", "3.4e-05"]
+    assert display.numbers([16008000, 2.5]) == ["16,008,000", "2.5"], "ints as number() writes them"
+    assert "| 93.5 |\n| 99.5 |\n| 142.8 |" in jitbook.table([{"ms": v} for v in (93.5, 99.53, 142.8)]).text

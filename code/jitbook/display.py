@@ -126,6 +126,29 @@ def number(value: float, digits: int = 4) -> str:
     return f"{value:.{digits}g}"
 
 
+def numbers(values: Sequence[float], digits: int = 4) -> list[str]:
+    """A table's column as a person writes it: every float with the same decimals
+    (``93.5``, ``99.5``, ``142.8``, never ``99.53`` between them), as many as the column
+    shows but no more than its largest value has at ``digits`` significant digits. A
+    column spanning a thousandfold or more, or needing an exponent, keeps each value's
+    own digits, as ``number`` writes them; so do ints."""
+    values = list(values)
+    texts = [number(v, digits) for v in values]
+    floats = [
+        (v, t) for v, t in zip(values, texts, strict=True)
+        if isinstance(v, float) and math.isfinite(v)
+    ]
+    sizes = [abs(v) for v, _ in floats if v]
+    if not sizes or any("e" in t for _, t in floats) or max(sizes) >= 1000 * min(sizes):
+        return texts
+    most = max(digits - 1 - math.floor(math.log10(max(sizes))), 0)
+    places = min(max(len(t.partition(".")[2]) for _, t in floats), most)
+    return [
+        f"{v:,.{places}f}" if isinstance(v, float) and math.isfinite(v) else t
+        for v, t in zip(values, texts, strict=True)
+    ]
+
+
 def plural(count: int, noun: str, nouns: str | None = None) -> str:
     """``count`` and its noun as a person writes them: ``1 compile``, ``3 compiles``,
     ``12,000 iterations`` (``nouns`` for an irregular plural)."""
@@ -175,6 +198,14 @@ def _cell(value) -> str:
     return _escape_html(str(value).replace("|", r"\|").replace("\n", " "))
 
 
+def _column(rows: Sequence[dict], column: str) -> list[str]:
+    """A column's cells; its numbers in one format when all of them are numbers."""
+    values = [r.get(column, "") for r in rows]
+    if all(isinstance(v, int | float) and not isinstance(v, bool) for v in values):
+        return numbers(values)
+    return [_cell(v) for v in values]
+
+
 def _escape_html(text: str) -> str:
     """``<`` and ``>`` outside code spans escaped, so Markdown shows ``<Error>`` instead
     of dropping it as a tag."""
@@ -194,14 +225,12 @@ def table(rows: Sequence[dict], caption: str | None = None) -> Markdown:
             "e.g. [{'level': 'eager', 's': 1.2}]."
         )
     columns = list(rows[0])
+    cells = [_column(rows, c) for c in columns]
     # Dashes as long as a column's widest cell: Pandoc sizes the columns of a wide table
     # by them, not equally.
     widths = [
-        max(
-            [3, *map(len, columns[i].split())]
-            + [len(_cell(r.get(c, ""))) for r in rows]
-        )
-        for i, c in enumerate(columns)
+        max([3, *map(len, column.split()), *map(len, column_cells)])
+        for column, column_cells in zip(columns, cells, strict=True)
     ]
     # Numbers right-aligned, so their digits line up; words left-aligned, as prose
     # reads.
@@ -218,8 +247,8 @@ def table(rows: Sequence[dict], caption: str | None = None) -> Markdown:
         + "|".join(_rule(w, right) for w, right in zip(widths, numeric, strict=True))
         + "|",
     ]
-    for row in rows:
-        lines.append("| " + " | ".join(_cell(row.get(c, "")) for c in columns) + " |")
+    for row in zip(*cells, strict=True):
+        lines.append("| " + " | ".join(row) + " |")
     if caption:  # escaped like a cell, so `<Error>` stays a word instead of an HTML tag
         lines += ["", f": {_escape_html(caption)}"]
     return Markdown("\n".join(lines))

@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from jitbook.display import number
+from jitbook.display import numbers as column_of_numbers
 from jitbook.site import explore_print
 from jitbook.site.explore_page import CONFIG, json_for_script, page_scripts
 
@@ -40,6 +41,15 @@ def fmt(value) -> str:
     if isinstance(value, int | float):
         return number(value, 3)  # 16,008,000: thousands separated, as in the tables
     return titled(str(value))
+
+
+def _column(rows: list[dict], column: str) -> list[str]:
+    """A column of the explorer's table: its numbers in one format when all of them are
+    numbers (``display.numbers``), else each value as ``fmt`` writes it."""
+    values = [r[column] for r in rows]
+    if all(isinstance(v, int | float) and not isinstance(v, bool) for v in values):
+        return column_of_numbers(values, 3)
+    return [fmt(v) for v in values]
 
 
 SECTION_ID = re.compile(r"@?\b((?:sec|exr)-[a-z0-9][\w-]*\w)")
@@ -331,9 +341,10 @@ class Explorer:
         e = html.escape
         columns = list(self.rows[0])
         head = "".join(f"<th>{e(c)}</th>" for c in columns)
+        cells = zip(*(_column(self.rows, c) for c in columns), strict=True)
         body = "".join(
-            "<tr>" + "".join(f"<td>{e(fmt(r[c]))}</td>" for c in columns) + "</tr>"
-            for r in self.rows
+            "<tr>" + "".join(f"<td>{e(cell)}</td>" for cell in row) + "</tr>"
+            for row in cells
         )
         text = "".join(
             f"<p><strong>{e(label)}</strong></p>"
