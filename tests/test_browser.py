@@ -179,7 +179,8 @@ def test_every_kind_of_explorer_works_on_one_page(browser, tmp_path):
              "explore.curves({'one': ([0, 1, 2], [3, 2, 1]), 'two': ([0, 1], [2, 1])}, [{'k': 'one'}, {'k': 'two'}], "
              "key='k', title='curves', x_title='i', y_title='y', log_y=True)"]
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
-    NotebookClient(nb, kernel_name="python3", extra_arguments=harness.QUIET_KERNEL, timeout=120).execute()
+    with harness.kernel_manager() as km:
+        NotebookClient(nb, km=km, extra_arguments=harness.QUIET_KERNEL, timeout=120).execute(cleanup_kc=True)
     specs = explorer_specs(nb)
     assert [s["title"] for s in specs] == ["slider", "picker", "grid", "curves"]
     html = [o["data"]["text/html"] for c in nb.cells for o in c.outputs if "text/html" in o.get("data", {})]
@@ -207,7 +208,8 @@ def test_jupyterlab_draws_an_untrusted_explorer_with_plotlys_own_menu(browser, t
             "key='v', bar='flops', title='picker', panels=[{'jaxpr': 'sin a'}, {'jaxpr': 'cos a'}])")
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(cell)])
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    NotebookClient(nb, kernel_name="python3", extra_arguments=harness.QUIET_KERNEL, timeout=120).execute()
+    with harness.kernel_manager() as km:
+        NotebookClient(nb, km=km, extra_arguments=harness.QUIET_KERNEL, timeout=120).execute(cleanup_kc=True)
     nbformat.write(nb, tmp_path / "explorer.ipynb")  # written, not signed: JupyterLab treats it as untrusted
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -179,8 +179,9 @@ class Kernel:
 
         km = Confined(kernel_name="python3")
         km.connection_file = str(private / "kernel.json")
-        if self.sandbox == "bwrap":
-            km.transport, km.ip = "ipc", str(private.parent / "sockets" / "kernel")
+        # Unix sockets in every mode: bwrap's kernel has no network, and no TCP port
+        # two kernels started at once could both pick (see harness.kernel_manager).
+        km.transport, km.ip = "ipc", str(private.parent / "sockets" / "kernel")
         client = CappedClient(
             nb,
             km=km,

@@ -6,6 +6,7 @@ downloads and the classroom notebooks come from one code path.
 import contextlib
 import json
 import re
+import tempfile
 import textwrap
 from pathlib import Path
 from typing import TextIO
@@ -23,8 +24,7 @@ SITE = ROOT / "_book"
 CHUNK_START = re.compile(r"^```+\s*\{python[^}]*\}\s*$")
 INLINE = re.compile(r"`\{python\}\s+([^`]+)`")
 _INLINE_MARK = "__jitbook_inline__"
-# The kernel warns on every start that its local TCP sockets are unencrypted; that is
-# noise here.
+# Only the kernel's errors reach the output (its start-up notices are noise here).
 QUIET_KERNEL = ["--IPKernelApp.log_level=ERROR"]
 
 
@@ -235,6 +235,21 @@ def _cell_failure(qmd: Path, nb, err: CellExecutionError) -> ChapterError:
     return ChapterError(f"{qmd.name}: {where} of {qmd} failed:\n{err}")
 
 
+@contextlib.contextmanager
+def kernel_manager():
+    """A manager for one fresh ``python3`` kernel that talks over Unix sockets in a
+    folder of its own. Over TCP, jupyter_client picks free ports, frees them and lets
+    the kernel bind them later, so two kernels started at once (the tests run chapters
+    beside other kernels) can pick the same port and one dies
+    (jupyter/jupyter_client#487); socket files in separate folders never collide."""
+    from jupyter_client.manager import AsyncKernelManager
+
+    with tempfile.TemporaryDirectory(prefix="jitbook-kernel-") as folder:
+        yield AsyncKernelManager(
+            kernel_name="python3", transport="ipc", ip=str(Path(folder) / "kernel")
+        )
+
+
 def execute(
     qmd: Path, timeout: int = 3600, progress: TextIO | None = None
 ) -> nbformat.NotebookNode:
@@ -255,17 +270,17 @@ def execute(
     talk = contextlib.nullcontext()
     if progress is not None:
         talk = CellProgress(qmd.name, nb, progress)
-    client = NotebookClient(
-        nb,
-        timeout=timeout,
-        kernel_name="python3",
-        extra_arguments=QUIET_KERNEL,
-        resources={"metadata": {"path": str(qmd.parent)}},
-        on_cell_execute=getattr(talk, "on_cell_execute", None),
-    )
     try:
-        with talk:
-            client.execute()
+        with talk, kernel_manager() as km:
+            client = NotebookClient(
+                nb,
+                km=km,
+                timeout=timeout,
+                extra_arguments=QUIET_KERNEL,
+                resources={"metadata": {"path": str(qmd.parent)}},
+                on_cell_execute=getattr(talk, "on_cell_execute", None),
+            )
+            client.execute(cleanup_kc=True)  # the kernel is ours to shut down
     except CellExecutionError as err:
         raise _cell_failure(qmd, nb, err) from None
     return _fill_inline(nb)
