@@ -53,13 +53,13 @@ class ChapterRuns:
 
 
 def _pages_read(item: pytest.Item) -> list[Path] | None:
-    """The chapters a test reads through ``executed``: its page parameter, every chapter if it has none,
-    None if it reads no executed chapter."""
+    """The chapters a test reads through ``executed``: its page parameter, [] when it names
+    none (it asks for the chapters it wants when it runs), None if it reads no executed chapter."""
     if "executed" not in getattr(item, "fixturenames", ()):
         return None
     params = getattr(getattr(item, "callspec", None), "params", {})
     page = params.get("page", params.get("page_path"))
-    return [page] if isinstance(page, Path) else harness.chapter_files()
+    return [page] if isinstance(page, Path) else []
 
 
 def _by_size(pages) -> list[Path]:
@@ -78,9 +78,12 @@ def pytest_collection_modifyitems(session, config, items):
         page.resolve(): n
         for n, page in enumerate(_by_size(p for ps in reads.values() if ps for p in ps))
     }
+    last = len(rank)  # tests that name no page: after all the others
     items.sort(
         key=lambda item: (
-            -1 if reads[item] is None else max(rank[p.resolve()] for p in reads[item])
+            -1
+            if reads[item] is None
+            else max((rank[p.resolve()] for p in reads[item]), default=last)
         )
     )
 

@@ -777,4 +777,6 @@ def test_a_handout_without_executed_chapters_runs_them_small_and_says_how_long_f
     written = classroom.write_notebooks(tmp_path, [harness.ROOT / "chapters" / "why-compile.qmd"], values=True,
                                         students_only=True, log=lambda *a, **k: said.append(a[0]))
     assert [p.parent.name for p in written] == ["student"]
-    assert ran == ["1"] and said[0].startswith("1 chapter(s) have no executed copy: running them at small")
+    assert ran == ["1"] and said[0] == "reading 1 chapter(s) for their exercises ..."
+    assert said[1].startswith("1 chapter(s) have no executed copy: running them at small")
+    assert said[2:] == ["executing why-compile.qmd ...", str(written[0])], "each step said as it happens"

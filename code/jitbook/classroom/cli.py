@@ -134,14 +134,13 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if args.command == "notebooks":
             chosen = args.chapters or None
-            for path in write_notebooks(
+            write_notebooks(  # says each notebook as it is written
                 args.out_dir,
                 chosen,
                 values=not args.no_values,
                 students_only=args.students_only,
                 full_size=args.full_size,
-            ):
-                print(path)
+            )
             return 0
         if not args.submissions.is_dir():
             raise FileNotFoundError(

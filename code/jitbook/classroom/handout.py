@@ -326,6 +326,7 @@ def write_notebooks(
             raise FileNotFoundError(
                 f"no chapter at {qmd}; name a .qmd file listed in _quarto.yml."
             )
+    log(f"reading {len(qmds)} chapter(s) for their exercises ...", flush=True)
     chosen = [(q, instructor_notebook(q)) for q in qmds]
     chosen = [(q, nb) for q, nb in chosen if has_exercises(nb)]
     to_run = [q for q, _ in chosen if values and executed_copy(q) is None]
@@ -352,6 +353,7 @@ def write_notebooks(
             path.parent.mkdir(parents=True, exist_ok=True)
             nbformat.write(nb, path)
             written.append(path)
+            log(str(path), flush=True)
     return written
 
 
