@@ -78,7 +78,8 @@ book: setup  ## execute every chapter and render the site into _book/ (about 25 
 pdf: setup  ## the whole book as one PDF in _build/pdf/ (runs every chapter again: about 25 min)
 	@test -n "$(QUARTO)" || { echo "Quarto is not installed: 'make quarto' or conda-forge's quarto (environment.yml), then 'make pdf'."; exit 1; }
 	@$(QUARTO) typst --version >/dev/null 2>&1 || { echo "Quarto's Typst is missing: Quarto's releases (quarto.org, PyPI quarto-cli, conda-forge quarto) bundle it; a Quarto built without it needs 'typst' on PATH (e.g. https://github.com/typst/typst/releases)."; exit 1; }
-	QUARTO_PYTHON=$(PY) $(QUARTO) render --profile pdf --to typst --output-dir _build/pdf
+	@echo "quarto render (PDF): each line is stamped with the time since it started."
+	QUARTO_PYTHON=$(PY) $(PY) -m jitbook.site timed $(QUARTO) render --profile pdf --to typst --output-dir _build/pdf
 	@mkdir -p _book && cp _build/pdf/JIT-with-JAX.pdf _book/
 	@echo "The PDF is _build/pdf/JIT-with-JAX.pdf, copied into the site (_book/), where every 'make book' puts it again."
 
