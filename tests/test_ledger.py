@@ -127,3 +127,24 @@ def test_the_claim_marker_may_name_the_sentences_span():
         ledger._claim_section(item("sec-x", "y"))
     with pytest.raises(ValueError, match="'clm-...'"):
         ledger._claim_section(item("sec-x", "clm-y", "clm-z"))
+
+
+def test_a_release_venv_made_before_an_extra_gets_it_as_of_its_own_day(tmp_path, monkeypatch):
+    from jitbook.ledger import venvs
+
+    folder = tmp_path / "jax-0.4.18"
+    folder.mkdir()
+    stamp = folder / "jitbook-ledger.json"
+    stamp.write_text(json.dumps({"packages as of": "2023-10-08", "extras": ["pytest", "nbformat"]}))
+    calls = []
+    monkeypatch.setattr(venvs.subprocess, "run", lambda command, **kw: calls.append(command))
+    said = []
+    info = venvs.install("0.4.18", cache=tmp_path, index="https://pypi.invalid/simple", log=said.append)
+    (command,) = calls
+    assert "--uploaded-prior-to" in command and "2023-10-08T00:00:00Z" in command
+    assert command[-len(venvs.EXTRAS) + 2:] == [e for e in venvs.EXTRAS if e not in ("pytest", "nbformat")]
+    assert said == [f"jax 0.4.18: adding {' '.join(command[-len(venvs.EXTRAS) + 2:])} as of 2023-10-08 to {folder}"]
+    assert info["extras"] == list(venvs.EXTRAS) == json.loads(stamp.read_text())["extras"]
+    calls.clear()
+    venvs.install("0.4.18", cache=tmp_path, log=said.append)
+    assert calls == [], "a venv with every extra is used as it is"

@@ -48,9 +48,14 @@ RELEASES = (
 
 
 # What the claim tests import beside JAX and the book: flatbuffers is imported by
-# jax.export's serialization, which JAX does not require (without it the canary, on the
-# locked release itself, reported the export claims as changed).
-EXTRAS = ("pytest", "threadpoolctl", "rich", "nbformat", "pyyaml", "flatbuffers")
+# jax.export's serialization, which JAX does not require; nbclient by the harness that
+# test_symptoms and test_classroom import, and the sandbox's claim starts a kernel
+# (without them the canary, on the locked release itself, reported those claims as
+# changed, and the releases read them n/a or failed).
+EXTRAS = (
+    "pytest", "threadpoolctl", "rich", "nbformat", "nbclient", "ipykernel", "pyyaml",
+    "flatbuffers",
+)  # fmt: skip
 # About what one release's venv holds (jaxlib is most of it): said before installing.
 VENV_MB = 600
 
@@ -131,7 +136,7 @@ def install(
     folder = cache / f"jax-{release}"
     stamp = folder / "jitbook-ledger.json"
     if stamp.exists():
-        return json.loads(stamp.read_text())
+        return _add_extras(release, folder, stamp, index, log)
     start = time.monotonic()
     day = released("jax", release)
     cutoff = (datetime.date.fromisoformat(day) + datetime.timedelta(days=1)).isoformat()
@@ -151,8 +156,27 @@ def install(
     versions = _versions(str(folder / "bin" / "python"))
     log(f"jax {release}: {folder} takes {megabytes(folder)} MB")
     info = {"released": day, "packages as of": cutoff, "versions": versions}
+    info["extras"] = list(EXTRAS)
     info["install seconds"] = round(time.monotonic() - start)
     stamp.write_text(json.dumps(info))
+    return info
+
+
+def _add_extras(release: str, folder: Path, stamp: Path, index, log) -> dict:
+    """A venv made before an extra joined EXTRAS gets it, as of the venv's own day."""
+    info = json.loads(stamp.read_text())
+    missing = [extra for extra in EXTRAS if extra not in info.get("extras", ())]
+    if missing:
+        cutoff = info["packages as of"]
+        log(f"jax {release}: adding {' '.join(missing)} as of {cutoff} to {folder}")
+        subprocess.run(
+            [sys.executable, "-m", "pip", "--python", str(folder / "bin" / "python"),
+             "install", "--quiet", "--index-url", index or public_index()[0],
+             "--uploaded-prior-to", f"{cutoff}T00:00:00Z", *missing],
+            check=True, env=_pip_env(),
+        )  # fmt: skip
+        info["extras"] = list(EXTRAS)
+        stamp.write_text(json.dumps(info))
     return info
 
 
