@@ -3,6 +3,7 @@
 import ast
 import copy
 import csv
+import io
 import json
 import re
 import time
@@ -766,16 +767,20 @@ def test_a_handout_without_executed_chapters_runs_them_small_and_says_how_long_f
     said, ran = [], []
     monkeypatch.setattr(classroom.handout, "executed_copy", lambda qmd: None)
 
-    def fake_run(qmd, out_dir=None):
+    def fake_run(qmd, out_dir=None, progress=None):
         import os
         ran.append(os.environ.get("JITBOOK_SMALL"))
+        heard.append(progress)
         path = Path(out_dir) / f"{Path(qmd).stem}.ipynb"
         nbformat.write(harness.to_notebook(qmd), path)
         return path
 
     monkeypatch.setattr(classroom.handout.downloads, "run", fake_run)
+    heard, stream = [], io.StringIO()
     written = classroom.write_notebooks(tmp_path, [harness.ROOT / "chapters" / "why-compile.qmd"], values=True,
-                                        students_only=True, log=lambda *a, **k: said.append(a[0]))
+                                        students_only=True, log=lambda *a, **k: said.append(a[0]),
+                                        progress=stream)
+    assert heard == [stream], "the chapter's run reports its cells to the stream given"
     assert [p.parent.name for p in written] == ["student"]
     assert ran == ["1"] and said[0] == "reading 1 chapter(s) for their exercises ..."
     assert said[1].startswith("1 chapter(s) have no executed copy: running them at small")

@@ -140,6 +140,7 @@ def main(argv: list[str] | None = None) -> int:
                 values=not args.no_values,
                 students_only=args.students_only,
                 full_size=args.full_size,
+                progress=sys.stdout,
             )
             return 0
         if not args.submissions.is_dir():

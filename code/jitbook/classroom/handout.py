@@ -4,6 +4,7 @@ import ast
 import copy
 import re
 from pathlib import Path
+from typing import TextIO
 
 import nbformat
 
@@ -308,6 +309,7 @@ def write_notebooks(
     students_only: bool = False,
     full_size: bool = False,
     log=print,
+    progress: TextIO | None = None,
 ) -> list[Path]:
     """Write ``student/<stem>.ipynb`` (and, unless ``students_only``,
     ``instructor/<stem>.ipynb``) for every chapter with exercises.
@@ -315,7 +317,8 @@ def write_notebooks(
     With ``values``, a chapter without an up-to-date executed copy in
     ``_build/notebooks`` is executed first, at the small sizes unless ``full_size``
     (its values then read as the small run gives them), so the student notebook shows
-    the values the text quotes; how many chapters that takes is said first.
+    the values the text quotes; how many chapters that takes is said first, and
+    ``progress`` (a stream) hears which cell runs whenever a chapter is silent for 10 s.
     """
     out_dir = Path(out_dir)
     qmds = [
@@ -344,7 +347,7 @@ def write_notebooks(
         executed = executed_copy(qmd)
         if executed is None and values:
             log(f"executing {qmd.name} ...", flush=True)
-            executed = _execute(qmd, full_size)
+            executed = _execute(qmd, full_size, progress)
         kinds = [("student", student_notebook(qmd, executed))]
         if not students_only:
             kinds.insert(0, ("instructor", instructor))
@@ -357,7 +360,7 @@ def write_notebooks(
     return written
 
 
-def _execute(qmd: Path, full_size: bool) -> nbformat.NotebookNode:
+def _execute(qmd: Path, full_size: bool, progress=None) -> nbformat.NotebookNode:
     """The chapter executed at the sizes asked for, into a scratch folder (the
     reader's full-size notebooks in ``_build/notebooks`` are left alone).
     """
@@ -370,7 +373,8 @@ def _execute(qmd: Path, full_size: bool) -> nbformat.NotebookNode:
     os.environ[size.ENV_VAR] = "0" if full_size else "1"
     try:
         with tempfile.TemporaryDirectory() as scratch:
-            return nbformat.read(downloads.run(qmd, Path(scratch)), as_version=4)
+            path = downloads.run(qmd, Path(scratch), progress=progress)
+            return nbformat.read(path, as_version=4)
     finally:
         if before is None:
             os.environ.pop(size.ENV_VAR, None)
