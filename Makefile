@@ -142,7 +142,7 @@ ledger: setup  ## claim tests on 11 JAX releases, ~100 min, resumable (options: 
 	$(PY) -m jitbook.ledger $(LEDGER_ARGS)
 
 # The newest JAX and jaxlib the index offers, in a scratch venv: which claims change against the lock.
-canary: setup  ## claim tests on the newest JAX (downloads ~600 MB; about 13 min)
+canary: setup  ## claim tests on the newest JAX (downloads ~600 MB; about 7 min)
 	$(PY) -m jitbook.ledger --canary
 
 # The benchmarks print tables; options through BENCH_ARGS, e.g. `make bench BENCH_ARGS="--iters 20"`.
