@@ -147,12 +147,7 @@ def install(
         f"jax {release}: installing {' '.join(wanted[1:])} as of {cutoff} into "
         f"{folder} (about {VENV_MB} MB; pip also keeps the wheels in ~/.cache/pip)"
     )
-    subprocess.run(
-        [sys.executable, "-m", "pip", "--python", str(folder / "bin" / "python"),
-         "install", "--quiet", "--index-url", index or public_index()[0],
-         "--uploaded-prior-to", f"{cutoff}T00:00:00Z", *wanted],
-        check=True, env=_pip_env(),
-    )  # fmt: skip
+    _pip_install(folder, index, cutoff, wanted)
     versions = _versions(str(folder / "bin" / "python"))
     log(f"jax {release}: {folder} takes {megabytes(folder)} MB")
     info = {"released": day, "packages as of": cutoff, "versions": versions}
@@ -162,6 +157,17 @@ def install(
     return info
 
 
+def _pip_install(folder: Path, index, cutoff: str, packages: list[str]) -> None:
+    """Install ``packages`` into the venv at ``folder`` as the index had them on
+    ``cutoff``."""
+    subprocess.run(
+        [sys.executable, "-m", "pip", "--python", str(folder / "bin" / "python"),
+         "install", "--quiet", "--index-url", index or public_index()[0],
+         "--uploaded-prior-to", f"{cutoff}T00:00:00Z", *packages],
+        check=True, env=_pip_env(),
+    )  # fmt: skip
+
+
 def _add_extras(release: str, folder: Path, stamp: Path, index, log) -> dict:
     """A venv made before an extra joined EXTRAS gets it, as of the venv's own day."""
     info = json.loads(stamp.read_text())
@@ -169,12 +175,7 @@ def _add_extras(release: str, folder: Path, stamp: Path, index, log) -> dict:
     if missing:
         cutoff = info["packages as of"]
         log(f"jax {release}: adding {' '.join(missing)} as of {cutoff} to {folder}")
-        subprocess.run(
-            [sys.executable, "-m", "pip", "--python", str(folder / "bin" / "python"),
-             "install", "--quiet", "--index-url", index or public_index()[0],
-             "--uploaded-prior-to", f"{cutoff}T00:00:00Z", *missing],
-            check=True, env=_pip_env(),
-        )  # fmt: skip
+        _pip_install(folder, index, cutoff, missing)
         info["extras"] = list(EXTRAS)
         stamp.write_text(json.dumps(info))
     return info
