@@ -41,6 +41,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from jitbook.display import fit
+from jitbook.evidence import collect, read
 
 from .judge import (
     Compiles,
@@ -225,6 +226,7 @@ class Report:
     message: str
     hint: str
     details: str = ""
+    self_reported: list[str] = dataclasses.field(default_factory=list)
 
     def text(self) -> str:
         head = f"{'PASSED' if self.passed else 'NOT YET'} {self.exercise}"
@@ -318,19 +320,90 @@ def _warn_if_still_running(done: threading.Event, seconds: float, id: str) -> No
         print(fit(stuck_message(id, seconds)), file=sys.stderr, flush=True)
 
 
-def _find_answer(name: str):
-    """Look ``name`` up in the globals of the notebook (or script) that called
-    ``check``.
-    """
-    for frame_info in inspect.stack()[2:]:
-        module = frame_info.frame.f_globals
-        if module.get("__name__") == "__main__" and name in module:
-            return module[name]
+def _missing(name: str) -> str:
     what = f"class {name}" if name[:1].isupper() else f"def {name}"
-    raise Wrong(
+    return (
         f"I could not find `{name}`. Define it (run the cell with `{what}` above, or "
         f"the one that assigns `{name} = ...`) and check again."
     )
+
+
+def _failed_message(request: dict, failed: read.Failed) -> str:
+    """What a student reads when a request found no answer or the answer raised."""
+    if failed.missing:
+        return _PLACEHOLDER if failed.placeholder else _missing(failed.missing)
+    if failed.placeholder:
+        return (
+            "the function still raises NotImplementedError: replace that line with "
+            "your code."
+        )
+    line = f" ({failed.line})" if failed.line else ""
+    if request["kind"] == "export" and "must be the result of `jit`" in failed.message:
+        return (
+            f"`{request['answer']}` is not a function made by jax.jit, so it is not one "
+            "compiled program; jit it once, outside any loop, e.g. "
+            f"`{request['answer']} = jax.jit(...)`."
+        )
+    if request["kind"] == "export":
+        return (
+            f"jax.export could not export your answer ({failed.message}){line}; the "
+            "answer must be a function made by jax.jit that traces at these shapes."
+        )
+    if request["kind"] == "lower":
+        return f"lowering your function under jax.jit raised {failed.message}{line}"
+    return f"calling your function raised {failed.message}{line}"
+
+
+def start(ex: Exercise, seed: int):
+    """The checker started on inputs drawn from ``seed``: it and what it asks for."""
+    import numpy as np
+
+    checker = ex.checker(np.random.default_rng(seed))
+    requests = next(checker)
+    for request in requests:
+        request.setdefault("answer", ex.answer)
+    return checker, requests
+
+
+def finish(checker, requests: list[dict], evidence: list) -> None:
+    """Give the checker what its requests produced; it raises ``Wrong`` or returns.
+    ``evidence`` is plain data as the collector wrote it: it is read here, with
+    limits, and never trusted further than its checks."""
+    if type(evidence) is not list or len(evidence) != len(requests):
+        raise Wrong("the grader got no evidence for this exercise from the notebook.")
+    try:
+        got = [read.evidence(item) for item in evidence]
+    except (read.Unreadable, ValueError, TypeError) as err:
+        raise Wrong(f"the evidence this answer produced could not be read ({err}).")
+    for request, item in zip(requests, got):
+        if isinstance(item, read.Failed) and not request.get("allow_error"):
+            raise Wrong(_failed_message(request, item), details=item.message)
+    try:
+        checker.send(got)
+    except StopIteration:
+        return
+    raise RuntimeError("a checker yields its requests once")
+
+
+def verdict(exercise_id: str, seed: int, evidence: list) -> Report:
+    """The verdict on collected evidence, decided here, where no student code runs."""
+    ex = registry()[exercise_id]
+    checker, requests = start(ex, seed)
+    return _report(ex, lambda: finish(checker, requests, evidence))
+
+
+def _report(ex: Exercise, decide: Callable[[], None]) -> Report:
+    progress = _Progress()
+    _current.append(progress)
+    try:
+        decide()
+        return Report(ex.id, True, progress.passed, "", "", "",
+                      progress.self_reported)
+    except Wrong as wrong:
+        return Report(ex.id, False, progress.passed, str(wrong), ex.hint,
+                      wrong.details, progress.self_reported)
+    finally:
+        _current.pop()
 
 
 _MISSING = object()
@@ -339,11 +412,15 @@ _MISSING = object()
 def check(
     exercise_id: str, answer=_MISSING, *, time_limit: float | None = None
 ) -> Report:
-    """Check the answer to ``exercise_id``; by default the answer is looked up by name
-    in the notebook.
-
-    ``time_limit`` (seconds) overrides the exercise's own limit; grading uses it.
+    """Check the answer to ``exercise_id`` here, as the grader would: collect what it
+    produces on freshly drawn inputs, then judge that evidence. By default the answer
+    is looked up by name in the notebook.
     """
+    import json
+    import secrets
+
+    import __main__
+
     exercises = registry()
     if exercise_id not in exercises:
         close = [
@@ -359,40 +436,21 @@ def check(
         )
     ex = exercises[exercise_id]
     limit = ex.time_limit if time_limit is None else time_limit
-    progress = _Progress()
-    _current.append(progress)
-    try:
-        with _time_limit(limit, ex.id):
-            if answer is _MISSING:
-                answer = _find_answer(ex.answer)
-            if answer is NotImplemented:
-                raise Wrong(_PLACEHOLDER)
-            ex.checker(answer)
-        return Report(ex.id, True, progress.passed, "", "")
-    except Wrong as wrong:
-        return Report(ex.id, False, progress.passed, str(wrong), ex.hint, wrong.details)
-    except _TimeLimit:
-        return Report(
-            ex.id,
-            False,
-            progress.passed,
-            f"the check took longer than {limit:g} s, so it was stopped; look for a "
-            "loop that does not end or a function that compiles on every call.",
-            ex.hint,
-        )
-    # a checker should turn the student's errors into Wrong; this is the safety net
-    except Exception as err:
-        return Report(
-            ex.id,
-            False,
-            progress.passed,
-            "your answer made the checker fail with "
-            f"{error_line(err)}{_student_line(err.__traceback__)}",
-            ex.hint,
-            "".join(traceback.format_exception_only(err)).strip(),
-        )
-    finally:
-        _current.pop()
+    names = vars(__main__) if answer is _MISSING else {ex.answer: answer}
+
+    def decide() -> None:
+        checker, requests = start(ex, secrets.randbits(32))
+        try:
+            with _time_limit(limit, ex.id):
+                evidence = collect.collect(requests, names, time_limit=None)
+        except _TimeLimit:
+            raise Wrong(
+                f"the check took longer than {limit:g} s, so it was stopped; look for "
+                "a loop that does not end or a function that compiles on every call."
+            ) from None
+        finish(checker, requests, json.loads(json.dumps(evidence)))
+
+    return _report(ex, decide)
 
 
 def close(got, want, rtol: float = 1e-4) -> bool:
