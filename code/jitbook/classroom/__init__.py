@@ -11,9 +11,10 @@ completed notebooks.
 Solutions sit in the chapters between ``### BEGIN SOLUTION`` and ``### END
 SOLUTION``, the markers nbgrader uses, and the cells carry nbgrader's cell metadata,
 so a teacher who uses nbgrader can take the notebooks as they are. Grading runs each
-submission alone in a fresh, confined kernel; the grader reads every cell the student
-wrote before it runs and decides each exercise outside the kernel (README.md in this
-folder says which module does what).
+submission as Run All would, alone in a fresh, confined kernel, collects the evidence
+its answers produce (values on inputs drawn per student, exported programs), and
+judges it in a process that runs no student code (README.md in this folder says
+which module does what).
 """
 
 from jitbook.classroom.cli import GRADES, main, parser

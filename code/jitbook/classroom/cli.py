@@ -29,6 +29,7 @@ from jitbook.site import harness
 # ---- command line --------------------------------------------------------------------
 
 
+UNGRADED = ("not graded", "could not read", "refused")
 GRADES = harness.ROOT / "_build" / "grades" / "grades.csv"
 
 
@@ -178,11 +179,15 @@ def main(argv: list[str] | None = None) -> int:
     except (FileNotFoundError, ValueError) as err:  # NothingGraded too
         print(err, file=sys.stderr)
         return 1
-    flagged = sum(1 for g in rows if g.flags)
+    self_reported = sum(1 for g in rows if g.self_reported)
+    ungraded = sorted({g.student_file for g in rows if g.message.startswith(UNGRADED)})
     print(
         f"{sum(g.passed for g in rows)} of {sum(1 for g in rows if g.exercise)} "
-        f"exercises passed ({flagged} flagged) -> {args.out}, per student in "
-        f"{summary_path(args.out)}, executed notebooks in "
+        f"exercises passed ({self_reported} resting on self-reported checks) -> "
+        f"{args.out}, per student in {summary_path(args.out)}, executed notebooks in "
         f"{executed_folder(args.out)} ({time.perf_counter() - start:.0f} s)"
     )
-    return 0
+    if ungraded:
+        print(f"{len(ungraded)} notebook(s) could not be graded (the reasons are in the "
+              f"sheet): {', '.join(ungraded[:10])}", file=sys.stderr)
+    return min(len(ungraded), 100)  # the exit code: how many could not be graded

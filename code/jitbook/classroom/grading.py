@@ -1,4 +1,5 @@
-"""Grading: every submission alone in a fresh, confined kernel, decided outside it.
+"""Grading: every submission alone in a fresh, confined kernel, judged outside it from
+the evidence its answers produce.
 
 Only regular files inside the submissions folder are read (links are refused, and no
 file's content is ever echoed); the code the grader trusts is hashed before the class
@@ -8,6 +9,7 @@ and checked after every notebook; the class stops if it changed.
 import dataclasses
 import hashlib
 import os
+import secrets
 import shutil
 import stat
 import time
@@ -17,14 +19,8 @@ from pathlib import Path
 import nbformat
 
 from jitbook import size
-from jitbook.classroom.plan import (
-    Handout,
-    _code,
-    chapter_exercises,
-    chapter_of,
-    handed_out,
-    plan,
-)
+from jitbook.classroom import verdict
+from jitbook.classroom.plan import chapter_exercises, chapter_of, handed_out, plan
 from jitbook.classroom.report import (
     Grade,
     _errors,
@@ -35,11 +31,13 @@ from jitbook.classroom.report import (
     write_csv,
 )
 from jitbook.classroom.sandbox import CHECK_MARGIN, Kernel, sandbox_mode, trusted_paths
-from jitbook.classroom.scan import scan
-from jitbook.classroom.session import prelude_source, run_steps
+from jitbook.classroom.session import run_steps
+from jitbook.evidence.collect import MIME
+from jitbook.exercises import registry, start
 from jitbook.site import harness
 
 CELL_TIMEOUT, TIME_LIMIT = 300.0, 1200.0  # seconds per cell, per notebook (all in)
+JUDGE_RESERVE = 120.0  # seconds of a notebook's time limit kept for its verdicts
 # Grading checks the students' code, not the machine's speed: small problem sizes
 # unless the teacher asks for full ones (the PLN chapter's full-size cells take
 # minutes).
@@ -67,8 +65,9 @@ def grade_notebook(
     executed_to: Path | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> list[Grade]:
-    """Execute one submission in a fresh, confined kernel and grade every exercise of
-    its chapter with the grader's own checkers; never raises for it.
+    """Run one submission as Run All runs it, in a fresh, confined kernel; collect the
+    evidence its answers produce; judge it in a process of the grader's own. Never
+    raises for the notebook: whatever goes wrong becomes its rows, with the reason.
 
     ``content`` is the submission as read when grading began (the file is never
     written); ``executed_to``, if given, receives the notebook as grading ran it.
@@ -78,62 +77,102 @@ def grade_notebook(
     kernel = kernel or Kernel(sandbox_mode(), env=GRADING_ENV if env is None else env)
     if env is not None:
         kernel = dataclasses.replace(kernel, env=env)
-    stems = [p.stem for p in harness.chapter_files() if p.exists()]
+    deadline = time.monotonic() + time_limit
+    exercises: list[str] = []
     try:
         text = (content if content is not None else path.read_bytes()).decode()
         nb = nbformat.reads(text, as_version=4)
-    except Exception as err:  # the reason only: a message never quotes the file
-        why = f"could not read the notebook ({type(err).__name__}: it is not a "
-        return [Grade(name, "", False, why + "Jupyter notebook in JSON)")]
-    stem = chapter_of(path, nb, stems)
-    exercises = chapter_exercises(stem) if stem else []
-    if not exercises:
-        what = (
-            f"chapter {stem!r} has no exercises"
-            if stem
-            else "could not tell which chapter this notebook belongs to: name the "
-            "file after the chapter, e.g. why-compile.ipynb"
+        stems = [p.stem for p in harness.chapter_files() if p.exists()]
+        stem = chapter_of(path, nb, stems)
+        exercises = chapter_exercises(stem) if stem else []
+        if not exercises:
+            what = (
+                f"chapter {stem!r} has no exercises"
+                if stem
+                else "could not tell which chapter this notebook belongs to: name "
+                "the file after the chapter, e.g. why-compile.ipynb"
+            )
+            return [Grade(name, "", False, what)]
+        return _graded(
+            nb, name, stem, exercises, kernel, cell_timeout, deadline, check_limit,
+            executed_to, progress,
         )
-        return [Grade(name, "", False, what)]
-    handout = handed_out(next(p for p in harness.chapter_files() if p.stem == stem))
-    limits = {id: _limit(id, check_limit, exercises) for id in exercises}
-    steps = plan(nb, exercises, handout, prelude_source(stem), check_limit)
-    found = scan(_written(nb, steps, handout), "\n".join(handout.cells))
+    except Exception as err:  # noqa: BLE001 (one notebook never stops the class)
+        why = _unreadable(err) if not exercises else (
+            f"not graded: the grader could not handle this notebook "
+            f"({type(err).__name__}); the other notebooks were graded"
+        )
+        return [Grade(name, id, False, why) for id in exercises or [""]]
+
+
+def _unreadable(err: Exception) -> str:
+    return (
+        f"could not read the notebook ({type(err).__name__}: it is not a Jupyter "
+        "notebook in JSON that the grader can read)"
+    )
+
+
+def _graded(
+    nb, name, stem, exercises, kernel, cell_timeout, deadline, check_limit,
+    executed_to, progress,
+) -> list[Grade]:
+    registered = registry()
+    limits = {id: check_limit or registered[id].time_limit for id in exercises}
+    seeds = {id: secrets.randbits(32) for id in exercises}
+    requests = {id: start(registered[id], seeds[id])[1] for id in exercises}
+    steps = plan(nb, requests, max(limits.values()))
+    left = deadline - time.monotonic()
+    judging = min(JUDGE_RESERVE, left / 4)  # the verdicts' share of the time limit
     stopped = run_steps(
         steps,
         kernel,
         cell_timeout=cell_timeout,
-        check_timeout={id: t + CHECK_MARGIN for id, t in limits.items()},
-        time_limit=time_limit,
+        collect_timeout=sum(limits.values()) + CHECK_MARGIN,
+        time_limit=left - judging,
         progress=progress,
     )
-    prelude_errors = _errors(steps[0].cell)
-    if prelude_errors and not stopped:
-        stopped = f"the grader's set-up failed ({error_summary(prelude_errors[-1])})"
+    evidence = collected(steps[-1].cell)
+    job = {
+        id: {"seed": seeds[id], "requests": requests[id], "evidence": evidence[id]}
+        for id in exercises
+        if isinstance(evidence.get(id), list)
+    }
+    reports = verdict.run(job, deadline - time.monotonic()) if job else {}
+    missing = _not_collected(steps[-1], stopped)
+    reports.update({id: _report(id, missing) for id in exercises if id not in job})
     if executed_to is not None:
         executed_to.parent.mkdir(parents=True, exist_ok=True)
         executed = executed_notebook(nb, steps)
-        executed.metadata.setdefault("jitbook", {})["grading"] = {
-            "sandbox": kernel.sandbox,
-            "memory_gib": kernel.memory_gib,
+        executed.metadata["jitbook"] = {
+            "grading": {"sandbox": kernel.sandbox, "memory_gib": kernel.memory_gib}
         }
         nbformat.write(executed, executed_to)
-    return rows_for(name, nb, steps, exercises, handout, stopped, limits, found)
+    handout = handed_out(next(p for p in harness.chapter_files() if p.stem == stem))
+    return rows_for(name, nb, steps, exercises, handout, reports)
 
 
-def _limit(exercise_id: str, check_limit: float | None, exercises) -> float:
-    from jitbook.exercises import registry
+def collected(cell) -> dict:
+    """The evidence the collector displayed, by exercise ({} when there is none)."""
+    for output in reversed(cell.get("outputs", [])):
+        found = output.get("data", {}).get(MIME)
+        if isinstance(found, dict):
+            return found
+    return {}
 
-    return registry()[exercise_id].time_limit if check_limit is None else check_limit
+
+def _not_collected(step, stopped: str) -> str:
+    if stopped:
+        return f"not reached: {stopped}, before the grader collected the evidence"
+    errors = _errors(step.cell)
+    if step.failure:
+        return f"the grader's collection of the evidence {step.failure}"
+    why = f" ({error_summary(errors[-1])})" if errors else ""
+    return f"no evidence was collected for this exercise{why}"
 
 
-def _written(nb, steps, handout: Handout) -> list[tuple[int, str]]:
-    """The cells grading runs that the student wrote or changed, numbered from 1."""
-    return [
-        (s.index + 1, nb.cells[s.index].source)
-        for s in steps
-        if s.kind == "student" and _code(nb.cells[s.index].source) not in handout.cells
-    ]
+def _report(exercise_id: str, message: str) -> dict:
+    return {"exercise": exercise_id, "passed": False, "message": message,
+            "self_reported": []}
 
 
 def submissions(folder: Path) -> tuple[list[Path], list[str]]:

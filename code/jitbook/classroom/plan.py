@@ -1,38 +1,25 @@
-"""What a grading kernel runs: the set-up, the cells a student wrote, the checks."""
+"""What a grading kernel runs: the notebook as Run All runs it, then the collector."""
 
 import copy
 import dataclasses
 import functools
-import secrets
+import json
 from pathlib import Path
 
 import nbformat
 
-from jitbook.classroom.handout import (
-    check_calls,
-    checked_exercise,
-    only_checks,
-    student_notebook,
-)
+from jitbook.classroom.handout import checked_exercise, student_notebook
 from jitbook.exercises import registry
 from jitbook.site import harness
 
-GRADER_MODULE = "_jitbook_grader"
-
-
 @dataclasses.dataclass
 class Step:
-    """A cell the grading kernel runs: the grader's set-up, a student's cell, or a
-    verdict.
-    """
+    """A cell the grading kernel runs: a cell of the submission, or the collector."""
 
-    kind: str  # "prelude", "student" or "verdict"
+    kind: str  # "student" or "collect"
     cell: nbformat.NotebookNode
-    exercise: str | None = None
     index: int | None = None  # the cell's place in the submission
     failure: str = ""  # why it did not finish: a time limit or a dead kernel
-    after: int | None = None  # a verdict for a check inside a cell that also runs
-    nonce: str = ""  # a verdict's: the kernel first sees it when this cell runs
 
 
 def chapter_of(
@@ -41,7 +28,10 @@ def chapter_of(
     """The chapter a submission belongs to: notebook metadata first, else the longest
     chapter stem in its name.
     """
-    source = (nb or {}).get("metadata", {}).get("jitbook", {}).get("source")
+    meta = (nb or {}).get("metadata", {})
+    meta = meta.get("jitbook", {}) if isinstance(meta, dict) else {}
+    source = meta.get("source") if isinstance(meta, dict) else None
+    source = source if isinstance(source, str) else None
     if source and Path(source).stem in stems:
         return Path(source).stem
     named = [s for s in stems if s in path.stem]
@@ -116,68 +106,49 @@ def handed_out(qmd: Path) -> Handout:
         frozenset(
             _code(c.source)
             for c in nb.cells
-            if c.metadata.get("jitbook", {}).get("role") == "solution"
+            if jitbook_meta(c).get("role") == "solution"
         ),
         frozenset(_code(nb.cells[i].source) for i in body_cells(nb)),
         frozenset(_code(c.source) for c in nb.cells if c.cell_type == "code"),
     )
 
 
-def verdict_source(exercise_id: str, check_limit: float | None, nonce: str) -> str:
-    """The grader's cell for one exercise: the sealed checker, never the notebook's
-    ``check``, answering with a nonce no earlier cell could know.
-    """
+def collector_source(requests: dict[str, list[dict]], time_limit: float) -> str:
+    """The grader's last cell: answer every exercise's requests from the notebook's
+    names and display the evidence. It decides nothing."""
     return (
-        f'__import__("sys").modules["{GRADER_MODULE}"].GRADER.grade('
-        f"{exercise_id!r}, time_limit={check_limit!r}, nonce={nonce!r})"
+        "from jitbook.evidence.collect import show as _jitbook_show\n"
+        f"_jitbook_show(__import__('json').loads({json.dumps(json.dumps(requests))}), "
+        f"time_limit={time_limit!r})"
     )
 
 
-def _verdict(exercise_id: str, check_limit, index=None, after=None) -> Step:
-    nonce = secrets.token_hex(16)
-    cell = nbformat.v4.new_code_cell(verdict_source(exercise_id, check_limit, nonce))
-    return Step("verdict", cell, exercise_id, index, after=after, nonce=nonce)
-
-
 def plan(
-    nb: nbformat.NotebookNode,
-    exercises: list[str],
-    handout: Handout,
-    prelude: str,
-    check_limit: float | None = None,
+    nb: nbformat.NotebookNode, requests: dict[str, list[dict]], time_limit: float
 ) -> list[Step]:
-    """What a grading kernel runs, in order: the grader's set-up, every cell the student
-    wrote or kept (body cells left as handed out are skipped), and the grader's own
-    check where the notebook last checks each exercise, as Run All would leave it (a
-    scratch check above the solution decides nothing); exercises whose check cell is
-    gone are checked at the end.
-    """
-    steps = [Step("prelude", nbformat.v4.new_code_cell(prelude))]
-    body = set(body_cells(nb))
-    last = {}
-    for i, cell in enumerate(nb.cells):
-        if cell.cell_type == "code":
-            for exercise_id in check_calls(cell.source):
-                last[exercise_id] = i
-    for i, cell in enumerate(nb.cells):
-        if cell.cell_type != "code" or not cell.source.strip():
-            continue
-        here = [e for e in exercises if last.get(e) == i]
-        if only_checks(cell.source):
-            steps += [_verdict(e, check_limit, index=i) for e in here[:1]]
-            steps += [_verdict(e, check_limit, after=i) for e in here[1:]]
-            continue
-        if not (i in body and _code(cell.source) in handout.body):
-            steps.append(Step("student", _fresh(cell), None, i))
-            steps += [_verdict(e, check_limit, after=i) for e in here]
-    steps += [_verdict(e, check_limit) for e in exercises if e not in last]
-    return steps
+    """What a grading kernel runs, in order: every code cell of the submission as Run
+    All runs it (stored outputs count for nothing), then the collector."""
+    steps = [
+        Step("student", _fresh(cell), i)
+        for i, cell in enumerate(nb.cells)
+        if cell.get("cell_type") == "code" and str(cell.get("source", "")).strip()
+    ]
+    collector = nbformat.v4.new_code_cell(collector_source(requests, time_limit))
+    return steps + [Step("collect", collector)]
 
 
 def _fresh(cell) -> nbformat.NotebookNode:
     """A copy of a code cell without its stored outputs: a stored output counts for
     nothing.
     """
-    copied = nbformat.v4.new_code_cell(cell.source)
-    copied.metadata = copy.deepcopy(cell.get("metadata", {}))
+    copied = nbformat.v4.new_code_cell(str(cell.get("source", "")))
+    metadata = cell.get("metadata", {})
+    copied.metadata = copy.deepcopy(metadata) if isinstance(metadata, dict) else {}
     return copied
+
+
+def jitbook_meta(cell) -> dict:
+    """A cell's ``jitbook`` metadata, or {} when it is missing or not a mapping."""
+    metadata = cell.get("metadata", {})
+    found = metadata.get("jitbook", {}) if isinstance(metadata, dict) else {}
+    return found if isinstance(found, dict) else {}

@@ -19,6 +19,9 @@ from jitbook.site import harness
 MEMORY_LIMIT = 4.0  # GiB per student, all processes together; JAX starts in under 2
 DISK_LIMIT = 1.0  # GiB per student: the work folder and /tmp, each
 OUTPUT_LIMIT = 200_000  # characters of output one cell keeps; the rest is cut
+COLLECT_LIMIT = 32_000_000  # characters the collector's evidence may take
+NOTEBOOK_OUTPUT_LIMIT = 4_000_000  # characters of output all cells keep together
+MESSAGE_LIMIT = 48 * 2**20  # bytes of one message part from the kernel
 CHECK_MARGIN = 10.0  # seconds a check may run past its limit before the kill
 MAX_RESTARTS = 5
 SANDBOXES = ("auto", "bwrap", "none")
@@ -120,14 +123,41 @@ def bwrap_prefix(
             args += ["--ro-bind", "/dev/null", path]
     for path in _read_only_paths():
         args += ["--ro-bind", path, path]
+    # The checkers and their references stay outside: check() cells find a stand-in.
+    args += ["--ro-bind", str(_stand_in(private)), str(_package() / "exercises")]
     args += ["--ro-bind", str(private), str(private)]
     # No network: the kernel talks to the grader over Unix sockets in their own folder.
     sockets = str(private.parent / "sockets")
-    args += ["--bind", sockets, sockets, "--bind", str(workdir), str(workdir)]
+    # The work folder is a size-limited filesystem of the sandbox's own: nothing the
+    # student writes reaches the grader's disk, and nothing is left behind.
+    args += ["--bind", sockets, sockets, "--size", str(tmp_bytes), "--tmpfs", str(workdir)]
     args += ["--chdir", str(workdir), "--clearenv"]
     for key, value in env.items():
         args += ["--setenv", key, value]
     return args + ["--"]
+
+
+STAND_IN = '''"""The checkers are not in the grading sandbox: the grader judges what your
+answers produce after the notebook has run."""
+
+
+def check(exercise_id, answer=None, **options):
+    print(f"{exercise_id}: graded after the run, from what your answer produces")
+'''
+
+
+def _package() -> Path:
+    import jitbook
+
+    return Path(jitbook.__file__).resolve().parent
+
+
+def _stand_in(private: Path) -> Path:
+    """A package with the one name handouts import from ``jitbook.exercises``."""
+    folder = private / "exercises"
+    folder.mkdir(exist_ok=True)
+    (folder / "__init__.py").write_text(STAND_IN)
+    return folder
 
 
 def kernel_env(workdir: Path, private: Path, extra: dict[str, str]) -> dict[str, str]:
@@ -178,6 +208,10 @@ class Kernel:
                 return prefix + [command[0], "-P", "-s", *command[1:]]
 
         km = Confined(kernel_name="python3")
+        import zmq
+
+        # A larger message is refused by the socket, before it reaches our memory.
+        km.context.setsockopt(zmq.MAXMSGSIZE, MESSAGE_LIMIT)
         km.connection_file = str(private / "kernel.json")
         # Unix sockets in every mode: bwrap's kernel has no network, and no TCP port
         # two kernels started at once could both pick (see harness.kernel_manager).
@@ -202,27 +236,46 @@ def _client_base():
 
 
 class CappedClient(_client_base()):
-    """An nbclient client that keeps at most ``cap`` characters of a cell's output and
-    says where it cut: a cell that prints a gigabyte costs the grader nothing.
+    """An nbclient client that keeps at most ``cap`` characters of each cell's
+    messages, of every kind (streams, displays, display updates, comms), and at most
+    ``total`` for the notebook, and says where it cut: a cell that prints or updates a
+    gigabyte costs the grader nothing. The collector's cell may hold ``collect_cap``.
     """
 
     cap: int = OUTPUT_LIMIT
+    collect_cap: int = COLLECT_LIMIT
+    total: int = NOTEBOOK_OUTPUT_LIMIT
+    collect_index: int = -1
 
-    def output(self, outs, msg, display_id, cell_index):
-        kept = getattr(self, "_kept", {})
-        self._kept = kept
-        size = len(str(msg.get("content", {})))
+    def process_message(self, msg, cell, cell_index):
+        kind = msg.get("msg_type", "")
+        if kind in ("status", "execute_input"):
+            return super().process_message(msg, cell, cell_index)
+        kept = self.__dict__.setdefault("_kept", {})
+        size = _size(msg.get("content", {}))
         used = kept.get(cell_index, 0)
         kept[cell_index] = used + size
-        if used + size <= self.cap:
-            return super().output(outs, msg, display_id, cell_index)
-        if used <= self.cap:
+        cap = self.collect_cap if cell_index == self.collect_index else self.cap
+        everything = sum(v for k, v in kept.items() if k != self.collect_index)
+        if used + size <= cap and everything <= self.total:
+            return super().process_message(msg, cell, cell_index)
+        if used <= cap and not self.__dict__.get("_noted", {}).get(cell_index):
+            self.__dict__.setdefault("_noted", {})[cell_index] = True
             note = (
-                f"[grader] output cut: this cell printed more than {self.cap:,} "
+                f"[grader] output cut: this cell's output passed {min(cap, self.total):,} "
                 "characters; the rest is not kept\n"
             )
-            outs.append(_stream(note))
+            cell.outputs.append(_stream(note))
         return None
+
+
+def _size(content) -> int:
+    """About how many characters a message holds, without copying it whole."""
+    if isinstance(content, dict):
+        return sum(len(str(k)) + _size(v) for k, v in content.items())
+    if isinstance(content, list):
+        return sum(map(_size, content)) + 1
+    return len(content) if isinstance(content, str | bytes) else 8
 
 
 def _stream(text: str):

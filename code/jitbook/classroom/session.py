@@ -3,9 +3,9 @@
 import contextlib
 import copy
 import dataclasses
-import hashlib
 import math
 import os
+import shutil
 import signal
 import subprocess
 import tempfile
@@ -16,39 +16,8 @@ from pathlib import Path
 
 import nbformat
 
-from jitbook.classroom.plan import GRADER_MODULE, Step
+from jitbook.classroom.plan import Step
 from jitbook.classroom.sandbox import MAX_RESTARTS, Kernel
-
-
-def prelude_source(chapter: str) -> str:
-    """The grader's first cell, before any student code: load
-    ``jitbook.classroom.sealed`` and the chapter's checkers from hashed bytes, and take
-    the snapshot every verdict is compared with. It holds no key: each verdict cell
-    carries a nonce the kernel first sees when that cell runs.
-    """
-    import jitbook
-
-    package = Path(jitbook.__file__).resolve().parent
-    sealed_file = package / "classroom" / "sealed.py"
-    sealed_hash = hashlib.sha256(sealed_file.read_bytes()).hexdigest()
-    from jitbook.classroom.sealed import digests
-
-    hashes = digests(package / "exercises")
-    return "\n".join(
-        [
-            "import hashlib as _h, sys as _s, types as _t",
-            "import jitbook",
-            f"_b = open({str(sealed_file)!r}, 'rb').read()",
-            f"if _h.sha256(_b).hexdigest() != {sealed_hash!r}:",
-            "    raise RuntimeError('classroom/sealed.py changed during grading')",
-            f"_m = _t.ModuleType({GRADER_MODULE!r})",
-            f"exec(compile(_b, {str(sealed_file)!r}, 'exec'), _m.__dict__)",
-            f"_s.modules[{GRADER_MODULE!r}] = _m",
-            f"_m.GRADER = _m.install({str(package / 'exercises')!r}, {hashes!r}, "
-            f"{chapter!r})",
-            "del _h, _s, _t, _b, _m",
-        ]
-    )
 
 
 def run_steps(
@@ -56,7 +25,7 @@ def run_steps(
     kernel: Kernel,
     *,
     cell_timeout: float,
-    check_timeout: dict[str, float],
+    collect_timeout: float,
     time_limit: float,
     progress: Callable[[str], None] | None = None,
 ) -> str:
@@ -70,19 +39,20 @@ def run_steps(
     done: set[int] = set()
     deadline = time.monotonic() + time_limit
     position, restarts = 0, 0
-    with tempfile.TemporaryDirectory(prefix="jitbook-grade-") as root:
+    with _scratch() as root:
         workdir, private = Path(root) / "work", Path(root) / "kernel"
         for folder in (workdir, private, Path(root) / "sockets", private / "ipython"):
             folder.mkdir()
         (private / "ipython" / "profile_default" / "startup").mkdir(parents=True)
         watch = Watch(kernel, workdir, steps, progress)
-        run = _Run(steps, done, watch, cell_timeout, check_timeout, deadline)
+        run = _Run(steps, done, watch, cell_timeout, collect_timeout, deadline)
         try:
             while position < len(steps):
                 if restarts > MAX_RESTARTS:
                     return f"the kernel was restarted {MAX_RESTARTS} times"
                 nb = nbformat.v4.new_notebook(cells=[s.cell for s in steps])
                 client, env = kernel.client(nb, workdir, private, cell_timeout)
+                client.collect_index = len(steps) - 1
                 try:
                     position = _session(client, env, workdir, run, position)
                 except _OutOfTime:
@@ -93,6 +63,20 @@ def run_steps(
         finally:
             watch.stop()
     return ""
+
+
+@contextlib.contextmanager
+def _scratch():
+    """A folder for one submission's kernel, removed afterwards however deep the
+    student's files go (``rm -rf`` where Python's recursion gives up)."""
+    root = tempfile.mkdtemp(prefix="jitbook-grade-")
+    try:
+        yield root
+    finally:
+        try:
+            shutil.rmtree(root)
+        except (OSError, RecursionError):
+            subprocess.run(["rm", "-rf", "--", root], check=False)
 
 
 class _OutOfTime(Exception):
@@ -113,7 +97,7 @@ class _Run:
     done: set[int]
     watch: "Watch"
     cell_timeout: float
-    check_timeout: dict[str, float]
+    collect_timeout: float
     deadline: float
 
 
@@ -122,11 +106,7 @@ def _session(client, env, workdir: Path, run: _Run, position: int) -> int:
     kernel starts.
     """
     steps, done, watch = run.steps, run.done, run.watch
-    cell_timeout, check_timeout, deadline = (
-        run.cell_timeout,
-        run.check_timeout,
-        run.deadline,
-    )
+    cell_timeout, deadline = run.cell_timeout, run.deadline
     from nbclient.exceptions import CellTimeoutError, DeadKernelError
 
     def execute(cell, j: int, limit: float) -> None:
@@ -136,7 +116,7 @@ def _session(client, env, workdir: Path, run: _Run, position: int) -> int:
         client.timeout = max(1, math.ceil(min(limit, left)))  # nbclient wants an int
         watch.running(j, client)
         try:
-            client.execute_cell(cell, j, store_history=steps[j].kind != "prelude")
+            client.execute_cell(cell, j, store_history=True)
         except CellTimeoutError:
             if client.timeout < limit:
                 raise _OutOfTime() from None
@@ -167,8 +147,7 @@ def _session(client, env, workdir: Path, run: _Run, position: int) -> int:
                     ) from None
             for j in range(position, len(steps)):
                 step = steps[j]
-                limit = check_timeout.get(step.exercise, cell_timeout)
-                limit = limit if step.kind == "verdict" else cell_timeout
+                limit = run.collect_timeout if step.kind == "collect" else cell_timeout
                 try:
                     execute(step.cell, j, limit)
                 except CellTimeoutError:
@@ -180,8 +159,7 @@ def _session(client, env, workdir: Path, run: _Run, position: int) -> int:
                 if watch.over:
                     step.failure = watch.over
                     return j + 1
-                if step.kind != "verdict":
-                    done.add(j)
+                done.add(j)
             return len(steps)
     except (CellTimeoutError, DeadKernelError, _OutOfTime, _KernelFailed):
         raise
@@ -246,8 +224,7 @@ class Watch:
                 step = self.steps[cell]
                 what = {
                     "student": "a cell of the notebook",
-                    "prelude": "set-up",
-                    "verdict": f"the check of {step.exercise}",
+                    "collect": "the collection of the evidence",
                 }[step.kind]
                 where = f" (cell {step.index + 1})" if step.index is not None else ""
                 self.progress(

@@ -194,14 +194,15 @@ def _student_line(err: BaseException) -> str:
     return f"your line {frame.lineno}{code}"
 
 
-def show(requests: list[dict], time_limit: float = 30.0) -> None:
-    """The collector cell: answer the requests from the notebook's names and display
-    the evidence under its own MIME type (the grader reads nothing else)."""
+def show(requests: dict[str, list[dict]], time_limit: float = 30.0) -> None:
+    """The grader's collector cell: answer each exercise's requests from the
+    notebook's names and display the evidence under its own MIME type (the grader
+    reads nothing else of the notebook's outputs)."""
     import __main__
 
     from IPython.display import display
 
-    evidence = collect(requests, vars(__main__), time_limit)
-    display({MIME: evidence, "text/plain": f"evidence for {len(requests)} requests"},
-            raw=True)
-
+    names = vars(__main__)
+    evidence = {id: collect(asked, names, time_limit) for id, asked in requests.items()}
+    shown = {MIME: evidence, "text/plain": f"evidence for {len(evidence)} exercises"}
+    display(shown, raw=True)
