@@ -120,26 +120,30 @@ def _graded(
     limits = {id: check_limit or registered[id].time_limit for id in exercises}
     seeds = {id: secrets.randbits(32) for id in exercises}
     requests = {id: start(registered[id], seeds[id])[1] for id in exercises}
-    steps = plan(nb, requests, max(limits.values()))
+    steps = plan(nb, requests, limits)
     left = deadline - time.monotonic()
     judging = min(JUDGE_RESERVE, left / 4)  # the verdicts' share of the time limit
     stopped = run_steps(
         steps,
         kernel,
         cell_timeout=cell_timeout,
-        collect_timeout=sum(limits.values()) + CHECK_MARGIN,
+        collect_timeout={id: t + CHECK_MARGIN for id, t in limits.items()},
         time_limit=left - judging,
         progress=progress,
     )
-    evidence = collected(steps[-1].cell)
+    collectors = {s.exercise: s for s in steps if s.kind == "collect"}
+    evidence = {id: collected(collectors[id].cell).get(id) for id in exercises}
     job = {
         id: {"seed": seeds[id], "requests": requests[id], "evidence": evidence[id]}
         for id in exercises
-        if isinstance(evidence.get(id), list)
+        if isinstance(evidence[id], list)
     }
     reports = verdict.run(job, deadline - time.monotonic()) if job else {}
-    missing = _not_collected(steps[-1], stopped)
-    reports.update({id: _report(id, missing) for id in exercises if id not in job})
+    reports.update({
+        id: _report(id, _not_collected(collectors[id], stopped))
+        for id in exercises
+        if id not in job
+    })
     if executed_to is not None:
         executed_to.parent.mkdir(parents=True, exist_ok=True)
         executed = executed_notebook(nb, steps)
@@ -161,11 +165,15 @@ def collected(cell) -> dict:
 
 
 def _not_collected(step, stopped: str) -> str:
-    if stopped:
-        return f"not reached: {stopped}, before the grader collected the evidence"
-    errors = _errors(step.cell)
     if step.failure:
-        return f"the grader's collection of the evidence {step.failure}"
+        return (
+            f"collecting what your answer produces {step.failure} and was stopped; "
+            "look for a loop that never ends, such as a lax.while_loop whose "
+            "condition stays true"
+        )
+    errors = _errors(step.cell)
+    if stopped and not step.cell.get("outputs"):
+        return f"not reached: {stopped}, before the grader collected the evidence"
     why = f" ({error_summary(errors[-1])})" if errors else ""
     return f"no evidence was collected for this exercise{why}"
 

@@ -19,6 +19,7 @@ class Step:
     kind: str  # "student" or "collect"
     cell: nbformat.NotebookNode
     index: int | None = None  # the cell's place in the submission
+    exercise: str | None = None  # a collector's
     failure: str = ""  # why it did not finish: a time limit or a dead kernel
 
 
@@ -113,28 +114,35 @@ def handed_out(qmd: Path) -> Handout:
     )
 
 
-def collector_source(requests: dict[str, list[dict]], time_limit: float) -> str:
-    """The grader's last cell: answer every exercise's requests from the notebook's
+def collector_source(exercise_id: str, requests: list[dict], limit: float) -> str:
+    """The grader's cell for one exercise: answer its requests from the notebook's
     names and display the evidence. It decides nothing."""
+    asked = json.dumps({exercise_id: requests})
     return (
         "from jitbook.evidence.collect import show as _jitbook_show\n"
-        f"_jitbook_show(__import__('json').loads({json.dumps(json.dumps(requests))}), "
-        f"time_limit={time_limit!r})"
+        f"_jitbook_show(__import__('json').loads({json.dumps(asked)}), "
+        f"time_limit={limit!r})"
     )
 
 
 def plan(
-    nb: nbformat.NotebookNode, requests: dict[str, list[dict]], time_limit: float
+    nb: nbformat.NotebookNode,
+    requests: dict[str, list[dict]],
+    limits: dict[str, float],
 ) -> list[Step]:
     """What a grading kernel runs, in order: every code cell of the submission as Run
-    All runs it (stored outputs count for nothing), then the collector."""
+    All runs it (stored outputs count for nothing), then a collector cell for each
+    exercise (one that hangs costs only its own evidence)."""
     steps = [
         Step("student", _fresh(cell), i)
         for i, cell in enumerate(nb.cells)
         if cell.get("cell_type") == "code" and str(cell.get("source", "")).strip()
     ]
-    collector = nbformat.v4.new_code_cell(collector_source(requests, time_limit))
-    return steps + [Step("collect", collector)]
+    for exercise_id, asked in requests.items():
+        source = collector_source(exercise_id, asked, limits[exercise_id])
+        cell = nbformat.v4.new_code_cell(source)
+        steps.append(Step("collect", cell, exercise=exercise_id))
+    return steps
 
 
 def _fresh(cell) -> nbformat.NotebookNode:

@@ -148,7 +148,7 @@ def executed_notebook(
                 nbformat.v4.new_output("stream", name="stderr", text=note)
             )
         if step.index is None:
-            cell.metadata["jitbook"] = {"role": "grader"}
+            cell.metadata["jitbook"] = {"role": "grader", "exercise": step.exercise}
             out.cells.append(cell)
         else:
             out.cells[step.index] = cell

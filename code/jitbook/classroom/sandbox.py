@@ -239,13 +239,13 @@ class CappedClient(_client_base()):
     """An nbclient client that keeps at most ``cap`` characters of each cell's
     messages, of every kind (streams, displays, display updates, comms), and at most
     ``total`` for the notebook, and says where it cut: a cell that prints or updates a
-    gigabyte costs the grader nothing. The collector's cell may hold ``collect_cap``.
+    gigabyte costs the grader nothing. A collector's cell may hold ``collect_cap``.
     """
 
     cap: int = OUTPUT_LIMIT
     collect_cap: int = COLLECT_LIMIT
     total: int = NOTEBOOK_OUTPUT_LIMIT
-    collect_index: int = -1
+    collect_cells: frozenset = frozenset()
 
     def process_message(self, msg, cell, cell_index):
         kind = msg.get("msg_type", "")
@@ -255,8 +255,8 @@ class CappedClient(_client_base()):
         size = _size(msg.get("content", {}))
         used = kept.get(cell_index, 0)
         kept[cell_index] = used + size
-        cap = self.collect_cap if cell_index == self.collect_index else self.cap
-        everything = sum(v for k, v in kept.items() if k != self.collect_index)
+        cap = self.collect_cap if cell_index in self.collect_cells else self.cap
+        everything = sum(v for k, v in kept.items() if k not in self.collect_cells)
         if used + size <= cap and everything <= self.total:
             return super().process_message(msg, cell, cell_index)
         if used <= cap and not self.__dict__.get("_noted", {}).get(cell_index):

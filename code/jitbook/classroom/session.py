@@ -25,7 +25,7 @@ def run_steps(
     kernel: Kernel,
     *,
     cell_timeout: float,
-    collect_timeout: float,
+    collect_timeout: dict[str, float],
     time_limit: float,
     progress: Callable[[str], None] | None = None,
 ) -> str:
@@ -52,7 +52,9 @@ def run_steps(
                     return f"the kernel was restarted {MAX_RESTARTS} times"
                 nb = nbformat.v4.new_notebook(cells=[s.cell for s in steps])
                 client, env = kernel.client(nb, workdir, private, cell_timeout)
-                client.collect_index = len(steps) - 1
+                client.collect_cells = {
+                    j for j, s in enumerate(steps) if s.kind == "collect"
+                }
                 try:
                     position = _session(client, env, workdir, run, position)
                 except _OutOfTime:
@@ -97,7 +99,7 @@ class _Run:
     done: set[int]
     watch: "Watch"
     cell_timeout: float
-    collect_timeout: float
+    collect_timeout: dict[str, float]
     deadline: float
 
 
@@ -147,7 +149,7 @@ def _session(client, env, workdir: Path, run: _Run, position: int) -> int:
                     ) from None
             for j in range(position, len(steps)):
                 step = steps[j]
-                limit = run.collect_timeout if step.kind == "collect" else cell_timeout
+                limit = run.collect_timeout.get(step.exercise, cell_timeout)
                 try:
                     execute(step.cell, j, limit)
                 except CellTimeoutError:
@@ -224,7 +226,7 @@ class Watch:
                 step = self.steps[cell]
                 what = {
                     "student": "a cell of the notebook",
-                    "collect": "the collection of the evidence",
+                    "collect": f"the collection of {step.exercise}'s evidence",
                 }[step.kind]
                 where = f" (cell {step.index + 1})" if step.index is not None else ""
                 self.progress(
