@@ -52,7 +52,6 @@ from jitbook.classroom.lab import exercise_counts, exercise_rows, lab_config
 from jitbook.classroom.plan import (
     Handout,
     Step,
-    body_cells,
     chapter_exercises,
     chapter_of,
     handed_out,
@@ -90,7 +89,6 @@ __all__ = [
     "Kernel",
     "NothingGraded",
     "Step",
-    "body_cells",
     "chapter_exercises",
     "chapter_of",
     "check_markers",

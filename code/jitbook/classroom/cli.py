@@ -188,6 +188,9 @@ def main(argv: list[str] | None = None) -> int:
         f"{executed_folder(args.out)} ({time.perf_counter() - start:.0f} s)"
     )
     if ungraded:
-        print(f"{len(ungraded)} notebook(s) could not be graded (the reasons are in the "
-              f"sheet): {', '.join(ungraded[:10])}", file=sys.stderr)
+        print(
+            f"{len(ungraded)} notebook(s) could not be graded (the reasons are in the "
+            f"sheet): {', '.join(ungraded[:10])}",
+            file=sys.stderr,
+        )
     return min(len(ungraded), 100)  # the exit code: how many could not be graded

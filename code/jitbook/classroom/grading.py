@@ -94,13 +94,25 @@ def grade_notebook(
             )
             return [Grade(name, "", False, what)]
         return _graded(
-            nb, name, stem, exercises, kernel, cell_timeout, deadline, check_limit,
-            executed_to, progress,
+            nb,
+            name,
+            stem,
+            exercises,
+            kernel,
+            cell_timeout,
+            deadline,
+            check_limit,
+            executed_to,
+            progress,
         )
     except Exception as err:  # noqa: BLE001 (one notebook never stops the class)
-        why = _unreadable(err) if not exercises else (
-            f"not graded: the grader could not handle this notebook "
-            f"({type(err).__name__}); the other notebooks were graded"
+        why = (
+            _unreadable(err)
+            if not exercises
+            else (
+                f"not graded: the grader could not handle this notebook "
+                f"({type(err).__name__}); the other notebooks were graded"
+            )
         )
         return [Grade(name, id, False, why) for id in exercises or [""]]
 
@@ -113,8 +125,16 @@ def _unreadable(err: Exception) -> str:
 
 
 def _graded(
-    nb, name, stem, exercises, kernel, cell_timeout, deadline, check_limit,
-    executed_to, progress,
+    nb,
+    name,
+    stem,
+    exercises,
+    kernel,
+    cell_timeout,
+    deadline,
+    check_limit,
+    executed_to,
+    progress,
 ) -> list[Grade]:
     registered = registry()
     limits = {id: check_limit or registered[id].time_limit for id in exercises}
@@ -139,11 +159,13 @@ def _graded(
         if isinstance(evidence[id], list)
     }
     reports = verdict.run(job, deadline - time.monotonic()) if job else {}
-    reports.update({
-        id: _report(id, _not_collected(collectors[id], stopped))
-        for id in exercises
-        if id not in job
-    })
+    reports.update(
+        {
+            id: _report(id, _not_collected(collectors[id], stopped))
+            for id in exercises
+            if id not in job
+        }
+    )
     if executed_to is not None:
         executed_to.parent.mkdir(parents=True, exist_ok=True)
         executed = executed_notebook(nb, steps)
@@ -179,8 +201,12 @@ def _not_collected(step, stopped: str) -> str:
 
 
 def _report(exercise_id: str, message: str) -> dict:
-    return {"exercise": exercise_id, "passed": False, "message": message,
-            "self_reported": []}
+    return {
+        "exercise": exercise_id,
+        "passed": False,
+        "message": message,
+        "self_reported": [],
+    }
 
 
 def submissions(folder: Path) -> tuple[list[Path], list[str]]:

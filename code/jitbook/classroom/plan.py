@@ -12,6 +12,7 @@ from jitbook.classroom.handout import checked_exercise, student_notebook
 from jitbook.exercises import registry
 from jitbook.site import harness
 
+
 @dataclasses.dataclass
 class Step:
     """A cell the grading kernel runs: a cell of the submission, or the collector."""
@@ -53,32 +54,6 @@ def chapter_exercises(stem: str) -> list[str]:
     return sorted(ids, key=lambda id: order.index(id) if id in order else len(order))
 
 
-def _sections(cell) -> list[str]:
-    """The ``##`` headings in a Markdown cell (a cell may hold several, and prose around
-    them).
-    """
-    if cell.cell_type != "markdown":
-        return []
-    return [line for line in cell.source.splitlines() if line.startswith("## ")]
-
-
-def body_cells(nb: nbformat.NotebookNode) -> list[int]:
-    """Code cells of the chapter's body: after its set-up (the cells before the first
-    ``##`` section) and
-
-    before ``## Exercises``. Grading skips those the student left as handed out: the
-    exercises need only the set-up, and the body holds the chapter's measurements,
-    which would make grading a class take hours.
-    """
-    sections = [(i, h) for i, c in enumerate(nb.cells) for h in _sections(c)]
-    exercises = next((i for i, h in sections if h.startswith("## Exercises")), None)
-    if exercises is None:
-        return []
-    return [
-        i for i in range(sections[0][0], exercises) if nb.cells[i].cell_type == "code"
-    ]
-
-
 def _code(source: str) -> str:
     """A cell's code without Quarto options and blank lines, for comparing a submission
     with its handout.
@@ -90,27 +65,21 @@ def _code(source: str) -> str:
 
 @dataclasses.dataclass(frozen=True)
 class Handout:
-    """What a chapter's student notebook held: its solution stubs and its body cells."""
+    """What a chapter's student notebook held: its solution stubs."""
 
     stubs: frozenset[str]
-    body: frozenset[str]
-    cells: frozenset[str] = frozenset()  # every code cell, as handed out
 
 
 @functools.cache
 def handed_out(qmd: Path) -> Handout:
-    """The solution cells (stubs in place) and body cells of a chapter's student
-    notebook.
-    """
+    """The solution cells (stubs in place) of a chapter's student notebook."""
     nb = student_notebook(qmd)
     return Handout(
         frozenset(
             _code(c.source)
             for c in nb.cells
             if jitbook_meta(c).get("role") == "solution"
-        ),
-        frozenset(_code(nb.cells[i].source) for i in body_cells(nb)),
-        frozenset(_code(c.source) for c in nb.cells if c.cell_type == "code"),
+        )
     )
 
 

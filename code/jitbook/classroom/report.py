@@ -32,7 +32,12 @@ class Grade:
 
 FIELDS = ("student_file", "exercise", "passed", "points", "message", "self_reported")
 SUMMARY_FIELDS = (
-    "student", "points", "max_points", "passed", "exercises", "self_reported"
+    "student",
+    "points",
+    "max_points",
+    "passed",
+    "exercises",
+    "self_reported",
 )
 ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-_]")
 CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")

@@ -130,15 +130,23 @@ def bwrap_prefix(
     sockets = str(private.parent / "sockets")
     # The work folder is a size-limited filesystem of the sandbox's own: nothing the
     # student writes reaches the grader's disk, and nothing is left behind.
-    args += ["--bind", sockets, sockets, "--size", str(tmp_bytes), "--tmpfs", str(workdir)]
+    args += [
+        "--bind",
+        sockets,
+        sockets,
+        "--size",
+        str(tmp_bytes),
+        "--tmpfs",
+        str(workdir),
+    ]
     args += ["--chdir", str(workdir), "--clearenv"]
     for key, value in env.items():
         args += ["--setenv", key, value]
     return args + ["--"]
 
 
-STAND_IN = '''"""The checkers are not in the grading sandbox: the grader judges what your
-answers produce after the notebook has run."""
+STAND_IN = '''"""The checkers are not in the grading sandbox: the grader judges
+what your answers produce after the notebook has run."""
 
 
 def check(exercise_id, answer=None, **options):
@@ -262,7 +270,8 @@ class CappedClient(_client_base()):
         if used <= cap and not self.__dict__.get("_noted", {}).get(cell_index):
             self.__dict__.setdefault("_noted", {})[cell_index] = True
             note = (
-                f"[grader] output cut: this cell's output passed {min(cap, self.total):,} "
+                "[grader] output cut: this cell's output passed "
+                f"{min(cap, self.total):,} "
                 "characters; the rest is not kept\n"
             )
             cell.outputs.append(_stream(note))

@@ -28,13 +28,18 @@ def judge(job: dict) -> dict:
             ex = exercises.registry()[exercise_id]
             _, requests = exercises.start(ex, item["seed"])
             if json.loads(json.dumps(requests)) != item["requests"]:
-                raise RuntimeError("the checker's requests are not the same from a seed")
+                raise RuntimeError(
+                    "the checker's requests are not the same from a seed"
+                )
             report = exercises.verdict(exercise_id, item["seed"], item["evidence"])
         except Exception as err:  # a checker's own failure on odd evidence
             report = exercises.Report(
-                exercise_id, False, [],
+                exercise_id,
+                False,
+                [],
                 f"the grader could not judge this answer ({type(err).__name__}: "
-                f"{str(err)[:200]}); tell your teacher", "",
+                f"{str(err)[:200]}); tell your teacher",
+                "",
             )
         reports[exercise_id] = dataclasses.asdict(report)
     return reports
@@ -67,8 +72,12 @@ def _once(job: dict, timeout: float) -> dict | str:
     env = {**os.environ, "JAX_PLATFORMS": "cpu"}
     try:
         done = subprocess.run(
-            command, input=json.dumps(job), capture_output=True, text=True,
-            timeout=max(timeout, 1.0), env=env,
+            command,
+            input=json.dumps(job),
+            capture_output=True,
+            text=True,
+            timeout=max(timeout, 1.0),
+            env=env,
         )
     except subprocess.TimeoutExpired:
         return f"judging it took longer than the {max(timeout, 1.0):.0f} s left"
@@ -81,8 +90,15 @@ def _once(job: dict, timeout: float) -> dict | str:
 
 
 def _failed(exercise_id: str, why: str) -> dict:
-    return {"exercise": exercise_id, "passed": False, "checks": [], "message": why,
-            "hint": "", "details": "", "self_reported": []}
+    return {
+        "exercise": exercise_id,
+        "passed": False,
+        "checks": [],
+        "message": why,
+        "hint": "",
+        "details": "",
+        "self_reported": [],
+    }
 
 
 def _last_line(text: str) -> str:

@@ -4,9 +4,9 @@ The grader asks (requests are plain data: call the answer on these inputs, expor
 it at these shapes, lower it to text, run a probe) and this module answers with
 plain data: JSON values and ``.npy`` bytes, never pickle. It decides nothing and
 knows no reference: the verdict is computed from this evidence in a process that
-never runs student code (``jitbook.evidence.read`` and the checkers), or, for a student's own
-``check()``, in the student's notebook. It imports no checker, so the grading
-sandbox can leave the checkers out.
+never runs student code (``jitbook.evidence.read`` and the checkers), or, for a
+student's own ``check()``, in the student's notebook. It imports no checker, so the
+grading sandbox can leave the checkers out.
 """
 
 import base64
@@ -198,9 +198,9 @@ def show(requests: dict[str, list[dict]], time_limit: float = 30.0) -> None:
     """The grader's collector cell: answer each exercise's requests from the
     notebook's names and display the evidence under its own MIME type (the grader
     reads nothing else of the notebook's outputs)."""
-    import __main__
-
     from IPython.display import display
+
+    import __main__
 
     names = vars(__main__)
     evidence = {id: collect(asked, names, time_limit) for id, asked in requests.items()}

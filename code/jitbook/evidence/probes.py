@@ -37,5 +37,5 @@ def waits(answer) -> dict:
 
 
 def passes_through(answer, x, y):
-    """``answer(fn, x, y)`` for an ``fn`` that returns a nested result: what came back."""
+    """``answer(fn, x, y)`` for an ``fn`` returning a nested result: what came back."""
     return answer(lambda a, b: (jnp.sin(a), {"b": a * b}), x, y)

@@ -98,7 +98,7 @@ class Program:
         return _CUSTOM_CALL.findall(self.text)
 
     def ops(self) -> collections.Counter:
-        """How often each StableHLO operation occurs (``while``, ``dot_general`` ...)."""
+        """How often each StableHLO operation occurs (``while``, ``dot_general``)."""
         return collections.Counter(name for _, name in _OP.findall(self.text))
 
     def __call__(self, *args):
@@ -114,11 +114,17 @@ def evidence(item) -> object:
     if not isinstance(item, dict):
         raise Unreadable("an answer is not a JSON object")
     if "missing" in item:
-        return Failed("", missing=str(item["missing"])[:100],
-                      placeholder=bool(item.get("placeholder")))
+        return Failed(
+            "",
+            missing=str(item["missing"])[:100],
+            placeholder=bool(item.get("placeholder")),
+        )
     if "error" in item:
-        return Failed(str(item["error"])[:600], str(item.get("line", ""))[:300],
-                      placeholder=bool(item.get("placeholder")))
+        return Failed(
+            str(item["error"])[:600],
+            str(item.get("line", ""))[:300],
+            placeholder=bool(item.get("placeholder")),
+        )
     if "value" in item:
         return value(item["value"])
     if "exported" in item and type(item["exported"]) is str:

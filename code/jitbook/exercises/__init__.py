@@ -340,7 +340,8 @@ def _failed_message(request: dict, failed: read.Failed) -> str:
     line = f" ({failed.line})" if failed.line else ""
     if request["kind"] == "export" and "must be the result of `jit`" in failed.message:
         return (
-            f"`{request['answer']}` is not a function made by jax.jit, so it is not one "
+            f"`{request['answer']}` is not a function made by jax.jit, so it is not "
+            "one "
             "compiled program; jit it once, outside any loop, e.g. "
             f"`{request['answer']} = jax.jit(...)`."
         )
@@ -374,8 +375,10 @@ def finish(checker, requests: list[dict], evidence: list) -> None:
     try:
         got = [read.evidence(item) for item in evidence]
     except (read.Unreadable, ValueError, TypeError) as err:
-        raise Wrong(f"the evidence this answer produced could not be read ({err}).")
-    for request, item in zip(requests, got):
+        raise Wrong(
+            f"the evidence this answer produced could not be read ({err})."
+        ) from None
+    for request, item in zip(requests, got, strict=True):
         if isinstance(item, read.Failed) and not request.get("allow_error"):
             raise Wrong(_failed_message(request, item), details=item.message)
     try:
@@ -397,11 +400,17 @@ def _report(ex: Exercise, decide: Callable[[], None]) -> Report:
     _current.append(progress)
     try:
         decide()
-        return Report(ex.id, True, progress.passed, "", "", "",
-                      progress.self_reported)
+        return Report(ex.id, True, progress.passed, "", "", "", progress.self_reported)
     except Wrong as wrong:
-        return Report(ex.id, False, progress.passed, str(wrong), ex.hint,
-                      wrong.details, progress.self_reported)
+        return Report(
+            ex.id,
+            False,
+            progress.passed,
+            str(wrong),
+            ex.hint,
+            wrong.details,
+            progress.self_reported,
+        )
     finally:
         _current.pop()
 

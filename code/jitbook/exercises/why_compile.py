@@ -97,7 +97,7 @@ def _break_even(rng):
     """
     cases = _cost_cases(rng)
     results = yield [ask.call(*args) for args in cases]
-    for args, got in zip(cases, results):
+    for args, got in zip(cases, results, strict=True):
         want = calls_until_jit_pays(*args)
         got = judge.whole(got, f"calls_until_jit_pays{args}")
         if want == math.inf:
