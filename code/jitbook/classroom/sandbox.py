@@ -200,6 +200,7 @@ class Kernel:
 
     def client(self, nb, workdir: Path, private: Path, timeout: float):
         """An nbclient client whose kernel starts in ``workdir`` in this sandbox."""
+        import zmq
         from jupyter_client.manager import AsyncKernelManager
 
         env = kernel_env(workdir, private, self.env)
@@ -215,11 +216,14 @@ class Kernel:
                 command = super().format_kernel_cmd(extra_arguments)
                 return prefix + [command[0], "-P", "-s", *command[1:]]
 
-        km = Confined(kernel_name="python3")
-        import zmq
+            def client(self, **options):
+                # Its own context makes its sockets: a larger message is refused by
+                # the socket, before it reaches the grader's memory.
+                kc = super().client(**options)
+                kc.context.setsockopt(zmq.MAXMSGSIZE, MESSAGE_LIMIT)
+                return kc
 
-        # A larger message is refused by the socket, before it reaches our memory.
-        km.context.setsockopt(zmq.MAXMSGSIZE, MESSAGE_LIMIT)
+        km = Confined(kernel_name="python3")
         km.connection_file = str(private / "kernel.json")
         # Unix sockets in every mode: bwrap's kernel has no network, and no TCP port
         # two kernels started at once could both pick (see harness.kernel_manager).
@@ -264,7 +268,9 @@ class CappedClient(_client_base()):
         used = kept.get(cell_index, 0)
         kept[cell_index] = used + size
         cap = self.collect_cap if cell_index in self.collect_cells else self.cap
-        everything = sum(v for k, v in kept.items() if k not in self.collect_cells)
+        everything = sum(
+            min(v, self.cap) for k, v in kept.items() if k not in self.collect_cells
+        )
         if used + size <= cap and everything <= self.total:
             return super().process_message(msg, cell, cell_index)
         if used <= cap and not self.__dict__.get("_noted", {}).get(cell_index):

@@ -355,6 +355,10 @@ def _failed_message(request: dict, failed: read.Failed) -> str:
     return f"calling your function raised {failed.message}{line}"
 
 
+# What each kind of request must come back as: a program, a text, or any value.
+KIND_OF = {"export": read.Program, "lower": str, "call": object, "probe": object}
+
+
 def start(ex: Exercise, seed: int):
     """The checker started on inputs drawn from ``seed``: it and what it asks for."""
     import numpy as np
@@ -381,6 +385,8 @@ def finish(checker, requests: list[dict], evidence: list) -> None:
     for request, item in zip(requests, got, strict=True):
         if isinstance(item, read.Failed) and not request.get("allow_error"):
             raise Wrong(_failed_message(request, item), details=item.message)
+        if not isinstance(item, read.Failed | KIND_OF[request["kind"]]):
+            raise Wrong("the evidence for this answer is not what the grader asked for.")
     try:
         checker.send(got)
     except StopIteration:

@@ -20,6 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jitbook.cache import count_compiles
+from jitbook.evidence.read import Other
 
 _JIT = type(jax.jit(abs))
 _ARRAY = type(jnp.zeros(0))
@@ -88,6 +89,11 @@ def plain(value, what: str = "your function"):
         return value.item()
     if kind in (tuple, list):
         return kind(plain(v, what) for v in value)
+    if kind is Other:
+        raise Wrong(
+            f"{what} returned a {value.type_name}; return plain numbers, tuples, "
+            "lists, dicts or arrays (a subclass of them is not accepted)."
+        )
     if kind is dict:
         return {plain(k, what): plain(v, what) for k, v in value.items()}
     raise Wrong(
