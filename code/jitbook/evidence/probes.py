@@ -66,6 +66,14 @@ def gradient_of_sum(answer, x, n):
     return jax.jit(jax.grad(lambda v, k: answer(v, k).sum()))(x, n)
 
 
+
+def jaxpr_sizes(answer, x, counts) -> list[int]:
+    """Equations (loop bodies included) of ``answer(x, n)``'s jaxpr, ``n`` static, for
+    each ``n`` of ``counts``."""
+    from jitbook.programs import count_equations
+
+    return [count_equations(jax.make_jaxpr(answer, static_argnums=1)(x, n)) for n in counts]
+
 _TABLE = jnp.arange(12.0).reshape(3, 4)
 
 #: Steps a checker draws a function from: each keeps the shape of a square matrix.
