@@ -72,7 +72,8 @@ def jaxpr_sizes(answer, x, counts) -> list[int]:
     each ``n`` of ``counts``."""
     from jitbook.programs import count_equations
 
-    return [count_equations(jax.make_jaxpr(answer, static_argnums=1)(x, n)) for n in counts]
+    traced = jax.make_jaxpr(answer, static_argnums=1)
+    return [count_equations(traced(x, n)) for n in counts]
 
 _TABLE = jnp.arange(12.0).reshape(3, 4)
 
@@ -117,7 +118,8 @@ def precompiled(answer, steps, shapes, inputs, other) -> dict:
     if type(table) is not dict:
         return {"returned": type(table).__name__}
     with count_compiles() as later:
-        outputs = [table[s](x) if s in table else None for s, x in zip(shapes, inputs)]
+        pairs = zip(shapes, inputs, strict=True)
+        outputs = [table[s](x) if s in table else None for s, x in pairs]
         outputs = jax.block_until_ready(outputs)
     with count_compiles() as extra:
         try:

@@ -40,7 +40,7 @@ def _count_equations(rng):
     ]
     x = _square(rng, 2, 7)
     results = yield [ask.probe("on_composed", steps, x) for steps in recipes]
-    for steps, got in zip(recipes, results):
+    for steps, got in zip(recipes, results, strict=True):
         got = judge.number(got, "count_equations")
         jaxpr = jax.make_jaxpr(probes.composed(steps))(x)
         want = len(jaxpr.eqns)
@@ -83,7 +83,7 @@ def _keep_dtype(rng):
         *(ask.lower(ask.spec((n,), dtype)) for dtype in _SHORT),
         *(ask.call(x) for x in values.values()),
     ]
-    for (dtype, x), got in zip(values.items(), (half16, half32)):
+    for (dtype, x), got in zip(values.items(), (half16, half32), strict=True):
         expect(
             judge.agrees(got, x.astype(np.float64) / 2),
             f"halves {dtype}",
@@ -99,7 +99,7 @@ def _keep_dtype(rng):
             "by has its own dtype and promotes x; use a Python number, which is "
             "weak-typed.",
         )
-    for dtype, text in zip(_SHORT, texts):
+    for dtype, text in zip(_SHORT, texts, strict=True):
         result = _RESULT.search(text)
         made = result.group(1).split("x")[-1] if result else "?"
         expect(
@@ -137,7 +137,7 @@ def _fixed_size(rng):
         *(ask.call(x, steps) for steps in counts),
         ask.probe("jaxpr_sizes", x, counts, allow_error=True),
     ]
-    for steps, got in zip(counts, results):
+    for steps, got in zip(counts, results, strict=True):
         want = _trajectory_reference(x, steps)
         shape = np.shape(got)
         expect(
@@ -177,7 +177,7 @@ def _flops(rng):
     recipes = [_recipe(rng, "matmul", pool), _recipe(rng, "tanh", pool)]
     x = _square(rng, 3, 25)
     results = yield [ask.probe("on_composed", steps, x) for steps in recipes]
-    for steps, got in zip(recipes, results):
+    for steps, got in zip(recipes, results, strict=True):
         label = f"x -> {_shown(steps)} (x {x.shape[0]} x {x.shape[1]})"
         if type(got) is dict:
             raise Wrong(
@@ -229,7 +229,7 @@ def _precompile(rng):
         self_reported=True,
     )
     fn = probes.composed(steps)
-    for shape, x, got in zip(shapes, inputs, found["outputs"]):
+    for shape, x, got in zip(shapes, inputs, found["outputs"], strict=True):
         expect(
             judge.agrees(got, np.asarray(fn(x)), atol=1e-5),
             f"{shape}: right values",

@@ -28,7 +28,7 @@ def _emit_primitive(rng):
         ),
     ]
     found = yield [ask.probe("minijit_cube", x, allow_error=True) for x in inputs]
-    for x, got in zip(inputs, found):
+    for x, got in zip(inputs, found, strict=True):
         if isinstance(got, read.Failed):
             raise Wrong(
                 f"minijit could not trace or run cube(x) + 1: {got.message}"
@@ -59,7 +59,9 @@ def _emit_primitive(rng):
             self_reported=True,
         )
         expect(
-            judge.agrees(got["value"], x.astype(np.float64) ** 3 + 1, atol=1e-2, rtol=1e-2),
+            judge.agrees(
+                got["value"], x.astype(np.float64) ** 3 + 1, atol=1e-2, rtol=1e-2
+            ),
             f"minijit compiles and runs it ({x.dtype})",
             "minijit.jit(lambda x: cube(x) + 1)(x) did not give x ** 3 + 1: check the "
             "emitter you put in minijit.EMITTERS['cube'].",
@@ -68,7 +70,7 @@ def _emit_primitive(rng):
 
 
 def _read_fields(value) -> list[dict]:
-    """The answer's shape, dtype (as text) and weak_type for ``value``, one call each."""
+    """The answer's shape, dtype (as text) and weak_type of ``value``, a call each."""
     arg = ask.numpy(value) if isinstance(value, np.generic) else value
     return [
         ask.call(arg, then=(("__getattribute__", ("shape",)),)),
@@ -108,8 +110,14 @@ def _weak_types(rng):
     """
     values = _weak_values(rng)
     a, b, c = (float(v) for v in rng.integers(1, 40, size=3) / 4)
-    recipe = [["float", a], ["jnp.float32", b], ["float", c], ["jnp.asarray", a],
-              ["jnp.float32", c], ["int", int(rng.integers(1, 9))]]
+    recipe = [
+        ["float", a],
+        ["jnp.float32", b],
+        ["float", c],
+        ["jnp.asarray", a],
+        ["jnp.float32", c],
+        ["int", int(rng.integers(1, 9))],
+    ]
     asked = [r for value in values.values() for r in _read_fields(value)]
     *fields, compiles = yield [
         *asked,
@@ -117,7 +125,9 @@ def _weak_types(rng):
     ]
     for i, (label, value) in enumerate(values.items()):
         shape, dtype, weak = fields[3 * i : 3 * i + 3]
-        seen = jax.typeof(jnp.asarray(value) if isinstance(value, np.ndarray) else value)
+        seen = jax.typeof(
+            jnp.asarray(value) if isinstance(value, np.ndarray) else value
+        )
         want = (tuple(seen.shape), str(seen.dtype), bool(seen.weak_type))
         expect(
             type(shape) is tuple
@@ -181,7 +191,12 @@ def _words(label: str, old_args, old_static, new_args, new_static) -> list[str]:
         old, new = (str(minijit.abstract_of(jnp.asarray(x))) for x in (old, new))
         return ["shape", old, new] if label == "a new shape" else ["dtype", new]
     if label == "a static value":
-        return ["static", *old_static, str(*old_static.values()), str(*new_static.values())]
+        return [
+            "static",
+            *old_static,
+            str(*old_static.values()),
+            str(*new_static.values()),
+        ]
     return {"a weak type": ["weak"], "a new structure": ["structure"]}[label]
 
 
@@ -192,7 +207,7 @@ def _explain_miss(rng):
     """
     misses = _misses(rng)
     results = yield [ask.probe("explained_miss", *m[1:]) for m in misses]
-    for (label, *keys), got in zip(misses, results):
+    for (label, *keys), got in zip(misses, results, strict=True):
         missing = [w for w in _words(label, *keys) if w not in str(got)]
         expect(
             type(got) is str and not missing,

@@ -17,7 +17,9 @@ def _explained(failed: read.Failed, what: str) -> Wrong:
     a student is likely to meet."""
     if failed.missing or failed.placeholder:
         return Wrong(_failed_message({"kind": "call"}, failed))
-    text = f"{what} raised {failed.message}" + (f" ({failed.line})" if failed.line else "")
+    text = f"{what} raised {failed.message}" + (
+        f" ({failed.line})" if failed.line else ""
+    )
     if "TracerBoolConversionError" in text or "truth value of an array" in text:
         return Wrong(
             "under jit, an `if` (or `and`/`or`/`bool()`) on a traced value cannot be "
@@ -29,6 +31,13 @@ def _explained(failed: read.Failed, what: str) -> Wrong:
         return Wrong(
             "under jit, n is a tracer, not a Python int, so range(n) or a scan length "
             "cannot use it; lax.fori_loop accepts a traced trip count. " + text,
+            details=failed.message,
+        )
+    if "Non-hashable static arguments" in text:
+        return Wrong(
+            "your function makes n a static argument of a jit, but n must stay a "
+            "traced argument (no static_argnums), so that one program serves every "
+            f"n. {text.split(' The error was')[0]}",
             details=failed.message,
         )
     return Wrong(text, details=failed.message)
@@ -63,7 +72,10 @@ def _debug_print(rng):
         ask.lower(ask.spec((length,)), allow_error=True),
         ask.probe("printed_at_calls", values, allow_error=True),
     ]
-    results = [judge.number(r, "noisy_square") for r in _settled(results, "jax.jit(noisy_square)")]
+    results = [
+        judge.number(r, "noisy_square")
+        for r in _settled(results, "jax.jit(noisy_square)")
+    ]
     want = [v * v for v in values]
     expect(
         results == want,
@@ -109,7 +121,9 @@ def _where(rng):
     row[0], row[1] = -abs(row[0]), abs(row[1])  # both sides of zero, every time
     grid = rng.normal(size=(int(rng.integers(2, 5)), int(rng.integers(2, 6))))
     grid = grid.astype(np.float32)
-    results = yield [ask.call(v, jit=True, allow_error=True) for v in (scalar, row, grid)]
+    results = yield [
+        ask.call(v, jit=True, allow_error=True) for v in (scalar, row, grid)
+    ]
     got_scalar, got_row, got_grid = _settled(results, "jax.jit(leaky_relu)")
     expect(
         judge.agrees(got_scalar, 0.1 * scalar),
@@ -160,7 +174,9 @@ def _loop_once(rng):
     new, old) stops the carry changing after n steps, and n stays traced.
     """
     x = rng.uniform(-2.0, 2.0, size=int(rng.integers(2, 7))).astype(np.float32)
-    middle = sorted(int(n) for n in rng.choice(np.arange(1, MAX_STEPS), 2, replace=False))
+    middle = sorted(
+        int(n) for n in rng.choice(np.arange(1, MAX_STEPS), 2, replace=False)
+    )
     counts = [0, *middle, MAX_STEPS]
     n_grad = int(rng.integers(1, MAX_STEPS))
     *results, text, gradient = yield [
@@ -169,7 +185,7 @@ def _loop_once(rng):
         ask.probe("gradient_of_sum", x, n_grad, allow_error=True),
     ]
     _settled(results, "jax.jit(sum_of_steps)")
-    for n, out in zip(counts, results):
+    for n, out in zip(counts, results, strict=True):
         want = _sum_of_steps_reference(x, n)
         expect(
             judge.agrees(out, want, atol=1e-4),
@@ -204,22 +220,32 @@ def _loop_once(rng):
 
 
 def _values(rng) -> list[list]:
-    """Lists of arguments drawn per student: repeats, new shapes and dtypes, a Python
-    float beside a float32 array of the same shape, and no calls at all."""
+    """Lists of arguments drawn per student, their lengths and order too: Python
+    floats beside float32 arrays of the same shape, repeats, new shapes and dtypes,
+    all of these mixed, and no calls at all."""
     k = int(rng.integers(2, 6))
-    pool = [
+    scalars = [
         float(_quarters(rng)),
         float(_quarters(rng)),
         int(rng.integers(1, 9)),
         np.array(_quarters(rng), np.float32),
+    ]
+    arrays = [
+        rng.normal(size=k).astype(np.float32),
         rng.normal(size=k).astype(np.float32),
         rng.normal(size=k + 1).astype(np.float32),
         rng.integers(0, 9, size=k).astype(np.int32),
         rng.normal(size=(2, k)).astype(np.float32),
     ]
-    weak_and_not = [pool[0], pool[1], pool[3], pool[0]]
-    mixed = [pool[i] for i in rng.choice(len(pool), int(rng.integers(5, 9)))]
-    shapes = [pool[4], pool[4] * 2, pool[5], pool[6], pool[4]]
+
+    def drawn(pool, first, low, high):
+        rest = [pool[i] for i in rng.choice(len(pool), int(rng.integers(low, high)))]
+        return [pool[i] for i in first] + rest
+
+    weak_and_not = drawn(scalars, [0, 3], 1, 6)
+    shapes = drawn(arrays, [0, 1], 1, 6)
+    mixed = drawn(scalars + arrays, [], 3, 9)
+    weak_and_not = [weak_and_not[i] for i in rng.permutation(len(weak_and_not))]
     return [weak_and_not, shapes, mixed, []]
 
 
@@ -249,7 +275,7 @@ def _count_traces(rng):
     """
     lists = _values(rng)
     results = yield [ask.call(values) for values in lists]
-    for values, got in zip(lists, results):
+    for values, got in zip(lists, results, strict=True):
         want = body_runs(values)
         got = judge.whole(got, "trace_count")
         what = _described(values)
