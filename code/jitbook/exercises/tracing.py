@@ -195,7 +195,7 @@ def _loop_once(rng):
         )
     _settled([text], "lowering jax.jit(sum_of_steps) with n an int32 tracer")
     expect(
-        bool(re.search(r"@main\([^)]*tensor<i32>", text)),
+        bool(re.search(r"@main\([^)]*tensor<i(32|64)>", text)),
         "one program for every n: n stays an input of it",
         "n is not an input of the compiled program; keep n a traced argument (no "
         "static_argnums, no Python loop over it), so one program serves every n.",
