@@ -431,3 +431,221 @@ def test_the_vocabulary_copies_out_exact_types_only():
     with pytest.raises(Wrong, match="return a whole number"):
         judge.whole(4.5, "f")
     assert judge.agrees([1.0, 2.0], np.array([1.0, 2.0])) and not judge.agrees([1.0], [1.0, 2.0])
+
+
+# ---- tracing, jaxprs, minijit ----
+
+import json  # noqa: E402
+import re  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import pytest  # noqa: E402
+from jax import lax  # noqa: E402
+
+from jitbook import exercises, programs  # noqa: E402
+from jitbook.chapters import jaxprs, minijit, tracing  # noqa: E402
+from jitbook.evidence import collect  # noqa: E402
+
+OURS = [id for id in registry() if id.split(".")[0] in ("tracing", "jaxprs", "minijit")]
+_CHAPTERS = Path(__file__).resolve().parents[1] / "chapters"
+
+
+def _solution(exercise_id):
+    """The answer defined by the chapter's solution cell for this exercise."""
+    ex = registry()[exercise_id]
+    text = (_CHAPTERS / f"{ex.chapter}.qmd").read_text()
+    cells = re.findall(r"```\{python\}\n(.*?)```", text, re.S)
+    (source,) = [c for c in cells if "### BEGIN SOLUTION" in c and re.search(rf"\b{ex.answer}\b", c)]
+    names = {"jax": jax, "jnp": jnp, "lax": lax, "np": np, "tracing": tracing, "jaxprs": jaxprs,
+             "minijit": minijit, "programs": programs}
+    exec(source, names)
+    return names[ex.answer]
+
+
+def _evidence(exercise_id, answer, seed):
+    """What the student's kernel sends for this draw: plain JSON, as the grader reads it."""
+    ex = registry()[exercise_id]
+    _, requests = exercises.start(ex, seed)
+    return json.loads(json.dumps(collect.collect(requests, {ex.answer: answer})))
+
+
+def _judged(exercise_id, answer, seed):
+    """Collected here, judged by a checker started afresh on the same seed, as the grader does."""
+    return exercises.verdict(exercise_id, seed, _evidence(exercise_id, answer, seed))
+
+
+def test_our_twelve_exercises_are_registered():
+    assert len(OURS) == 12
+
+
+@pytest.mark.parametrize("exercise_id", OURS)
+def test_the_chapters_solution_passes_on_two_draws_and_evidence_from_one_fails_the_other(exercise_id):
+    answer = _solution(exercise_id)
+    for draw in (1, 2):
+        report = _judged(exercise_id, answer, draw)
+        assert report.passed, report.message
+    replayed = exercises.verdict(exercise_id, 2, _evidence(exercise_id, answer, 1))
+    assert not replayed.passed  # a table of one draw's answers is right on no other
+
+
+@pytest.mark.parametrize("exercise_id", OURS)
+def test_a_stub_fails_with_a_plain_message(exercise_id):
+    def stub(*args):
+        raise NotImplementedError
+
+    report = _judged(exercise_id, stub, 3)
+    assert not report.passed and "NotImplementedError" in report.message
+
+
+SELF_REPORTED = {  # rows resting on a probe: the rest is values and programs
+    "tracing.debug-print": ["prints the value of x at every call"],
+    "tracing.where": [],
+    "tracing.loop-once": ["jax.grad works through it"],
+    "tracing.count-traces": [],
+    "jaxprs.keep-dtype": [],
+    "jaxprs.fixed-size": ["the jaxpr has the same size"],
+}
+
+
+@pytest.mark.parametrize("exercise_id", sorted(SELF_REPORTED))
+def test_only_the_rows_a_probe_shows_are_marked_self_reported(exercise_id):
+    report = _judged(exercise_id, _solution(exercise_id), 4)
+    assert report.passed and len(report.checks) > len(report.self_reported)
+    assert len(report.self_reported) == len(SELF_REPORTED[exercise_id])
+    for row, start in zip(report.self_reported, SELF_REPORTED[exercise_id], strict=True):
+        assert row.startswith(start)
+
+
+def test_debug_print_wants_a_host_callback_that_is_given_x():
+    def plain_print(x):
+        print("x =", x)
+        return x * x
+
+    def fixed_text(x):
+        jax.debug.print("called")
+        return x * x
+
+    def wrong_value(x):
+        jax.debug.print("x = {}", x)
+        return 2 * x
+
+    assert "a plain print runs only while tracing" in check("tracing.debug-print", plain_print).message
+    assert "takes no value" in check("tracing.debug-print", fixed_text).message
+    assert re.search(r"for inputs \[.*\] it returned", check("tracing.debug-print", wrong_value).message)
+
+
+def test_where_explains_a_python_if_and_names_the_wrong_values():
+    def python_if(x):
+        if x > 0:
+            return x
+        return 0.1 * x
+
+    report = check("tracing.where", python_if)
+    assert "an `if`" in report.message and "TracerBoolConversionError" in report.message
+    assert "expected" in check("tracing.where", lambda x: jnp.where(x > 0, x, 0.0)).message
+
+
+def test_loop_once_refuses_a_static_n_a_last_step_and_a_while_loop():
+    python_loop = check("tracing.loop-once", tracing.python_loop)
+    assert "range(n)" in python_loop.message and "TracerIntegerConversionError" in python_loop.message
+    assert "lax.fori_loop accepts a traced trip count" in check("tracing.loop-once", tracing.scan_version).message
+    assert "n = 0" in check("tracing.loop-once", tracing.fori_version).message  # the last step only
+
+    def with_fori_loop(x, n):  # right values, n traced, but a while_loop: no reverse-mode gradient
+        def body(i, carry):
+            current, total = carry
+            current = tracing.step(current)
+            return current, total + current
+
+        return lax.fori_loop(0, n, body, (x, jnp.zeros_like(x)))[1]
+
+    fori = check("tracing.loop-once", with_fori_loop)
+    assert not fori.passed and "while_loop" in fori.message and "lax.scan" in fori.message
+
+
+def test_loop_once_refuses_a_static_n_with_right_values():
+    @functools.partial(jax.jit, static_argnums=1)
+    def static_n(x, n):
+        return sum(tracing.python_loop(x, k) for k in range(1, n + 1)) + jnp.zeros_like(x)
+
+    report = check("tracing.loop-once", static_n)
+    assert not report.passed and "no static_argnums" in report.message
+
+
+def test_count_traces_refuses_the_number_of_calls_and_a_count_that_ignores_weak_types():
+    counts_calls = check("tracing.count-traces", lambda values: len(values))
+    assert not counts_calls.passed and "the number of calls" in counts_calls.message
+
+    def by_shape_and_dtype(values):
+        return len({(jnp.shape(v), jnp.result_type(v)) for v in values})
+
+    report = check("tracing.count-traces", by_shape_and_dtype)
+    assert not report.passed and "a Python float is weakly typed" in report.message
+
+
+def test_count_equations_names_printed_lines_and_nested_bodies():
+    lines = check("jaxprs.count-equations", lambda fn, *a: len(str(jax.make_jaxpr(fn)(*a)).splitlines()) - 2)
+    assert not lines.passed and "the number of printed lines" in lines.message
+    nested = check("jaxprs.count-equations", lambda fn, *a: len(list(programs.equations(jax.make_jaxpr(fn)(*a)))))
+    assert not nested.passed and "inside the loop body too" in nested.message
+
+
+def test_keep_dtype_refuses_a_promoting_constant_and_a_cast_back():
+    promoted = check("jaxprs.keep-dtype", lambda x: x * jnp.float32(0.5))
+    assert not promoted.passed and "the result is float32" in promoted.message
+    cast_back = check("jaxprs.keep-dtype", lambda x: (x * np.float32(0.5)).astype(x.dtype))
+    assert not cast_back.passed and "the program converts dtypes" in cast_back.message
+
+
+def test_fixed_size_refuses_a_last_step_an_unrolled_loop_and_an_off_by_one():
+    assert "got shape (" in check("jaxprs.fixed-size", tracing.fori_version).message
+
+    def unrolled(x, steps):
+        out = []
+        for _ in range(steps):
+            x = jaxprs.update(x)
+            out.append(x)
+        return jnp.stack(out)
+
+    assert "a Python loop is unrolled" in check("jaxprs.fixed-size", unrolled).message
+    off_by_one = check("jaxprs.fixed-size", lambda x, steps: lax.scan(lambda c, _: (jaxprs.update(c), c), x, length=steps)[1])
+    assert not off_by_one.passed and "with other values" in off_by_one.message
+
+
+def test_flops_wants_the_flops_entry_of_the_compiled_cost_analysis():
+    whole = check("jaxprs.flops", lambda fn, *a: jax.jit(fn).trace(*a).lower().compile().cost_analysis())
+    assert not whole.passed and "whole cost analysis" in whole.message
+    eqns = check("jaxprs.flops", lambda fn, *a: len(jax.make_jaxpr(fn)(*a).eqns))
+    assert not eqns.passed and "XLA's cost analysis says" in eqns.message
+
+
+def test_precompile_refuses_lazy_jits_and_a_list():
+    lazy = check("jaxprs.precompile", lambda fn, shapes: {s: jax.jit(fn) for s in shapes})
+    assert not lazy.passed and "only 0 compilations happened inside precompile" in lazy.message
+    listed = check("jaxprs.precompile", lambda fn, shapes: [jax.jit(fn) for s in shapes])
+    assert not listed.passed and "return a dict" in listed.message
+
+
+def test_emit_primitive_wants_a_new_primitive_not_jnp():
+    report = check("minijit.emit-primitive", lambda: (lambda x: x**3))
+    assert not report.passed and "traced to ['integer_pow', 'add']" in report.message
+
+
+def test_weak_types_refuses_forgotten_weak_types_and_a_jax_abstract_value():
+    forgets = check("minijit.weak-types", minijit.shape_and_dtype)
+    assert not forgets.passed and "weak_type=True" in forgets.message
+    jax_own = check("minijit.weak-types", jax.typeof)  # right fields, but minijit cannot trace with it
+    assert not jax_own.passed and "return a minijit.Abstract" in jax_own.message
+
+    def python_numbers_only(value):
+        plain = minijit.shape_and_dtype(value)
+        weak = isinstance(value, (int, float)) and not isinstance(value, bool)
+        return minijit.Abstract(plain.shape, plain.dtype, weak)
+
+    report = check("minijit.weak-types", python_numbers_only)
+    assert not report.passed and "jnp.asarray of a Python float is weak" in report.message
+
+
+def test_explain_miss_wants_the_old_and_new_values_drawn():
+    report = check("minijit.explain-miss", lambda old, new: "shape dtype weak structure static changed")
+    assert not report.passed and "a new shape" in report.message and "f32[" in report.message

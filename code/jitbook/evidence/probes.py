@@ -39,3 +39,154 @@ def waits(answer) -> dict:
 def passes_through(answer, x, y):
     """``answer(fn, x, y)`` for an ``fn`` returning a nested result: what came back."""
     return answer(lambda a, b: (jnp.sin(a), {"b": a * b}), x, y)
+
+
+# ---- tracing, jaxprs, minijit ----
+# Several of these only hand the answer an argument that cannot cross as data (a
+# function, a minijit key) and copy out what it returns; the checker draws the rest.
+
+
+def printed_at_calls(answer, values) -> list[str]:
+    """The lines printed while ``jax.jit(answer)`` runs once on each of ``values``,
+    run-time prints included (``jax.debug.print`` runs asynchronously: waited for)."""
+    import contextlib
+    import io
+
+    buffer = io.StringIO()
+    jitted = jax.jit(answer)
+    with contextlib.redirect_stdout(buffer):
+        for value in values:
+            jax.block_until_ready(jitted(value))
+        jax.effects_barrier()
+    return buffer.getvalue().splitlines()[:100]
+
+
+def gradient_of_sum(answer, x, n):
+    """``jax.grad`` of ``sum(answer(x, n))`` in ``x``, jitted, ``n`` traced."""
+    return jax.jit(jax.grad(lambda v, k: answer(v, k).sum()))(x, n)
+
+
+
+def jaxpr_sizes(answer, x, counts) -> list[int]:
+    """Equations (loop bodies included) of ``answer(x, n)``'s jaxpr, ``n`` static, for
+    each ``n`` of ``counts``."""
+    from jitbook.programs import count_equations
+
+    traced = jax.make_jaxpr(answer, static_argnums=1)
+    return [count_equations(traced(x, n)) for n in counts]
+
+_TABLE = jnp.arange(12.0).reshape(3, 4)
+
+#: Steps a checker draws a function from: each keeps the shape of a square matrix.
+STEPS = {
+    "sin": jnp.sin,
+    "tanh": jnp.tanh,
+    "square": lambda v: v**2,
+    "plus_one": lambda v: v + 1.0,
+    "double": lambda v: v * 2.0,
+    "matmul": lambda v: v @ v,
+    "closure": lambda v: v * _TABLE.sum(),
+    "loop": lambda v: jax.lax.fori_loop(0, 4, lambda i, c: jnp.sin(c) + 1.0, v),
+}
+
+
+def composed(steps: list[str]):
+    """A new function applying ``steps`` (names in ``STEPS``) in order: the grader and
+    the kernel build the same function from the same drawn recipe."""
+
+    def fn(x):
+        for name in steps:
+            x = STEPS[name](x)
+        return x
+
+    return fn
+
+
+def on_composed(answer, steps, *args):
+    """``answer(fn, *args)`` for ``fn = composed(steps)``."""
+    return answer(composed(steps), *args)
+
+
+def precompiled(answer, steps, shapes, inputs, other) -> dict:
+    """What ``answer(fn, shapes)`` gives for a new ``fn = composed(steps)``: compiles
+    inside it, its keys, each entry run on its input and compiles then, and whether
+    the first entry refuses ``other`` (another shape) without compiling."""
+    from jitbook.cache import count_compiles
+
+    with count_compiles() as ahead:
+        table = answer(composed(steps), list(shapes))
+    if type(table) is not dict:
+        return {"returned": type(table).__name__}
+    with count_compiles() as later:
+        pairs = zip(shapes, inputs, strict=True)
+        outputs = [table[s](x) if s in table else None for s, x in pairs]
+        outputs = jax.block_until_ready(outputs)
+    with count_compiles() as extra:
+        try:
+            table[shapes[0]](other)
+            refused = False
+        except Exception:  # an executable refuses another shape: what is asked
+            refused = True
+    return {
+        "keys": list(table),
+        "compiled_ahead": ahead.count,
+        "outputs": outputs,
+        "compiled_later": later.count,
+        "other_refused": refused and extra.count == 0,
+    }
+
+
+def minijit_cube(answer, x) -> dict:
+    """``cube = make_cube()`` in the book's minijit: what ``cube(v) + 1`` traces to
+    (primitives, the abstract value of cube's result) and what minijit.jit computes."""
+    from jitbook.chapters import minijit
+
+    cube = answer()
+    if not callable(cube):
+        return {"returned": type(cube).__name__}
+    program = minijit.trace(lambda v: cube(v) + 1, x)
+    found = {"primitives": program.primitives()}
+    if program.equations and program.equations[0].outputs:
+        out = program.equations[0].outputs[0].abstract
+        found["abstract"] = [list(out.shape), str(out.dtype)]
+    found["value"] = minijit.jit(lambda v: cube(v) + 1)(x)
+    return found
+
+
+#: How a checker names a value it cannot send as data (a weakly typed JAX array).
+MADE = {
+    "float": float,
+    "int": int,
+    "jnp.float32": jnp.float32,
+    "jnp.asarray": jnp.asarray,
+    "jnp.ones": jnp.ones,
+}
+
+
+def made(kind: str, number):
+    """The value ``MADE[kind](number)``, made in this process."""
+    return MADE[kind](number)
+
+
+def minijit_compiles(answer, recipe) -> dict:
+    """A minijit with ``answer`` as its abstractify, called on each value of
+    ``recipe`` (``[kind, number]`` pairs): its compiles and the weak types it saw."""
+    from jitbook.chapters import minijit
+
+    values = [made(kind, number) for kind, number in recipe]
+    ours = minijit.MiniJit(minijit.new_function(lambda v: v + 1), abstractify=answer)
+    for value in values:
+        ours(value)
+    return {
+        "compiles": ours.compiles,
+        "weak_types": [getattr(answer(v), "weak_type", None) for v in values],
+    }
+
+
+def explained_miss(answer, old_args, old_static, new_args, new_static):
+    """``answer(old_key, new_key)`` for the keys ``minijit.cache_key`` makes."""
+    from jitbook.chapters import minijit
+
+    old = minijit.cache_key(tuple(old_args), dict(old_static))
+    new = minijit.cache_key(tuple(new_args), dict(new_static))
+    return answer(old, new)
