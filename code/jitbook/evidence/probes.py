@@ -39,3 +39,19 @@ def waits(answer) -> dict:
 def passes_through(answer, x, y):
     """``answer(fn, x, y)`` for an ``fn`` returning a nested result: what came back."""
     return answer(lambda a, b: (jnp.sin(a), {"b": a * b}), x, y)
+
+
+# ---- recompilation ----
+
+
+def compiles_during(answer, inputs) -> int:
+    """XLA compiles while ``answer`` runs on each NumPy array of ``inputs``."""
+    import numpy as np
+
+    from jitbook.cache import count_compiles
+
+    arrays = [np.asarray(x) for x in inputs]
+    with count_compiles() as log:
+        for x in arrays:
+            answer(x)
+    return log.count
