@@ -118,14 +118,19 @@ def _buckets(rng):
     sizes = sorted(int(s) for s in rng.choice([16, 32, 64, 128, 256], 2, replace=False))
     exports = [
         ask.export(
-            ask.spec((s,)), ask.spec((), "int32"), answer="bucket_mean", allow_error=True
+            ask.spec((s,)),
+            ask.spec((), "int32"),
+            answer="bucket_mean",
+            allow_error=True,
         )
         for s in sizes
     ]
     asked = [ask.probe("compiles_during", xs), *map(ask.call, map(ask.numpy, xs))]
     got = yield asked + exports
     compiles, padded, programs = got[0], got[1 : 1 + len(xs)], got[1 + len(xs) :]
-    programs = [_program(p, r, "n", "int32") for p, r in zip(programs, exports, strict=True)]
+    programs = [
+        _program(p, r, "n", "int32") for p, r in zip(programs, exports, strict=True)
+    ]
     shapes = [_padding_problem(x, out) for x, out in zip(xs, padded, strict=True)]
     expect(
         not any(shapes),
