@@ -23,7 +23,7 @@ def _key_argument(rng):
     first, second, again = program(x, raw[0]), program(x, raw[1]), program(x, raw[0])
     want = x + 0.1 * np.asarray(jax.random.normal(jax.random.key(seeds[0]), x.shape))
     expect(
-        not np.allclose(first, second),
+        not judge.agrees(first, second),
         "one program: a new key gives new noise",
         "the compiled jitter gave the same noise for two different keys: is the key "
         "read from a global (a constant baked in at tracing) instead of the argument?",
