@@ -3,7 +3,9 @@
 Values are what the student's classes compute on inputs drawn per student (built and
 called through ``ask.call(..., then=...)``); whether a new object compiles again is
 counted by a probe beside the student's code, at shapes no earlier probe compiled, so
-nothing clears the student's caches: those rows are self-reported.
+nothing clears the student's caches: those rows are self-reported, and so are the
+gradients of closure-to-argument, which only a probe can ask for (a request cannot
+pass an Equinox layer).
 """
 
 import numpy as np
@@ -255,6 +257,7 @@ def _closure_to_argument(rng):
         f"weight_grad returned {_kind(wrong[0]) if wrong else ''}; return the "
         "gradient with respect to layer.weight, an array of the weight's shape (the "
         ".weight of the gradient module).",
+        self_reported=True,
     )
     right = [
         judge.agrees(g, methods.reference_grad(w, x, activation), atol=1e-5)
@@ -265,6 +268,7 @@ def _closure_to_argument(rng):
         f"gives d layer_loss / d weight for three {activation} layers",
         "weight_grad(layer, x) is not the gradient of methods.layer_loss(layer, x) "
         "with respect to the layer's weight.",
+        self_reported=True,
     )
     expect(
         found["most_compiles"] <= 1,
