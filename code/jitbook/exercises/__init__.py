@@ -386,7 +386,9 @@ def finish(checker, requests: list[dict], evidence: list) -> None:
         if isinstance(item, read.Failed) and not request.get("allow_error"):
             raise Wrong(_failed_message(request, item), details=item.message)
         if not isinstance(item, read.Failed | KIND_OF[request["kind"]]):
-            raise Wrong("the evidence for this answer is not what the grader asked for.")
+            raise Wrong(
+                "the evidence for this answer is not what the grader asked for."
+            )
     try:
         checker.send(got)
     except StopIteration:
@@ -451,7 +453,9 @@ def check(
         )
     ex = exercises[exercise_id]
     limit = ex.time_limit if time_limit is None else time_limit
-    names = vars(__main__) if answer is _MISSING else {ex.answer: answer}
+    names = (
+        vars(__main__) if answer is _MISSING else {**vars(__main__), ex.answer: answer}
+    )
 
     def decide() -> None:
         checker, requests = start(ex, secrets.randbits(32))
