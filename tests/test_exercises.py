@@ -644,7 +644,7 @@ def test_buckets_wants_few_padded_shapes_and_the_length_traced(monkeypatch):
         return jnp.pad(jnp.asarray(x), (0, size - len(x))), len(x)
 
     assert "eager jnp operations compile once per shape" in buckets(monkeypatch, pads_with_jnp, _bucket_mean)[1]
-    report = check("recompilation.buckets", _pad_to_bucket)  # an answer given by hand stands alone
+    report = check("recompilation.buckets", _pad_to_bucket)  # the other name is looked up in the notebook
     assert not report.passed and "I could not find `bucket_mean`" in report.message
 
 
