@@ -165,3 +165,12 @@ def pytree_split(answer, M, Omega, n_steps: int) -> dict:
     except Exception as err:  # noqa: BLE001 - the class fails under jit: that is the evidence
         return {**facts, "jit_error": f"{type(err).__name__}: {str(err).splitlines()[0][:200]}"}
     return {**facts, "same_shapes": same, "new_n_steps": f._cache_size() - same}
+
+
+def on_pln_tuples(answer, params, data, Omega) -> dict:
+    """``answer(Params(*params), PLNData(*data), Omega)``, as the chapter calls it (the
+    named tuples cannot cross as plain data), and whether autodiff made its program."""
+    from jitbook.chapters.pln import Params, PLNData
+
+    args = Params(*params), PLNData(*data), Omega
+    return {"value": answer(*args), "autodiff": autodiff_used(answer, *args)}
