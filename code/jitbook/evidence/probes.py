@@ -105,10 +105,17 @@ def placements(answer, x) -> dict:
             "replicated": bool(placed.sharding.is_fully_replicated),
             "values": np.asarray(placed),
         }
-    return {"devices": jax.device_count(), "placed": found, "programs": step._cache_size()}
+    return {
+        "devices": jax.device_count(),
+        "placed": found,
+        "programs": step._cache_size(),
+    }
 
 
-_COLLECTIVES = r"\b(all-reduce|all-gather|reduce-scatter|all-to-all|collective-permute)(?:-start)?\("
+_COLLECTIVES = (
+    r"\b(all-reduce|all-gather|reduce-scatter|all-to-all|collective-permute)"
+    r"(?:-start)?\("
+)
 
 
 def collectives_rows_split(answer, x) -> dict:
@@ -120,7 +127,10 @@ def collectives_rows_split(answer, x) -> dict:
     placed = jax.device_put(x, NamedSharding(_every_device_mesh(), P("data", None)))
     text = jax.jit(answer).lower(placed).compile().as_text()
     found = re.findall(_COLLECTIVES, text)
-    return {"devices": jax.device_count(), "collectives": {c: found.count(c) for c in set(found)}}
+    return {
+        "devices": jax.device_count(),
+        "collectives": {c: found.count(c) for c in set(found)},
+    }
 
 
 def autodiff_used(answer, *args) -> bool:
@@ -145,7 +155,9 @@ def pytree_split(answer, M, Omega, n_steps: int) -> dict:
     }
     n_back = getattr(back, "n_steps", None)
     facts = {
-        "leaves": [np.asarray(leaf) if isinstance(leaf, jax.Array) else None for leaf in leaves],
+        "leaves": [
+            np.asarray(leaf) if isinstance(leaf, jax.Array) else None for leaf in leaves
+        ],
         "kept": kept,
         "n_steps": n_back if type(n_back) is int else repr(n_back)[:80],
     }
@@ -163,7 +175,10 @@ def pytree_split(answer, M, Omega, n_steps: int) -> dict:
         same = f._cache_size()
         f(answer(M, Omega, n_steps + 1))
     except Exception as err:  # noqa: BLE001 - the class fails under jit: that is the evidence
-        return {**facts, "jit_error": f"{type(err).__name__}: {str(err).splitlines()[0][:200]}"}
+        return {
+            **facts,
+            "jit_error": f"{type(err).__name__}: {str(err).splitlines()[0][:200]}",
+        }
     return {**facts, "same_shapes": same, "new_n_steps": f._cache_size() - same}
 
 

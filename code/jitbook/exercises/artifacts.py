@@ -19,7 +19,9 @@ _CONSTANT = re.compile(r"stablehlo\.constant dense<[^>]*>\s*:\s*tensor<([0-9x]+)
 
 def _largest_constant(text: str) -> int:
     """Elements of the program's largest array constant (0 when it has none)."""
-    sizes = [int(np.prod([int(d) for d in s.split("x")])) for s in _CONSTANT.findall(text)]
+    sizes = [
+        int(np.prod([int(d) for d in s.split("x")])) for s in _CONSTANT.findall(text)
+    ]
     return max(sizes, default=0)
 
 
@@ -34,7 +36,11 @@ def _donate_update(rng):
     (program,) = yield [ask.export(ask.spec(shape), ask.spec(shape))]
     head = program.text.split("func.func public @main", 1)[-1].split("{\n", 1)[0]
     params = head.split(") ->", 1)[0].split("%arg")[1:]
-    donated = [i for i, p in enumerate(params) if "tf.aliasing_output" in p or "jax.buffer_donor" in p]
+    donated = [
+        i
+        for i, p in enumerate(params)
+        if "tf.aliasing_output" in p or "jax.buffer_donor" in p
+    ]
     expect(
         donated == [0],
         "the program hands the state's buffer to its result",
@@ -141,7 +147,10 @@ def _table_argument(rng):
     x = rng.normal(size=cols).astype(np.float32)
     weights = [rng.normal(size=(rows, cols)).astype(np.float32) for _ in range(2)]
     expect(
-        all(judge.agrees(program(w, x), w.astype(np.float64) @ x, atol=1e-3) for w in weights),
+        all(
+            judge.agrees(program(w, x), w.astype(np.float64) @ x, atol=1e-3)
+            for w in weights
+        ),
         "one program computes weights @ x for two new weight matrices",
         f"for new {rows} x {cols} weight matrices the program does not compute "
         "weights @ x.",

@@ -18,7 +18,8 @@ def _several(devices: int) -> None:
     """The exercises mean nothing on one device: say how to get more."""
     if devices < 2:
         raise Wrong(
-            f"JAX sees {devices} device in your notebook; these exercises need several. "
+            f"JAX sees {devices} device in your notebook; these exercises need "
+            "several. "
             "Restart the kernel and run the chapter's first cell, which asks for "
             "simulated CPU devices before any JAX work."
         )
@@ -87,7 +88,11 @@ def _one_sharding(rng):
         )
     placed, n = found["placed"], found["devices"]
     scales = {"rows": 1, "columns": 1, "columns, new values": 2, "replicated": 3}
-    changed = [k for k, got in placed.items() if not judge.agrees(got["values"], scales[k] * x, atol=0)]
+    changed = [
+        k
+        for k, got in placed.items()
+        if not judge.agrees(got["values"], scales[k] * x, atol=0)
+    ]
     expect(
         not changed,
         "values kept for rows, columns and replicated inputs",
@@ -126,7 +131,11 @@ def _psum(rng):
     """jax.shard_map(local, mesh=mesh, in_specs=(P(None, 'data'), P('data', None)),
     out_specs=P()), with local(a, b) = jax.lax.psum(a @ b, 'data').
     """
-    m, k, n = int(rng.integers(2, 12)), 8 * int(rng.integers(1, 6)), int(rng.integers(2, 12))
+    m, k, n = (
+        int(rng.integers(2, 12)),
+        8 * int(rng.integers(1, 6)),
+        int(rng.integers(2, 12)),
+    )
     a = rng.normal(size=(m, k)).astype(np.float32)
     b = rng.normal(size=(k, n)).astype(np.float32)
     got, text = yield [ask.call(a, b), ask.lower(ask.spec((m, k)), ask.spec((k, n)))]
@@ -134,7 +143,8 @@ def _psum(rng):
         got,
         a.astype(np.float64) @ b,
         "computes a @ b",
-        f"sharded_dot(a, b) for a {m} x {k} times {k} x {n} product differs from a @ b.",
+        f"sharded_dot(a, b) for a {m} x {k} times {k} x {n} product differs from "
+        "a @ b.",
         atol=1e-4,
     )
     expect(

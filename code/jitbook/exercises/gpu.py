@@ -61,7 +61,9 @@ def _dot_precisions(text: str) -> dict[tuple[str, str], str]:
         if "dot_general" in line and "->" in line:
             prec = re.search(r"precision = \[(\w+), (\w+)\]", line)
             shape = re.search(r"->\s*tensor<([0-9x]+)x\w+>", line)
-            found[shape.group(1) if shape else "?"] = prec.group(1) if prec else "DEFAULT"
+            found[shape.group(1) if shape else "?"] = (
+                prec.group(1) if prec else "DEFAULT"
+            )
     return found
 
 
@@ -121,14 +123,17 @@ def _blocks(rng) -> dict:
 
 
 def _programs(rng) -> list[tuple[str, str]]:
-    """Compiled programs drawn per student: two to four blocks chained, at a drawn size."""
+    """Compiled programs drawn per student: one to three blocks chained, at a drawn
+    size."""
     size = int(rng.integers(8, 96))
     blocks = list(_blocks(rng).items())
     loop = next(i for i, (name, _) in enumerate(blocks) if name.startswith("a loop"))
     made = []
     for turn in range(4):
         picked = list(rng.choice(len(blocks), size=int(rng.integers(1, 4))))
-        if turn == 0 and loop not in picked:  # one program at least calls fusions in a loop
+        if (
+            turn == 0 and loop not in picked
+        ):  # one program at least calls fusions in a loop
             picked[int(rng.integers(len(picked)))] = loop
         parts = [blocks[i] for i in picked]
 
@@ -143,7 +148,11 @@ def _programs(rng) -> list[tuple[str, str]]:
     return made
 
 
-_SOURCES = re.compile(r", metadata=\{[^{}]*\}|\n\n(FileNames|FunctionNames|FileLocations|StackFrames)\n.*?(?=\n\n|\Z)", re.S)
+_SOURCES = re.compile(
+    r", metadata=\{[^{}]*\}"
+    r"|\n\n(FileNames|FunctionNames|FileLocations|StackFrames)\n.*?(?=\n\n|\Z)",
+    re.S,
+)
 
 
 def _without_sources(hlo: str) -> str:

@@ -18,7 +18,8 @@ from . import Wrong, ask, close, exercise, expect, judge
 
 
 def random_point(rng, n: int, p: int):
-    """Variational means M, standard deviations S and an SPD precision Omega, float32."""
+    """Variational means M, standard deviations S and an SPD precision Omega
+    (float32)."""
     M = rng.normal(0, 0.7, (n, p)).astype(np.float32)
     S = rng.uniform(0.2, 1.0, (n, p)).astype(np.float32)
     W = rng.normal(size=(3 * p, p))
@@ -159,7 +160,9 @@ def _pytree(rng):
     expect(
         len(leaves) == 2
         and any(judge.agrees(leaf, M, atol=0) for leaf in leaves if leaf is not None)
-        and any(judge.agrees(leaf, Omega, atol=0) for leaf in leaves if leaf is not None),
+        and any(
+            judge.agrees(leaf, Omega, atol=0) for leaf in leaves if leaf is not None
+        ),
         "has M and Omega as its two leaves",
         f"flattening gave {len(leaves)} leaves; M and Omega are arrays and belong in "
         "the children.",
