@@ -174,6 +174,7 @@ def _kernel_count(rng):
     results = yield [ask.call(text) for _, text in programs]
     for (name, text), got in zip(programs, results, strict=True):
         want = sum(gpu.opcode(ln) == "fusion" for ln in gpu.kernels(text))
+        got = judge.number(got, "count_fusions")
         expect(
             type(got) is int,
             "returns a whole number",
