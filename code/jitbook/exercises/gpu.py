@@ -131,9 +131,7 @@ def _programs(rng) -> list[tuple[str, str]]:
     made = []
     for turn in range(4):
         picked = list(rng.choice(len(blocks), size=int(rng.integers(1, 4))))
-        if (
-            turn == 0 and loop not in picked
-        ):  # one program at least calls fusions in a loop
+        if turn == 0 and loop not in picked:  # fusions in a loop body, at least once
             picked[int(rng.integers(len(picked)))] = loop
         parts = [blocks[i] for i in picked]
 
