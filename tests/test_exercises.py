@@ -1,7 +1,35 @@
 """check() itself: it reports, it never raises, it stops slow answers, it finds answers by name."""
 
+import dataclasses
+import functools
+import json
+import re
+import subprocess
+import sys
+import textwrap
 import time
+from functools import partial
+from pathlib import Path
 
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax import export, lax
+from jax.experimental import checkify
+
+from jitbook import exercises, programs
+from jitbook.chapters import (
+    artifacts,
+    jaxprs,
+    methods,
+    minijit,
+    pln,
+    recompilation,
+    tracing,
+)
+from jitbook.chapters.pln import seed as pln_seed
+from jitbook.evidence import collect
 from jitbook.exercises import check, registry
 
 
@@ -80,17 +108,8 @@ def test_registry_ids_name_their_chapter_and_answer():
 
 # ---- checker holes: each closed against a wrong answer that used to pass, each open to another right one ----
 
-import dataclasses  # noqa: E402
-import functools  # noqa: E402
-import subprocess  # noqa: E402
-import sys  # noqa: E402
 
-import jax  # noqa: E402
-import jax.numpy as jnp  # noqa: E402
-import numpy as np  # noqa: E402
 
-from jitbook.chapters import methods, recompilation  # noqa: E402
-from jitbook.chapters.pln import seed  # noqa: E402
 
 
 def verdict(exercise_id, answer):
@@ -130,67 +149,6 @@ def test_precompile_wants_fixed_shape_executables_not_a_warmed_jit():
     assert verdict("jaxprs.precompile", with_lower) == (True, "")
 
 
-def test_trace_term_refuses_an_n_by_n_array():
-    def via_n_by_n(M, S, Omega):
-        return jnp.trace(M @ Omega @ M.T) + jnp.sum(jnp.sum(S * S, 0) * jnp.diag(Omega))
-
-    def via_vdot(M, S, Omega):
-        return jnp.vdot(M, M @ Omega) + jnp.dot(jnp.sum(S * S, 0), jnp.diag(Omega))
-
-    passed, message = verdict("pln-fast.trace-term", via_n_by_n)
-    assert not passed and "40 x 40 array, n x n" in message
-    assert verdict("pln-fast.trace-term", via_vdot) == (True, "")
-
-
-def test_seed_grad_M_must_be_worked_out_without_jax_grad():
-    def with_grad(params, data, Omega):
-        return jax.grad(seed.seed_neg_elbo)(params, data, Omega).M
-
-    def by_hand(params, data, Omega):
-        B, M, S = params
-        Y, O, X = data
-        return M + jnp.exp(O + X @ B + M) * jnp.exp(S * S / 2) - Y
-
-    passed, message = verdict("pln.seed-grad-M", with_grad)
-    assert not passed and "uses grad" in message
-    assert verdict("pln.seed-grad-M", by_hand) == (True, "")
-
-
-def test_grad_omega_takes_the_symmetric_convention_and_names_a_missing_n():
-    def gram(M, S):
-        return M.T @ M + jnp.diag(jnp.sum(S * S, axis=0))
-
-    def symmetric(M, S, Omega):
-        A = gram(M, S) / 2 - M.shape[0] / 2 * jnp.linalg.inv(Omega)
-        return 2 * A - jnp.diag(jnp.diag(A))
-
-    def missing_n(M, S, Omega):
-        return gram(M, S) / 2 - jnp.linalg.inv(Omega) / 2
-
-    assert verdict("pln.grad-omega", symmetric) == (True, "")
-    passed, message = verdict("pln.grad-omega", missing_n)
-    assert not passed and "off by a factor n" in message and "factor n/2" in message
-
-
-ONE_SHARDING = """
-import jax
-jax.config.update("jax_num_cpu_devices", 4)
-from jax.sharding import NamedSharding, PartitionSpec as P
-from jitbook.chapters import devices
-from jitbook.exercises import check
-mesh = devices.data_mesh()
-replicated = check("devices.one-sharding", lambda x: jax.device_put(x, NamedSharding(mesh, P())))
-columns = check("devices.one-sharding", lambda x: jax.device_put(x, NamedSharding(mesh, P(None, "data"))))
-print(replicated.passed, "|", replicated.message)
-print(columns.passed, "|", columns.message)
-"""
-
-
-def test_one_sharding_refuses_a_replicated_placement():
-    out = subprocess.run([sys.executable, "-c", ONE_SHARDING], capture_output=True, text=True, timeout=240)
-    replicated, columns = out.stdout.strip().splitlines()[-2:]
-    assert replicated.startswith("False |") and "whole copy of the array on every device" in replicated
-    assert columns.rstrip() == "True |", out.stderr[-2000:]
 
 
 def test_a_check_stuck_in_compiled_code_tells_the_student_what_to_do():
@@ -294,8 +252,8 @@ def test_an_array_like_that_reads_the_checkers_frame_finds_no_reference():
                 frame = frame.f_back
             return np.zeros(5)
 
-    report = check("artifacts.scan-loop", lambda x, n: Spy())
-    assert not report.passed and "damped_steps returned a Spy" in report.message and not asked
+    report = check("gpu.kernel-count", lambda hlo: Spy())
+    assert not report.passed and "count_fusions returned a Spy" in report.message and not asked
 
 
 def test_compiles_are_counted_by_the_object_not_its_name():
@@ -347,16 +305,8 @@ def test_the_vocabulary_copies_out_exact_types_only():
 
 # ---- tracing, jaxprs, minijit ----
 
-import json  # noqa: E402
-import re  # noqa: E402
-from pathlib import Path  # noqa: E402
 
-import pytest  # noqa: E402
-from jax import lax  # noqa: E402
 
-from jitbook import exercises, programs  # noqa: E402
-from jitbook.chapters import jaxprs, minijit, tracing  # noqa: E402
-from jitbook.evidence import collect  # noqa: E402
 
 OURS = [id for id in registry() if id.split(".")[0] in ("tracing", "jaxprs", "minijit")]
 _CHAPTERS = Path(__file__).resolve().parents[1] / "chapters"
@@ -563,7 +513,6 @@ def test_explain_miss_wants_the_old_and_new_values_drawn():
     assert not report.passed and "a new shape" in report.message and "f32[" in report.message
 # ---- recompilation, methods, pitfalls ----
 
-from jax.experimental import checkify  # noqa: E402
 
 
 def sgd_step(w, x, y, lr):
@@ -913,3 +862,406 @@ def test_the_stubs_of_these_chapters_fail():
         assert not hasattr(__main__, registry()[exercise_id].answer)
         report = check(exercise_id, NotImplemented)
         assert not report.passed and "placeholder NotImplemented" in report.message, exercise_id
+# ---- artifacts, devices, gpu, pln ----
+# Each exercise: the chapter's solution passes on inputs drawn from several seeds, the starter fails, and a fake
+# that was right on the old fixed test points (or a lookup table) fails once the inputs are drawn.
+
+
+
+
+SEEDS = (0, 1, 2)
+
+
+def graded(exercise_id, answer, seed=0):
+    """The grader's path: requests drawn from ``seed``, evidence collected as plain data, the verdict on it."""
+    ex = registry()[exercise_id]
+    _, requests = exercises.start(ex, seed)
+    evidence = collect.collect(requests, {ex.answer: answer})
+    return exercises.verdict(exercise_id, seed, json.loads(json.dumps(evidence)))
+
+
+def failures(exercise_id, answer):
+    """What the answer is told on each seed where it fails: nothing, for a right answer."""
+    reports = [graded(exercise_id, answer, seed) for seed in SEEDS]
+    return [r.message for r in reports if not r.passed]
+
+
+def stub(*args):
+    raise NotImplementedError()
+
+
+def test_donate_update_reads_the_donation_in_the_program_and_runs_it_on_drawn_states():
+    assert not failures("artifacts.donate-update", jax.jit(artifacts.sgd_update, donate_argnames="state"))
+    assert not failures("artifacts.donate-update", jax.jit(artifacts.sgd_update, donate_argnums=0))
+    plain = graded("artifacts.donate-update", jax.jit(artifacts.sgd_update))
+    assert not plain.passed and "donates no argument" in plain.message
+    gradient = graded("artifacts.donate-update", jax.jit(artifacts.sgd_update, donate_argnums=1))
+    assert not gradient.passed and "argument(s) [1]" in gradient.message
+    assert "not a function made by jax.jit" in graded("artifacts.donate-update", artifacts.sgd_update).message
+    assert "NotImplementedError" in graded("artifacts.donate-update", jax.jit(stub)).message
+    # right on the old fixed point (state of ones, gradient of twos) only
+    fixed = graded("artifacts.donate-update", jax.jit(lambda state, grad: state * 0.8, donate_argnums=0))
+    assert not fixed.passed and "is not sgd_update(state, grad)" in fixed.message
+
+
+def _predict_export(x_spec):
+    w = jax.ShapeDtypeStruct((3, 2), jnp.float32)
+    return export.export(jax.jit(artifacts.predict))(w, x_spec)
+
+
+def test_any_batch_runs_the_shipped_program_at_batch_sizes_it_draws():
+    assert not failures("artifacts.any-batch", _predict_export(artifacts.batch_spec(3)))
+    fixed = graded("artifacts.any-batch", _predict_export(jax.ShapeDtypeStruct((7, 3), jnp.float32)))
+    assert not fixed.passed and "with a batch of 1 raised ValueError" in fixed.message
+    assert "build it with export.export" in graded("artifacts.any-batch", jax.jit(artifacts.predict)).message
+    # the old checker's weights baked in: right only for them
+    old_w = np.random.default_rng(0).normal(size=(3, 2)).astype(np.float32)
+    baked = export.export(jax.jit(lambda w, x: jnp.tanh(x @ old_w)))(
+        jax.ShapeDtypeStruct((3, 2), jnp.float32), artifacts.batch_spec(3))
+    report = graded("artifacts.any-batch", baked, seed=5)  # seed 0 draws the old weights again
+    assert not report.passed and "the result differs from predict" in report.message
+
+
+def test_scan_loop_wants_one_rolled_loop_whatever_n_is():
+    def damped_steps(x, n):  # the chapter's solution
+        return jax.lax.fori_loop(0, n, lambda i, x: jnp.sin(x) * 0.99, x)
+
+    assert not failures("artifacts.scan-loop", jax.jit(damped_steps, static_argnums=1))
+    assert not failures("artifacts.scan-loop", jax.jit(damped_steps))  # n traced: one program too
+    assert not failures("artifacts.scan-loop", jax.jit(artifacts.scanned_steps, static_argnums=1))
+    unrolled = graded("artifacts.scan-loop", jax.jit(artifacts.unrolled_steps, static_argnums=1))
+    assert not unrolled.passed and "its program grows with n" in unrolled.message
+    assert "not a function made by jax.jit" in graded("artifacts.scan-loop", damped_steps).message
+    assert "NotImplementedError" in graded("artifacts.scan-loop", jax.jit(stub, static_argnums=1)).message
+    # right for the old test points (n = 3 and 50, one program for 10 and 1000)
+    capped = jax.jit(lambda x, n: damped_steps(x, min(n, 50)), static_argnums=1)
+    report = graded("artifacts.scan-loop", capped)
+    assert not report.passed and "differs from artifacts.unrolled_steps" in report.message
+
+
+def test_table_argument_wants_the_weights_an_input_of_one_program():
+    assert not failures("artifacts.table-argument", jax.jit(artifacts.apply_table))
+
+    def baked(w, x):  # a constant as large as the weights rides along in the program
+        table = np.random.default_rng(0).normal(size=w.shape).astype(np.float32)
+        return w @ x + 0 * jnp.sum(jnp.asarray(table))
+
+    report = graded("artifacts.table-argument", jax.jit(baked))
+    assert not report.passed and "a weight matrix is baked in" in report.message
+    ignored = graded("artifacts.table-argument", jax.jit(lambda w, x: jnp.ones((w.shape[0], 40)) @ x[:40]))
+    assert not ignored.passed and "ignores its weights argument" in ignored.message
+    # right for the old checker's x of ones only
+    ones = graded("artifacts.table-argument", jax.jit(lambda w, x: w @ jnp.ones_like(x)))
+    assert not ones.passed and "does not compute weights @ x" in ones.message
+
+
+def test_static_trip_count_compiles_the_program_here_and_reads_its_trip_count():
+    @partial(jax.jit, static_argnums=1)
+    def decay(x, n):  # the chapter's solution
+        return jax.lax.fori_loop(0, n, lambda i, x: x * 0.999, x)
+
+    assert not failures("gpu.static-trip-count", decay)
+    traced = graded("gpu.static-trip-count", jax.jit(lambda x, n: jax.lax.fori_loop(0, n, lambda i, x: x * 0.999, x)))
+    assert not traced.passed and "traced value" in traced.message
+    closed = graded("gpu.static-trip-count", jax.jit(lambda x, n: x * 0.999**n, static_argnums=1))
+    assert not closed.passed and "no while loop" in closed.message
+    fifty = graded("gpu.static-trip-count", jax.jit(lambda x, n: decay(x, 50), static_argnums=1))  # the old n only
+    assert not fifty.passed and "is not x * 0.999**" in fifty.message
+
+
+def test_one_exact_dot_reads_each_products_precision_at_drawn_shapes():
+    @jax.jit
+    def gram_and_step(M, Omega):  # the chapter's solution
+        return jnp.matmul(M.T, M, precision="highest"), M @ Omega
+
+    @jax.jit
+    def both(M, Omega):
+        with jax.default_matmul_precision("highest"):
+            return M.T @ M, M @ Omega
+
+    assert not failures("gpu.one-exact-dot", gram_and_step)
+    report = graded("gpu.one-exact-dot", both)
+    assert not report.passed and "only M^T M should change" in report.message
+    plain = graded("gpu.one-exact-dot", jax.jit(lambda M, Omega: (M.T @ M, M @ Omega)))
+    assert not plain.passed and "has precision DEFAULT" in plain.message
+    swapped = graded("gpu.one-exact-dot", jax.jit(lambda M, Omega: (M @ Omega, M.T @ M)))
+    assert not swapped.passed and "must return (M.T @ M, M @ Omega)" in swapped.message
+
+
+def test_kernel_count_asks_about_programs_drawn_per_student():
+    def count_fusions(hlo):  # the chapter's solution
+        entry = hlo[hlo.index("\nENTRY"):].split("\n}")[0]
+        return sum(" fusion(" in line for line in entry.splitlines())
+
+    assert not failures("gpu.kernel-count", count_fusions)
+    for seed in SEEDS:  # every draw has fusions outside the entry computation
+        report = graded("gpu.kernel-count", lambda hlo: hlo.count(" fusion("), seed)
+        assert not report.passed and "only the ENTRY block" in report.message
+    answers = {}  # a lookup table of the texts one seed draws
+    for seed in SEEDS:
+        _, requests = exercises.start(registry()["gpu.kernel-count"], seed)
+        answers.update({r["args"][0]["py"]: count_fusions(r["args"][0]["py"]) for r in requests})
+    assert not graded("gpu.kernel-count", lambda hlo: answers.get(hlo, 0), seed=3).passed
+    assert "NotImplementedError" in graded("gpu.kernel-count", stub).message
+
+
+def test_kernel_count_draws_the_same_programs_from_a_seed_in_another_process():
+    _, requests = exercises.start(registry()["gpu.kernel-count"], 11)
+    script = ("import json, sys\nfrom jitbook.exercises import registry, start\n"
+              "json.dump(start(registry()['gpu.kernel-count'], 11)[1], sys.stdout)")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=240, cwd="/")
+    assert json.loads(out.stdout) == json.loads(json.dumps(requests)), out.stderr[-2000:]
+
+
+def _seed_grad_by_hand(params, data, Omega):  # the chapter's solution
+    B, M, S = params
+    Y, O, X = data
+    return jnp.exp(O + M + X @ B + S * S / 2) - Y + M
+
+
+def test_seed_grad_M_is_judged_on_drawn_points_and_autodiff_in_its_program_is_self_reported():
+    def by_fields(params, data, Omega):  # the named tuples' fields reach it too
+        return jnp.exp(data.O + params.M + data.X @ params.B + params.S**2 / 2) - data.Y + params.M
+
+    assert not failures("pln.seed-grad-M", _seed_grad_by_hand)
+    assert not failures("pln.seed-grad-M", by_fields)
+    grad = jax.grad  # an alias: the program's own record shows autodiff, not a name
+    with_grad = graded("pln.seed-grad-M", lambda p, d, O: grad(pln_seed.seed_neg_elbo)(p, d, O).M)
+    assert not with_grad.passed and "made by JAX's automatic differentiation" in with_grad.message
+    assert with_grad.checks[-1] == "matches jax.grad of the 2023 loss with respect to M"
+    passed = graded("pln.seed-grad-M", _seed_grad_by_hand)
+    assert passed.self_reported == ["works the gradient out by hand (no automatic differentiation in its program)"]
+    corrected = graded("pln.seed-grad-M", lambda p, d, O: jax.grad(pln.neg_elbo)(p, d, O).M)
+    assert not corrected.passed and "gradient of the corrected loss" in corrected.message
+    assert "NotImplementedError" in graded("pln.seed-grad-M", stub).message
+    # a table of the answer at one draw: right there only
+    remembered = {}
+
+    def looked_up(params, data, Omega):
+        return remembered.setdefault("M", _seed_grad_by_hand(params, data, Omega))
+
+    assert graded("pln.seed-grad-M", looked_up, seed=0).passed
+    assert not graded("pln.seed-grad-M", looked_up, seed=1).passed
+
+
+def test_grad_omega_takes_the_symmetric_convention_and_names_a_missing_n():
+    def gram(M, S):
+        return M.T @ M + jnp.diag(jnp.sum(S * S, axis=0))
+
+    def grad_Omega(M, S, Omega):  # the chapter's solution
+        return gram(M, S) / 2 - M.shape[0] / 2 * jnp.linalg.inv(Omega)
+
+    def symmetric(M, S, Omega):
+        A = grad_Omega(M, S, Omega)
+        return 2 * A - jnp.diag(jnp.diag(A))
+
+    def missing_n(M, S, Omega):
+        return gram(M, S) / 2 - jnp.linalg.inv(Omega) / 2
+
+    assert not failures("pln.grad-omega", grad_Omega)
+    assert not failures("pln.grad-omega", symmetric)
+    report = graded("pln.grad-omega", missing_n)
+    assert not report.passed and "off by a factor n" in report.message and "factor n/2" in report.message
+    flipped = graded("pln.grad-omega", lambda M, S, Omega: -grad_Omega(M, S, Omega))
+    assert not flipped.passed and "flip the sign" in flipped.message
+    by_grad = graded("pln.grad-omega", lambda M, S, Omega: jax.grad(
+        lambda O: 0.5 * jnp.trace(gram(M, S) @ O) - M.shape[0] / 2 * jnp.linalg.slogdet(O)[1])(Omega))
+    assert not by_grad.passed and "automatic differentiation" in by_grad.message
+    fixed_n = lambda M, S, Omega: gram(M, S) / 2 - 20 * jnp.linalg.inv(Omega)  # noqa: E731  the old n = 40
+    assert failures("pln.grad-omega", fixed_n)
+
+
+@jax.tree_util.register_pytree_node_class
+class Carry:  # the chapter's solution
+    def __init__(self, M, Omega, n_steps):
+        self.M, self.Omega, self.n_steps = M, Omega, n_steps
+
+    def tree_flatten(self):
+        return (self.M, self.Omega), self.n_steps
+
+    @classmethod
+    def tree_unflatten(cls, n_steps, children):
+        return cls(*children, n_steps)
+
+
+@jax.tree_util.register_pytree_node_class
+class ThreeLeaves(Carry):
+    def tree_flatten(self):
+        return (self.M, self.Omega, self.n_steps), None
+
+    @classmethod
+    def tree_unflatten(cls, aux, children):
+        return cls(*children)
+
+
+@jax.tree_util.register_pytree_node_class
+class ArraysAsAux(Carry):
+    def tree_flatten(self):
+        return (self.M,), (self.Omega, self.n_steps)
+
+    @classmethod
+    def tree_unflatten(cls, aux, children):
+        return cls(children[0], *aux)
+
+
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass
+class DataclassCarry:
+    M: jax.Array
+    Omega: jax.Array
+    n_steps: int = dataclasses.field(metadata=dict(static=True))
+
+
+def test_pytree_split_is_probed_in_the_students_process_and_marked_self_reported():
+    assert not failures("pln.pytree", Carry)
+    assert not failures("pln.pytree", DataclassCarry)
+    report = graded("pln.pytree", Carry)
+    assert report.self_reported == report.checks and len(report.checks) == 6
+    three = graded("pln.pytree", ThreeLeaves)
+    assert not three.passed and "n_steps became a child" in three.message
+    aux = graded("pln.pytree", ArraysAsAux)
+    assert not aux.passed and "M and Omega are arrays and belong in the children" in aux.message
+    assert "is not a class" not in graded("pln.pytree", Carry).message
+    assert "NotImplementedError" in graded("pln.pytree", stub).message
+
+
+def test_trace_term_refuses_an_n_by_n_array_and_MtM_at_drawn_sizes():
+    def trace_term(M, S, Omega):  # the chapter's solution
+        return jnp.sum(M * (M @ Omega)) + jnp.sum(S * S, axis=0) @ jnp.diag(Omega)
+
+    def via_vdot(M, S, Omega):
+        return jnp.vdot(M, M @ Omega) + jnp.dot(jnp.sum(S * S, 0), jnp.diag(Omega))
+
+    def via_n_by_n(M, S, Omega):
+        return jnp.trace(M @ Omega @ M.T) + jnp.sum(jnp.sum(S * S, 0) * jnp.diag(Omega))
+
+    def via_gram(M, S, Omega):
+        return jnp.trace((M.T @ M + jnp.diag(jnp.sum(S * S, 0))) @ Omega)
+
+    assert not failures("pln-fast.trace-term", trace_term)
+    assert not failures("pln-fast.trace-term", via_vdot)
+    assert not failures("pln-fast.trace-term", jax.jit(trace_term))
+    wide = graded("pln-fast.trace-term", via_n_by_n)
+    assert not wide.passed and "n x n" in wide.message
+    gram = graded("pln-fast.trace-term", via_gram)
+    assert not gram.passed and "that is MᵀM" in gram.message
+    seed_value = graded("pln-fast.trace-term", lambda M, S, Omega: jnp.trace(
+        M.T @ M + jnp.diag(jnp.sum(S * S, 0)) @ Omega))
+    assert not seed_value.passed and "the 2023 tutorial's value" in seed_value.message
+    constant = graded("pln-fast.trace-term", lambda M, S, Omega: trace_term(M, S, Omega) * 0 + 123.4)
+    assert not constant.passed and "expected" in constant.message
+
+
+DEVICE_EXERCISES = textwrap.dedent('''
+    import json
+    import jax
+    jax.config.update("jax_num_cpu_devices", 4)
+    import jax.numpy as jnp
+    from jax.sharding import NamedSharding, PartitionSpec as P
+    from jitbook import exercises
+    from jitbook.chapters import devices
+    from jitbook.evidence import collect
+
+    def graded(id, answer, seed):
+        ex = exercises.registry()[id]
+        _, requests = exercises.start(ex, seed)
+        evidence = json.loads(json.dumps(collect.collect(requests, {ex.answer: answer})))
+        report = exercises.verdict(id, seed, evidence)
+        return [report.passed, report.message, report.self_reported]
+
+    mesh = devices.data_mesh(4)
+    rows = NamedSharding(mesh, P("data", None))
+
+    def sharded_dot(a, b):  # the chapter's solution
+        local = lambda a, b: jax.lax.psum(a @ b, "data")
+        return jax.shard_map(local, mesh=mesh, in_specs=(P(None, "data"), P("data", None)), out_specs=P())(a, b)
+
+    def column_stats(x):  # the chapter's solution
+        mean = jnp.mean(x, axis=0)
+        centered = x - mean
+        return mean, centered.T @ centered / (x.shape[0] - 1)
+
+    def stub(*args):
+        raise NotImplementedError()
+
+    answers = {
+        "devices.batch-axis": {"right": P("data", None), "short": P("data"), "features": P(None, "data"),
+                               "replicated": P(), "tuple": ("data", None), "stub": NotImplemented},
+        "devices.one-sharding": {"right": lambda x: jax.device_put(x, rows),
+                                 "replicated": lambda x: jax.device_put(x, NamedSharding(mesh, P())),
+                                 "identity": lambda x: x,
+                                 "one device": lambda x: jax.device_put(x, jax.devices()[0]),
+                                 "old values": lambda x: jax.device_put(jnp.ones((8, 8)), rows), "stub": stub},
+        "devices.psum": {"right": sharded_dot, "plain": lambda a, b: a @ b,
+                         "forgot": jax.shard_map(lambda a, b: a @ b, mesh=mesh, check_vma=False,
+                                                 in_specs=(P(None, "data"), P("data", None)), out_specs=P()),
+                         "stub": stub},
+        "devices.column-stats": {"right": column_stats, "cov": lambda v: (jnp.mean(v, 0), jnp.cov(v.T)),
+                                 "ddof0": lambda v: (jnp.mean(v, 0), jnp.cov(v.T, bias=True)),
+                                 "gathered": lambda v: (jnp.mean(v, 0), jnp.cov(
+                                     jax.lax.with_sharding_constraint(v, NamedSharding(mesh, P())).T)),
+                                 "stub": stub},
+    }
+    found = {id: {name: [graded(id, answer, seed) for seed in (0, 1)] for name, answer in them.items()}
+             for id, them in answers.items()}
+    print("FOUND " + json.dumps(found))
+''')
+
+
+@pytest.fixture(scope="module")
+def device_reports() -> dict:
+    out = subprocess.run([sys.executable, "-c", DEVICE_EXERCISES], capture_output=True, text=True, timeout=400)
+    lines = [line for line in out.stdout.splitlines() if line.startswith("FOUND ")]
+    assert out.returncode == 0 and lines, out.stderr[-3000:]
+    return json.loads(lines[-1][len("FOUND "):])
+
+
+def told(reports, words):
+    """Whether the answer failed on every seed, told ``words`` each time."""
+    return all(not passed and words in message for passed, message, _ in reports)
+
+
+def test_the_devices_solutions_pass_on_four_devices_and_say_what_rests_on_probes(device_reports):
+    for id, found in device_reports.items():
+        assert all(passed for passed, _, _ in found["right"]), (id, found["right"])
+        stub_passed, stub_message, _ = found["stub"][0]
+        assert not stub_passed and ("placeholder" in stub_message or "NotImplementedError" in stub_message), id
+    assert device_reports["devices.batch-axis"]["right"][0][2] == []  # the value itself, not a probe
+    assert device_reports["devices.psum"]["right"][0][2] == []  # values and the lowered program
+    assert len(device_reports["devices.one-sharding"]["right"][0][2]) == 4
+    assert device_reports["devices.column-stats"]["right"][0][2] == [
+        "no all-gather: the rows stay where they are (2 all-reduce)"]
+
+
+def test_batch_axis_wants_the_rows_split_and_the_features_whole(device_reports):
+    found = device_reports["devices.batch-axis"]
+    assert all(passed for passed, _, _ in found["short"])
+    assert told(found["features"], "splits the features")
+    assert told(found["replicated"], "does not split the rows")
+    assert told(found["tuple"], "make it a jax.sharding.PartitionSpec")
+
+
+def test_one_sharding_refuses_a_replicated_placement_and_new_values(device_reports):
+    found = device_reports["devices.one-sharding"]
+    assert told(found["replicated"], "whole copy of the array on every device")
+    assert told(found["identity"], "whole copy")  # the replicated loader stays replicated
+    assert told(found["one device"], "on 1 device(s) out of 4")
+    assert told(found["old values"], "changed the values")
+
+
+def test_psum_reads_shard_map_and_the_all_reduce_in_the_lowered_program(device_reports):
+    found = device_reports["devices.psum"]
+    assert told(found["plain"], "no shard_map in its program")
+    assert told(found["forgot"], "differs from a @ b")
+
+
+def test_column_stats_wants_n_minus_1_and_no_all_gather(device_reports):
+    found = device_reports["devices.column-stats"]
+    assert all(passed for passed, _, _ in found["cov"])
+    assert told(found["ddof0"], "n - 1")
+    assert told(found["gathered"], "an all-gather copies every row")
+
+
+def test_the_devices_exercises_say_they_need_several_devices():
+    report = graded("devices.column-stats", lambda v: (jnp.mean(v, 0), jnp.cov(v.T)))
+    assert not report.passed and "need several" in report.message
