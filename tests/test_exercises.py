@@ -181,7 +181,7 @@ def test_a_tracer_error_is_one_line_naming_the_students_line():
 
     report = check("why-compile.fuse", fast_standardize)
     assert not report.passed and "\n" not in report.message
-    assert report.message.startswith("calling your function raised TracerBoolConversionError")
+    assert report.message.startswith("tracing your function to export it raised TracerBoolConversionError")
     assert report.message.endswith("`if x.sum() > 0:  # a Python if on a traced value`)")
     assert "(your line" in report.message and "site-packages" not in report.message
     assert "TracerBoolConversionError" in report.details  # JAX's own text, folded in the report

@@ -346,10 +346,7 @@ def _failed_message(request: dict, failed: read.Failed) -> str:
             f"`{request['answer']} = jax.jit(...)`."
         )
     if request["kind"] == "export":
-        return (
-            f"jax.export could not export your answer ({failed.message}){line}; the "
-            "answer must be a function made by jax.jit that traces at these shapes."
-        )
+        return f"tracing your function to export it raised {failed.message}{line}"
     if request["kind"] == "lower":
         return f"lowering your function under jax.jit raised {failed.message}{line}"
     return f"calling your function raised {failed.message}{line}"
