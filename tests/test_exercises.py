@@ -1162,10 +1162,13 @@ DEVICE_EXERCISES = textwrap.dedent('''
     from jitbook.chapters import devices
     from jitbook.evidence import collect
 
+    collected = {}
+
     def graded(id, answer, seed):
         ex = exercises.registry()[id]
         _, requests = exercises.start(ex, seed)
         evidence = json.loads(json.dumps(collect.collect(requests, {ex.answer: answer})))
+        collected.setdefault(id, {})[seed] = evidence
         report = exercises.verdict(id, seed, evidence)
         return [report.passed, report.message, report.self_reported]
 
@@ -1204,7 +1207,11 @@ DEVICE_EXERCISES = textwrap.dedent('''
     }
     found = {id: {name: [graded(id, answer, seed) for seed in (0, 1)] for name, answer in them.items()}
              for id, them in answers.items()}
-    print("FOUND " + json.dumps(found))
+    for id, them in answers.items():  # the solutions' evidence, for a grader with one device
+        for seed in (7, 8):
+            graded(id, them["right"], seed)
+    right = {id: {seed: collected[id][seed] for seed in (7, 8)} for id in answers}
+    print("FOUND " + json.dumps({**found, "right evidence": right}))
 ''')
 
 
@@ -1223,6 +1230,8 @@ def told(reports, words):
 
 def test_the_devices_solutions_pass_on_four_devices_and_say_what_rests_on_probes(device_reports):
     for id, found in device_reports.items():
+        if id == "right evidence":
+            continue
         assert all(passed for passed, _, _ in found["right"]), (id, found["right"])
         stub_passed, stub_message, _ = found["stub"][0]
         assert not stub_passed and ("placeholder" in stub_message or "NotImplementedError" in stub_message), id
@@ -1260,6 +1269,14 @@ def test_column_stats_wants_n_minus_1_and_no_all_gather(device_reports):
     assert all(passed for passed, _, _ in found["cov"])
     assert told(found["ddof0"], "n - 1")
     assert told(found["gathered"], "an all-gather copies every row")
+
+
+def test_the_grader_judges_four_device_evidence_with_one_device(device_reports):
+    """The grader's judging process has one CPU device: it reads values and programs, it runs none of theirs."""
+    assert jax.device_count() == 1
+    for id, by_seed in device_reports["right evidence"].items():
+        for seed, evidence in by_seed.items():
+            assert exercises.verdict(id, int(seed), evidence).passed, (id, seed)
 
 
 def test_the_devices_exercises_say_they_need_several_devices():
