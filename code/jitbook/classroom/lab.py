@@ -86,12 +86,16 @@ EVIDENCE = {
 
 def evidence_of(exercise_id: str) -> dict[str, str]:
     """What an exercise is judged on, read from the requests its checker makes, and
-    whether code written against the grader could fake it (only what a probe reports
-    can be)."""
+    whether code written against the grader could fake it (only what a probe reports,
+    beyond handing over the answer's own result, can be)."""
     _, requests = start(registry()[exercise_id], seed=0)
     kinds = sorted({r["kind"] for r in requests}, key=list(EVIDENCE).index)
-    probes = sorted({r["probe"] for r in requests if r["kind"] == "probe"})
-    fakeable = f"only the self-reported checks ({', '.join(probes)})" if probes else "no"
+    from jitbook.evidence.probes import HANDS_OVER
+
+    probes = sorted({r["probe"] for r in requests if r["kind"] == "probe"} - HANDS_OVER)
+    fakeable = (
+        f"only the self-reported checks ({', '.join(probes)})" if probes else "no"
+    )
     return {"judged on": "; ".join(EVIDENCE[k] for k in kinds), "fakeable": fakeable}
 
 

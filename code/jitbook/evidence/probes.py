@@ -3,13 +3,19 @@ waited on, how many times a body ran). They run in the student's process, so a
 checker marks what it concludes from them ``self_reported``: the sheet says so.
 
 A probe takes the answer and plain arguments and returns plain data; it holds no
-reference and decides nothing.
+reference and decides nothing. A few only hand over what the answer itself made (its
+exported program's bytes, its spec, its values on arguments that cannot cross as data):
+the grader judges that as data, so faking it means solving the exercise (``HANDS_OVER``).
 """
 
 import itertools
 
 import jax
 import jax.numpy as jnp
+
+
+# Probes whose result the grader judges as data (see the module's docstring).
+HANDS_OVER = frozenset({"serialized", "partition_spec", "on_pln_tuples"})
 
 
 class _SlowResult:
@@ -68,7 +74,6 @@ def gradient_of_sum(answer, x, n):
     return jax.jit(jax.grad(lambda v, k: answer(v, k).sum()))(x, n)
 
 
-
 def jaxpr_sizes(answer, x, counts) -> list[int]:
     """Equations (loop bodies included) of ``answer(x, n)``'s jaxpr, ``n`` static, for
     each ``n`` of ``counts``."""
@@ -76,6 +81,7 @@ def jaxpr_sizes(answer, x, counts) -> list[int]:
 
     traced = jax.make_jaxpr(answer, static_argnums=1)
     return [count_equations(traced(x, n)) for n in counts]
+
 
 _TABLE = jnp.arange(12.0).reshape(3, 4)
 
@@ -192,6 +198,8 @@ def explained_miss(answer, old_args, old_static, new_args, new_static):
     old = minijit.cache_key(tuple(old_args), dict(old_static))
     new = minijit.cache_key(tuple(new_args), dict(new_static))
     return answer(old, new)
+
+
 # ---- recompilation ----
 
 
@@ -295,6 +303,8 @@ def layer_grads(answer, weights, x, activation) -> dict:
         grads = jax.block_until_ready([answer(layer, x) for layer in layers])
     most = max(collections.Counter(log.compiles).values(), default=0)
     return {"grads": grads, "most_compiles": most}
+
+
 # ---- artifacts, devices, pln ----
 
 import re  # noqa: E402
