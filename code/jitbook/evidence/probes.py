@@ -4,15 +4,15 @@ checker marks what it concludes from them ``self_reported``: the sheet says so.
 
 A probe takes the answer and plain arguments and returns plain data; it holds no
 reference and decides nothing. A few only hand over what the answer itself made (its
-exported program's bytes, its spec, its values on arguments that cannot cross as data):
-the grader judges that as data, so faking it means solving the exercise (``HANDS_OVER``).
+exported program's bytes, its spec, its values on arguments that cannot cross as
+data): the grader judges that as data, so faking it means solving the exercise
+(``HANDS_OVER``).
 """
 
 import itertools
 
 import jax
 import jax.numpy as jnp
-
 
 # Probes whose result the grader judges as data (see the module's docstring).
 HANDS_OVER = frozenset({"serialized", "partition_spec", "on_pln_tuples"})
