@@ -51,7 +51,7 @@ BAD_FLAGS = [
     (["--profile-levels", "eager"], "argument --profile-levels: 'eager' cannot be profiled; choose from "
                                      "scan, namedtuple, fast (comma-separated)"),
     (["--levels", "scan,warp"], "argument --levels: 'warp' cannot be raced; choose from eager, jit_step"),
-    (["--peer-threads", "-1"], "argument --peer-threads: must be a whole number >= 0"),
+    (["--cores", "0"], "argument --cores: must be a whole number >= 1 (cores both sides are pinned to)"),
     (["--iters", "ten"], "argument --iters: must be a whole number >= 1 (iterations per fit), got 'ten'"),
 ]
 
@@ -74,6 +74,14 @@ def test_record_without_peers_is_refused_before_any_work(monkeypatch):
     monkeypatch.setattr("jitbook.chapters.pln.load_oaks", lambda *a: pytest.fail("work started"))
     with pytest.raises(SystemExit, match="--record writes the peers' run: add --peers-python"):
         bench.main(["pln", "--record"])
+
+
+def test_force_record_without_record_and_too_many_cores_are_refused_before_any_work(monkeypatch):
+    monkeypatch.setattr("jitbook.chapters.pln.load_oaks", lambda *a: pytest.fail("work started"))
+    with pytest.raises(SystemExit, match="--force-record forces --record: add --record NAME"):
+        bench.main(["pln", "--peers", "--force-record"])
+    with pytest.raises(SystemExit, match="--cores must be between 1 and the "):
+        bench.main(["pln", "--peers", "--cores", "4096"])
 
 
 def test_a_long_step_says_it_is_still_running(capsys):
