@@ -240,21 +240,58 @@ def page_section() -> str:
     return text[start : text.index("## Exercises", start)]
 
 
-def test_the_pln_page_reads_the_recording():
-    """The section's cells and inline values run on the newest recording alone (no torch here)."""
-    section, recorded = page_section(), peers.recording("default-threads")
-    assert recorded is not None, "data/peers/default-threads.json is missing"
+VERDICT_WORDS = re.compile(r"times faster than|times slower than|about the same here as")
+
+
+def run_page_section() -> tuple[dict, list[str]]:
+    """The section's cells and inline values, run as the page runs them."""
     namespace = {"jitbook": jitbook, "display": display}
-    for cell in re.findall(r"```\{python\}\n(.*?)```", section, re.S):
+    for cell in re.findall(r"```\{python\}\n(.*?)```", page_section(), re.S):
         exec(cell, namespace)
-    inline = [str(eval(expr, namespace)) for expr in re.findall(r"`\{python\} (.+?)`", section)]
+    inline = [str(eval(expr, namespace)) for expr in re.findall(r"`\{python\} (.+?)`", page_section())]
+    return namespace, inline
+
+
+def test_the_pln_page_reads_the_recordings_and_draws_no_verdict_from_unfit_ones():
+    """The section's cells and inline values run on the recordings alone (no torch here); made under
+    load with unmatched threads, they give no verdict, and the page says why."""
+    recorded = peers.recording("default-threads")
+    assert recorded is not None, "data/peers/default-threads.json is missing"
+    namespace, inline = run_page_section()
     assert namespace["recorded"] == recorded and recorded["date"][:10] in inline[0]
     assert recorded["book commit"] in inline and recorded["peer"]["torch"] in inline
     assert {row["PyTorch"] for row in namespace["peer_rows"]} == set(peers.VARIANTS)
-    assert namespace["claim_answer"].startswith("on this CPU")
+    said = " ".join(inline) + " ".join(r["warm verdict"] for r in namespace["peer_rows"])
+    assert not VERDICT_WORDS.search(said), "a verdict drawn from an unfit recording"
+    assert "the load average reached 10.67 on 2 cores" in said and "thread pools were not matched" in said
+    assert namespace["claim_answer"].startswith("this page cannot answer the tutorial's claim")
+    assert "No verdict: the load average reached" in namespace["newton_words"]
     remade = peers.remake(recorded, "peers-venv/bin/python")
     assert all(len(line) <= 88 for line in remade.splitlines()), "the page's column"
     assert "--peers-python peers-venv/bin/python" in remade.replace(" \\\n    ", " ")
+    assert "--peer-threads" not in remade
+
+
+def made_fit(record: dict) -> dict:
+    """`record` as if raced on a quiet machine with matched budgets and tied controls."""
+    race = dict(record["race"])
+    race |= {"fast (control)": race["fast"][::-1], "torch.compile (control)": race["torch.compile"][::-1]}
+    side = {"cores": [0, 1], "env": {"OMP_WAIT_POLICY": "PASSIVE"}}
+    return record | {"race": race, "conditions": {
+        "load": {"before": [0.5] * 3, "after": [0.5] * 3, "highest 1-minute": 0.6, "readings": 9},
+        "JAX": side | {"XLA intra-op threads": 2, "OpenBLAS threads inside a fit": 1},
+        "peer": side | {"torch threads": 2, "torch interop threads": 1},
+    }}
+
+
+def test_the_pln_page_gives_warm_verdicts_from_a_recording_fit_to_compare(monkeypatch):
+    fit = {name: made_fit(peers.recording(name)) for name in ("default-threads", "one-thread", "newton")}
+    assert all(not conditions.unfit_reasons(r) for r in fit.values())
+    monkeypatch.setattr(peers, "recording", fit.get)
+    namespace, inline = run_page_section()
+    assert namespace["claim_answer"].startswith("warm, pairing by pairing: ")
+    assert VERDICT_WORDS.search(namespace["claim_answer"])
+    assert "Warm, the Newton fit was " in namespace["newton_words"]
 
 
 @pytest.mark.parametrize("name", ["default-threads", "one-thread", "newton"])
