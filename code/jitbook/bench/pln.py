@@ -333,7 +333,9 @@ def _verdicts(record: dict, against_peers: bool) -> list[str]:
             f"({load['readings']} readings), {load['after'][0]:g} after\n"
         )
         print(table(conditions.conditions_rows(record)))
+        print("\nControls: each raced against itself, in the same rounds\n")
         print(table(_control_rows(record)))
+        print("\nEach PyTorch fit alone, timed by its own library's tool\n")
         print(table(_cross_rows(record)))
     if reasons:
         print(
