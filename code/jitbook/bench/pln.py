@@ -491,10 +491,11 @@ def _newton(args, raw, peer, say) -> dict:
         }
         # one-off: what a user who runs the fit once waits for, compiles included;
         # one run each, so no verdict
-        once = row["compile s"] + (row["seconds to target"] or 0)
+        ran = row["seconds to target"] or row["ms / iter"] * row["iterations"] / 1e3
+        once = row["compile s"] + ran
         print(
             f"One-off, compiles included (one run each, no verdict): Newton "
-            f"{once:.2f} s ({row['compile s']:.2f} s compiling, then its run), "
+            f"{once:.2f} s ({row['compile s']:.2f} s compiling, {ran:.2f} s running), "
             f"pyPLNmodels' first fit {pypln['seconds']:.2f} s."
         )
         out["one-off s"] = {"Newton": once, "pyPLNmodels fit()": pypln["seconds"]}
