@@ -107,9 +107,11 @@ def _radam(params, grads, mu, nu, count, lr: float):
     return tuple(new_x), tuple(new_m), tuple(new_v), count
 
 
-def _fast_step(params, opt, Omega, aux, data, lr: float):
+def _fast_step(params, opt, Omega, aux, data, lr: float, checked: bool = True):
     """One iteration of `fast.py`'s loop body: loss and gradients by hand, a RAdam
-    step, Omega from a Cholesky factor of the closed-form Sigma."""
+    step, Omega from a Cholesky factor of the closed-form Sigma. ``checked=False``
+    factorises with `cholesky_ex`, which leaves the error check to the caller and so,
+    on a GPU, does not wait for the device at every step as `cholesky` does."""
     import torch
 
     B, M, S = params
@@ -128,7 +130,11 @@ def _fast_step(params, opt, Omega, aux, data, lr: float):
     params, mu, nu, count = _radam(params, grads, *opt, lr)
     B, M, S = params
     gram = M.T @ M + torch.diag(torch.sum(S * S, dim=0))
-    L = torch.linalg.cholesky(gram / n)
+    L = (
+        torch.linalg.cholesky(gram / n)
+        if checked
+        else torch.linalg.cholesky_ex(gram / n)[0]
+    )
     logdet = -2.0 * torch.sum(torch.log(torch.diagonal(L)))
     aux = (gram, logdet, XtY, const)
     return -(elbo + const), params, (mu, nu, count), torch.cholesky_inverse(L), aux
