@@ -31,7 +31,7 @@ def test_bench_pln_prints_tables_and_progress(capsys):
     assert "    first fit of namedtuple: " in err and " s so far)" in err
     assert "2 iterations, raced alone" in out
     assert "scan, namedtuple: one compiled loop written differently; they " in out
-    assert "fast was " in out and " scan." in out
+    assert "fast was " in out and " scan (warm; JAX against JAX)." in out
     assert "Donating the state of jit_iteration" in out and "donated was " in out
     assert "Two thread pools" in out and "(limited, as in fit)" in out
     assert "Limited, the loop was " in out
@@ -113,7 +113,9 @@ def test_benchmark_rows_report_compiles_and_per_iteration_times():
     rows, raced = benchmark_levels(load_oaks(1), 4, ["eager", "scan", "fast"], rounds=5,
                                    eager_iters=2)
     eager, scan, fast = rows
-    assert scan["note"] == "" and eager["note"] == "2 iterations, raced alone"
+    assert scan["note"] == "" and eager["note"].startswith("2 iterations, raced alone (warm); a first fit, ")
+    once = float(eager["note"].split("compiles included: ")[1].split()[0])  # the eager fit a user runs
+    assert once == float(f"{eager['first call s'] / 2 * 1e3:.3g}") and eager["compiles"] > 0
     assert scan["ms / iter (min)"] <= scan["ms / iter (median)"] <= scan["ms / iter (max)"]
     assert raced.names == ["scan", "fast"] and raced.rounds >= 5 and raced.per == 4
     assert scan["ms / iter (min)"] == round(raced.min("scan") * 1e3, 2)
