@@ -148,10 +148,9 @@ def fake_peer(tmp_path):
     return str(path)
 
 
-def run_with_fake_peer(fake_peer, monkeypatch, *flags) -> None:
+def run_with_fake_peer(fake_peer, *flags) -> None:
     """The bench with the fake peer; the cores it pins this process to are given back
-    after it (monkeypatch restores OMP_WAIT_POLICY, which it sets)."""
-    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
+    after it."""
     allowed = os.sched_getaffinity(0)
     try:
         bench.main(["pln", "--n-repeat", "1", "--iters", "3", "--rounds", "5", "--levels", "scan,fast",
@@ -170,7 +169,7 @@ def table_rows(out: str) -> dict:
 def test_bench_with_a_peer_fills_every_timing_cell_and_prints_conditions_controls_and_cross_checks(
         fake_peer, tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(peers, "RECORDINGS", tmp_path / "recorded")
-    run_with_fake_peer(fake_peer, monkeypatch, "--cores", "1", "--record", "fake", "--force-record")
+    run_with_fake_peer(fake_peer, "--cores", "1", "--record", "fake", "--force-record")
     out, err = capsys.readouterr()
     rows = table_rows(out)
     for name in ("scan", "fast", *peers.VARIANTS):
@@ -203,7 +202,7 @@ def test_a_race_on_a_busy_machine_prints_no_verdict_and_is_not_recorded(fake_pee
     monkeypatch.setattr(peers, "RECORDINGS", tmp_path / "recorded")
     monkeypatch.setattr(os, "getloadavg", lambda: (7.5, 6.0, 5.0))  # the machine's reading, faked
     with pytest.raises(SystemExit, match="Not recorded: the race was not fit to compare"):
-        run_with_fake_peer(fake_peer, monkeypatch, "--record", "busy")
+        run_with_fake_peer(fake_peer, "--record", "busy")
     out = capsys.readouterr().out
     assert "No verdict: this race cannot tell, because the load average reached 7.5 on " in out
     assert " times faster than " not in out.split("Conditions: ")[1].split("Two thread pools")[0]

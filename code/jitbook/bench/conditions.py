@@ -69,7 +69,6 @@ def pin_jax(cores: Sequence[int]) -> dict:
     started = xla_bridge.backends_are_initialized()
     before = sorted(os.sched_getaffinity(0))
     os.sched_setaffinity(0, cores)
-    os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
     pool = len(before) if started else len(cores)
     if os.environ.get("NPROC", "").isdigit():
         pool = int(os.environ["NPROC"])
@@ -232,7 +231,7 @@ def conditions_rows(record: dict) -> list[dict]:
             "intra-op threads": jax["XLA intra-op threads"],
             "inter-op threads": "none",
             "BLAS threads": f"{jax['OpenBLAS threads inside a fit']} inside a fit",
-            "OMP_WAIT_POLICY": jax["env"].get("OMP_WAIT_POLICY"),
+            "OMP_WAIT_POLICY": jax["env"].get("OMP_WAIT_POLICY") or "unset",
         }
     )
     peer = cond.get("peer")
