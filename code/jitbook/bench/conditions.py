@@ -210,7 +210,7 @@ def conditions_rows(record: dict) -> list[dict]:
                 "side": "JAX",
                 "cores pinned": "not recorded",
                 "intra-op threads": "XLA: not recorded",
-                "inter-op threads": "none",
+                "inter-op threads": "not recorded",
                 "BLAS threads": record.get("OpenBLAS threads inside a fit"),
                 "OMP_WAIT_POLICY": "not recorded",
             },
@@ -229,7 +229,7 @@ def conditions_rows(record: dict) -> list[dict]:
             "side": "JAX",
             "cores pinned": jax["cores"],
             "intra-op threads": jax["XLA intra-op threads"],
-            "inter-op threads": "none",
+            "inter-op threads": "not recorded",
             "BLAS threads": f"{jax['OpenBLAS threads inside a fit']} inside a fit",
             "OMP_WAIT_POLICY": jax["env"].get("OMP_WAIT_POLICY") or "unset",
         }
