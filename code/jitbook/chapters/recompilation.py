@@ -416,6 +416,23 @@ def _jit_in_a_loop(how: str, steps: int) -> dict:
     return {"loop body": how, "steps": steps, "result": int(i), "compiles": log.count}
 
 
+def compiles_around_clear_caches(x: jax.Array) -> int:
+    """Compiles of a warm jitted ``add_one`` called once, then again after
+    ``jax.clear_caches()``.
+
+    It clears every function's caches, so run it in a fresh process (``run_cold``),
+    never in a reader's. Taught in Static arguments and compiling again, Clearing
+    caches.
+    """
+    add_one_jit = jax.jit(add_one)
+    add_one_jit(x)
+    with count_compiles() as log:
+        add_one_jit(x)
+        jax.clear_caches()
+        add_one_jit(x)
+    return log.count_for("add_one")
+
+
 # --- buckets --------------------------------------------------------------------------
 
 
