@@ -25,11 +25,19 @@ def test_jit_gives_the_op_by_op_result():
 
 @pytest.mark.claim("sec-why-compile-async", "clm-why-compile-async")
 def test_dispatch_returns_before_the_result_is_ready():
+    """Both ends: real work (a product, a random fill) is queued; on the CPU a cheap program
+    runs inline and is ready when the call returns."""
     matrix = why_compile.square(1500)
+    assert matrix.is_ready()  # square waited for its fill
+    assert not jax.random.normal(jax.random.key(1), (1500, 1500)).is_ready()
     product = why_compile.heavy_matmul(matrix)
     assert not product.is_ready()
     product.block_until_ready()
     assert product.is_ready()
+    cheap = jax.jit(why_compile.tiny)
+    cheap(jnp.ones(3)).block_until_ready()
+    if jax.default_backend() == "cpu":
+        assert all(cheap(jnp.ones(3)).is_ready() for _ in range(10))
     dispatch, blocked = why_compile.dispatch_and_compute(matrix)
     assert dispatch < blocked / 5  # queueing is a small part of the blocked time
 

@@ -45,8 +45,9 @@ def tiny(x: jax.Array) -> jax.Array:
 
 
 def square(n: int) -> jax.Array:
-    """An ``n`` x ``n`` float32 matrix, computed before any stopwatch starts (filling it
-    is synchronous, so building it inside a timed call would time the fill)."""
+    """An ``n`` x ``n`` float32 matrix, ready before any stopwatch starts (filling it is
+    dispatched asynchronously like any call: it is waited for here, so a timed call
+    never times the fill)."""
     return jax.block_until_ready(jax.random.normal(jax.random.key(n), (n, n)))
 
 
