@@ -284,3 +284,47 @@ def _dispatch_cache_holds(callables: int) -> int:
     with count_dispatch_misses() as dispatch:
         jax.jit(kept[0])(x)
     return len(dispatch.misses)
+
+
+def python_cache_sizes() -> dict[str, int]:
+    """The sizes of the LRU caches a dispatch miss falls back on, read from JAX (private
+    names: the test suite fails if they move)."""
+    from jax._src import pjit
+    from jax._src.interpreters import pxla
+
+    caches = {
+        "inferred parameters": pjit._infer_params_cached,
+        "lowering": pjit._pjit_lower,
+        "lowering to HLO": pxla._cached_lowering_to_hlo,
+        "compilation": pxla._cached_compilation,
+    }
+    return {name: cache.cache_info().maxsize for name, cache in caches.items()}
+
+
+def python_path_after(programs: int) -> dict:
+    """Lowerings and compiles of a warm call taking jit's Python path (a program with
+    an effect, never in the dispatch cache) after ``programs`` other programs, all kept
+    alive, were compiled.
+
+    It fills JAX's caches, so it runs in a fresh process (``run_cold``).
+    """
+    if isinstance(programs, bool) or not isinstance(programs, int) or programs < 0:
+        raise ValueError(f"programs must be an int >= 0, got {programs!r}.")
+    return run_cold(_python_path_after, programs)
+
+
+def _python_path_after(programs: int) -> dict:
+    """``python_path_after`` in a process of its own."""
+    noted = jax.jit(plus_one_noted)
+    noted(0)
+    kept = [lambda v, i=i: v + i for i in range(programs)]
+    for fn in kept:
+        jax.jit(fn)(0)
+    with count_compiles() as log:
+        noted(0)
+        jax.effects_barrier()
+    return {
+        "other programs": programs,
+        "lowerings": log.lowerings.count("plus_one_noted"),
+        "compiles": log.count_for("plus_one_noted"),
+    }
