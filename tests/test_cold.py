@@ -182,12 +182,24 @@ def _sentinel_noted(v):
     return v - 1.0
 
 
+def _warm():
+    """Warm sentinels for the configuration in force: an option JAX defines or a page sets
+    changes every key (importing jax.extend adds options), which clears nothing."""
+    global _plain, _noted, _context
+    _plain, _noted = _jax.jit(_sentinel), _jax.jit(_sentinel_noted)
+    _plain(_sx), _noted(_sx), _jax.effects_barrier()
+    _context = _config.trace_context()
+
+
+from jax._src import config as _config
+
 _sx = _jax.numpy.arange(7.0)
-_plain, _noted = _jax.jit(_sentinel), _jax.jit(_sentinel_noted)
-_plain(_sx), _noted(_sx), _jax.effects_barrier()
+_warm()
 
 
 def _probe(result):
+    if _config.trace_context() != _context:
+        return _warm()
     with _count() as log, _misses() as dispatch:
         _plain(_sx), _noted(_sx), _jax.effects_barrier()
     if log.count or log.lowerings or dispatch.count_for("_sentinel"):
