@@ -183,8 +183,8 @@ def _sentinel_noted(v):
 
 
 def _warm():
-    """Warm sentinels for the configuration in force: an option JAX defines or a page sets
-    changes every key (importing jax.extend adds options), which clears nothing."""
+    # Warm sentinels for the configuration in force: an option JAX defines or a page sets
+    # changes every key (importing jax.extend adds options), which clears nothing.
     global _plain, _noted, _context
     _plain, _noted = _jax.jit(_sentinel), _jax.jit(_sentinel_noted)
     _plain(_sx), _noted(_sx), _jax.effects_barrier()
