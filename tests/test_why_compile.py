@@ -117,12 +117,23 @@ def test_a_new_wrapper_of_a_known_function_takes_the_fast_path_on_its_first_call
         calls.append(1)
         return original(*args, **kwargs)
 
+    donated = {"donate_argnums": 0}
+    jax.jit(why_compile.tiny, **donated)(jnp.ones(3))
     with mock.patch.object(pjit, "_infer_params", spy):
         for _ in range(20):
             jax.jit(why_compile.tiny)(x)
+            jax.jit(why_compile.tiny, **donated)(jnp.ones(3))  # the same options: known
         assert calls == []
         jax.jit(lambda v: v * 2.0)(x)
         assert calls
+        # its options are in the key: a first call with others takes the Python path
+        options = {"compiler_options": {"xla_cpu_enable_fast_math": False}}
+        before = len(calls)
+        jax.jit(why_compile.tiny, **options)(x)
+        assert len(calls) > before
+        before = len(calls)
+        jax.jit(why_compile.tiny, **options)(x)
+        assert len(calls) == before
 
 
 def test_wrapper_per_call_races_both_ways():
