@@ -980,6 +980,28 @@ def test_one_race_runs_every_loop_once_per_round_in_rotating_order():
     assert all(sorted(r) == list("abcd") for r in rounds)
     assert [r[0] for r in rounds] == list("abcd")  # each round starts one later
 
+    # a change of load falls on all four alike: a burst that slows every call of the third round
+    # five-fold (as a busy machine would) slows each loop in that round, and no loop's ratio to
+    # another moves
+    import time
+
+    done, base = [0], {"a": 0.02, "b": 0.04, "c": 0.06, "d": 0.08}
+
+    def loaded(name):
+        def call():
+            burst = 5 if done[0] // 4 == 2 else 1  # the third round's four calls
+            done[0] += 1
+            time.sleep(base[name] * burst)
+
+        return call
+
+    raced = jitbook.timing.race({n: loaded(n) for n in base}, rounds=4, min_time=0, warmup=0)
+    for name, times in raced.times.items():
+        assert times[2] > 2.5 * sorted(times[:2] + times[3:])[1], (name, times)  # slowed in round 3
+    for r in range(4):
+        ratios = [raced.times[n][r] / raced.times["a"][r] for n in base]
+        assert ratios == pytest.approx([1, 2, 3, 4], rel=0.4), (r, ratios)
+
 
 @pytest.mark.claim("sec-pln-threads", "clm-pln-fast-limit-restored")
 def test_fit_limits_openblas_for_the_fit_only(jdata):
