@@ -698,3 +698,16 @@ def test_the_python_path_lowers_and_compiles_again_after_more_programs_than_its_
     assert (held["lowerings"], held["compiles"]) == (0, 0)
     evicted = recompilation_wrappers.python_path_after(size + 52)
     assert (evicted["lowerings"], evicted["compiles"]) == (1, 1)
+
+
+@pytest.mark.claim("sec-recompilation-dispatch", "clm-rec-dispatch-two-caches")
+def test_the_dispatch_cache_is_two_caches_and_ours_shares_its_room_with_jnp_functions():
+    from jax._src import pjit
+
+    plain, with_options = pjit._cpp_pjit_cache_fun_only, pjit._cpp_pjit_cache_explicit_attributes
+    size = recompilation_wrappers.DISPATCH_CACHE_SIZE
+    assert plain.capacity() == with_options.capacity() == size
+    filled = recompilation_wrappers.caches_filled()  # entries added to (first, second)
+    ours, jnps = filled["jax.jit(plus_one)"], filled["jnp.sin"]
+    assert sum(ours) == sum(jnps) == 1 and ours == jnps, filled  # one entry each, same cache
+    assert sum(filled["jax.jit(ScaleBy(3.0), donate_argnums=0)"]) == 1, filled

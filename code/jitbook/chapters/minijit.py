@@ -198,7 +198,8 @@ class Recorder(core.Trace):
                 return core.eval_jaxpr(closed.jaxpr, closed.consts, *args)
         if primitive.name == "convert_element_type" and not isinstance(args[0], Tracer):
             # a constant converted is a constant: jaxprs fold it the same way (a Python
-            # scalar stays a literal: NumPy's value, not a jax.Array, which stays a constvar)
+            # scalar stays a literal: NumPy's value, not a jax.Array, which JAX keeps a
+            # constvar)
             with core.set_current_trace(core.eval_trace):
                 out = primitive.bind(*args, **params)
             return out if isinstance(args[0], jax.Array) else np.asarray(out)

@@ -328,3 +328,34 @@ def _python_path_after(programs: int) -> dict:
         "lowerings": log.lowerings.count("plus_one_noted"),
         "compiles": log.count_for("plus_one_noted"),
     }
+
+
+def caches_filled() -> dict[str, tuple[int, int]]:
+    """Entries that one first call adds to each of jit's two dispatch caches (the one
+    for ``jax.jit(f)``, the one for wrappers with options), for a plain wrapper, a
+    wrapper with donation, and a ``jnp`` function; in a fresh process (``run_cold``)."""
+    return {k: tuple(v) for k, v in run_cold(_caches_filled).items()}
+
+
+def _caches_filled() -> dict[str, tuple[int, int]]:
+    """``caches_filled`` in a process whose caches are empty."""
+    from jax._src import pjit
+
+    def sizes():
+        plain = pjit._cpp_pjit_cache_fun_only.size()
+        return plain, pjit._cpp_pjit_cache_explicit_attributes.size()
+
+    x, kept = jnp.arange(5.0), ScaleBy(3.0)  # kept alive: entries are weakly held
+    calls = {
+        "jax.jit(plus_one)": lambda: jax.jit(plus_one)(x),
+        "jax.jit(ScaleBy(3.0), donate_argnums=0)": lambda: jax.jit(
+            kept, donate_argnums=0
+        )(jnp.arange(5.0)),
+        "jnp.sin": lambda: jnp.sin(x),
+    }
+    filled = {}
+    for name, call in calls.items():
+        before = sizes()
+        call()
+        filled[name] = tuple(a - b for a, b in zip(sizes(), before, strict=True))
+    return filled
