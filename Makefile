@@ -106,6 +106,9 @@ lab: setup  ## JupyterLab on _build/notebooks/ until Ctrl-C (first runs `make no
 test: setup  ## the whole test suite, every chapter at small sizes (about 10 min)
 	$(PY) -m pytest
 
+sections: setup  ## every chapter's sections run alone, their quoted counts compared, caches probed (long)
+	JITBOOK_SECTIONS=1 $(PY) -m pytest tests/test_cold.py
+
 preview: setup  ## quarto preview until Ctrl-C: re-renders a page as you edit it (first render ~25 min)
 	@test -n "$(QUARTO)" || { echo "Quarto is not installed: 'make quarto' or conda-forge's quarto (environment.yml)."; exit 1; }
 	QUARTO_PYTHON=$(PY) $(QUARTO) preview

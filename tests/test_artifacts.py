@@ -312,3 +312,21 @@ def test_a_persistent_cache_load_counts_as_a_compile():
     first, second = artifacts.persistent_load_counts()
     assert (first["compiles counted"], first["persistent cache hits"]) == (1, 0)
     assert (second["compiles counted"], second["persistent cache hits"]) == (1, 1)
+
+
+@pytest.mark.claim("sec-artifacts-export", "clm-artifacts-export-platforms")
+def test_an_export_runs_only_on_the_platforms_it_names_and_platforms_names_several():
+    w = jnp.ones((3, 2))
+    specs = (jax.ShapeDtypeStruct(w.shape, w.dtype), artifacts.batch_spec(3))
+    batch = np.ones((5, 3), np.float32)
+    default = export.export(jax.jit(artifacts.predict))(*specs)
+    assert len(default.platforms) == 1  # the platform it was made on, only
+    if jax.default_backend() == "cpu":
+        assert default.platforms == ("cpu",)
+        gpu_only = export.export(jax.jit(artifacts.predict), platforms=("cuda",))(*specs)
+        with pytest.raises(ValueError, match="exported for platforms"):
+            gpu_only.call(w, batch)
+    everywhere = export.export(jax.jit(artifacts.predict), platforms=("cpu", "cuda"))(*specs)
+    assert everywhere.platforms == ("cpu", "cuda")
+    remote = artifacts.call_in_fresh_process(everywhere.serialize(), w, batch)  # picks its own
+    np.testing.assert_allclose(remote["outputs"], artifacts.predict(w, batch), atol=1e-6)

@@ -71,6 +71,8 @@ FACTS = textwrap.dedent('''
     facts["pln collectives"] = dict(devices.collectives(program))
     facts["pln one-device collectives"] = dict(devices.collectives(devices.pln_step_compiled(oaks, None)))
     facts["pln reduced shapes"] = devices.reduced_shapes(program)
+    facts["pln collective shapes"] = devices.collective_shapes(program)
+    facts["pln rows"] = [int(oaks.Y.shape[0]), int(data.Y.addressable_shards[0].data.shape[0])]
     facts["pln reduced origins"] = [[r["operation"], r["part of the step"], list(r["shape"])]
                                     for r in devices.reduced_origins(program)]
     local, _, _ = devices.place_local_rows(devices.process_rows(oaks), mesh)
@@ -304,8 +306,13 @@ def test_the_all_reduce_sums_the_loss_the_gradient_and_the_closed_form(facts):
 
 @pytest.mark.claim("sec-devices-pln", "clm-devices-no-row-dims")
 def test_nothing_with_one_entry_per_row_crosses_devices(facts):
-    shapes = [tuple(shape) for _, _, shape in facts["pln reduced origins"]]
-    assert all(d <= 114 for shape in shapes for d in shape)  # taxa, never the 116 rows
+    rows, shard_rows = facts["pln rows"]
+    assert (rows, shard_rows) == (116, 29)  # 116 rows, 29 on each of four devices
+    moved = facts["pln collective shapes"]
+    assert {op for op, _ in moved} == {"all-reduce"}  # no all-gather, all-to-all, permute
+    dims = {d for _, shape in moved for d in shape}
+    assert 114 in dims  # the taxa: the parse sees the arrays that cross
+    assert not dims & {rows, shard_rows}, moved  # neither all the rows nor one device's
 
 
 def test_place_rows_refuses_rows_that_do_not_split(facts):

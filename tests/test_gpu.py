@@ -249,3 +249,13 @@ def test_hlo_readers_say_what_is_missing(tmp_path):
     path.write_bytes(gzip.compress(b'{"traceEvents": []}'))
     with pytest.raises(ValueError, match="no kernel events"):
         gpu.trace_summary(path, 1)
+
+
+def test_jit_gain_is_eager_over_scan_per_device_and_names_a_missing_level():
+    from jitbook.chapters import gpu
+
+    run = gpu.load_run("h100")
+    ms = {r["level"]: r["ms / iter (min)"] for r in run["levels"]["rows"]}
+    assert gpu.jit_gain(run["levels"]["rows"]) == ms["eager"] / ms["scan"] > 10
+    with pytest.raises(ValueError, match="eager"):
+        gpu.jit_gain([{"level": "scan", "ms / iter (min)": 1.0}])

@@ -8,6 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from jitbook import count_compiles
 from jitbook.chapters import jaxprs, minijit, recompilation, tracing
 
 if "aval" not in inspect.signature(jax._src.core.Tracer.__init__).parameters:
@@ -102,6 +103,14 @@ def test_the_same_function_wrapped_again_is_a_hit_and_a_new_closure_is_not():
     fresh = minijit.jit(tracing.make_scaler(4.0))
     fresh(V)
     assert fresh.compiles == 1
+    # "in JAX as here": the same function wrapped again compiles nothing, a new closure compiles
+    jax_fn = tracing.make_scaler(5.0)
+    jax.jit(jax_fn)(V)
+    with count_compiles() as again_in_jax:
+        jax.jit(jax_fn)(V)
+    with count_compiles() as fresh_in_jax:
+        jax.jit(tracing.make_scaler(5.0))(V)
+    assert (again_in_jax.count, fresh_in_jax.count) == (0, 1)
 
 
 @pytest.mark.claim("sec-minijit-control-flow", "clm-minijit-no-value")
@@ -125,6 +134,14 @@ def test_captured_arrays_become_constants_and_scalars_literals():
     assert literal.consts == [] and isinstance(
         literal.equations[0].inputs[1], minijit.Literal
     )
+    # as many as JAX, whatever is captured: scalars of Python and NumPy, 0-d and 1-d arrays
+    for captured in (2.0, np.float32(2.0), np.array(2.0, np.float32), jnp.float32(2.0), jnp.arange(5.0)):
+        def times(x, c=captured):
+            return x * c
+
+        mine = minijit.trace(times, V)
+        theirs = jax.make_jaxpr(times)(V)
+        assert len(mine.consts) == len(theirs.consts), type(captured)
 
 
 @pytest.mark.claim("sec-minijit-cache", "clm-minijit-weak-key")

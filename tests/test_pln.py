@@ -464,7 +464,7 @@ def test_threadpoolctl_sees_the_openblas_that_jax_lapack_uses():
     assert any("scipy_openblas" in info["filepath"] and info["user_api"] == "blas" for info in threadpool_info())
 
 
-@pytest.mark.claim("sec-pln-cost")
+@pytest.mark.claim("sec-pln-one-loop", "clm-pln-warm-rate")
 def test_jit_step_compiles_nothing_in_a_second_fit_but_a_rebuilt_update_would(data):
     """jit_step's pieces are built once, lr an argument: a warm fit compiles nothing. A
     jax.jit(opt.update) built per fit is a new function, lr a constant in it: it would
@@ -842,15 +842,21 @@ def test_eager_fit_compiles_one_program_per_jnp_function_once(jdata):
 
 @pytest.mark.claim("sec-pln-cost", "clm-pln-setup-programs")
 def test_first_fit_compiles_eager_setup_programs_outside_the_loop(jdata):
-    from jitbook.chapters.pln.levels import first_fit_programs
+    from jitbook.chapters.pln.levels import first_fit_compiles, first_fit_programs
+    from jitbook.chapters.why_compile import op_by_op_programs
 
     row = first_fit_programs(jdata, 5, "jit_iteration")
-    jax.clear_caches()
-    with count_compiles() as log:
-        fit(jdata, 5, "jit_iteration")
-    eager_names = [n for n in log.compiles if n != "one_iteration"]
-    assert row["eager programs (one per jnp function)"] == len(eager_names) > 0
-    assert "stack" in eager_names  # gathering the losses after the loop
+    eager = row["eager programs (set-up and gathering)"]
+    assert eager == row["programs compiled"] - 1 > 0  # all but the one loop program
+    # a jitted jnp function is one program; one built from primitives is one per primitive
+    eye = op_by_op_programs(jnp.eye, jdata.Y.shape[1])
+    zeros = op_by_op_programs(jnp.zeros, jdata.Y.shape)
+    assert "iota" in eye and "eye" not in eye and len(eye) > 2
+    assert "broadcast_in_dim" in zeros and "zeros" not in zeros
+    # and the fit's eager count holds them: an eye at the set-up, a stack after the loop
+    names = first_fit_compiles(jdata, 5, "jit_iteration")
+    assert "stack" in names and "iota" in names and "one_iteration" in names
+    assert "concatenate" not in names  # jnp.stack's inside stays inside its one program
 
 
 @pytest.mark.claim("sec-pln-cost", "clm-pln-one-loop-program")
@@ -868,7 +874,7 @@ def test_loop_is_one_program_and_jit_step_one_per_piece(jdata):
 def test_pytree_and_equinox_build_their_start_eagerly(jdata):
     from jitbook.chapters.pln.levels import first_fit_programs
 
-    key = "eager programs (one per jnp function)"
+    key = "eager programs (set-up and gathering)"
     eager = {lv: first_fit_programs(jdata, 5, lv)[key] for lv in LEVELS if lv != "eager"}
     for outside in ("pytree", "equinox"):
         for inside in ("scan", "namedtuple"):
@@ -973,6 +979,28 @@ def test_one_race_runs_every_loop_once_per_round_in_rotating_order():
     rounds = [calls[i : i + 4] for i in range(0, 16, 4)]
     assert all(sorted(r) == list("abcd") for r in rounds)
     assert [r[0] for r in rounds] == list("abcd")  # each round starts one later
+
+    # a change of load falls on all four alike: a burst that slows every call of the third round
+    # five-fold (as a busy machine would) slows each loop in that round, and no loop's ratio to
+    # another moves
+    import time
+
+    done, base = [0], {"a": 0.02, "b": 0.04, "c": 0.06, "d": 0.08}
+
+    def loaded(name):
+        def call():
+            burst = 5 if done[0] // 4 == 2 else 1  # the third round's four calls
+            done[0] += 1
+            time.sleep(base[name] * burst)
+
+        return call
+
+    raced = jitbook.timing.race({n: loaded(n) for n in base}, rounds=4, min_time=0, warmup=0)
+    for name, times in raced.times.items():
+        assert times[2] > 2.5 * sorted(times[:2] + times[3:])[1], (name, times)  # slowed in round 3
+    for r in range(4):
+        ratios = [raced.times[n][r] / raced.times["a"][r] for n in base]
+        assert ratios == pytest.approx([1, 2, 3, 4], rel=0.4), (r, ratios)
 
 
 @pytest.mark.claim("sec-pln-threads", "clm-pln-fast-limit-restored")

@@ -525,3 +525,81 @@ def test_an_explanation_compares_with_the_closest_key_and_can_blame_another_argu
     assert "closest previous key" in blame
     assert "at x, now f32[8] and before f32[9]" in blame  # the call changed n, not x
     assert "n" not in re.findall(r"\* at (\w+)", blame)
+
+
+def main_parameters(stablehlo: str) -> int:
+    """The number of parameters of a lowered program's main function."""
+    (signature,) = re.findall(r"func\.func public @main\((.*?)\) ->", stablehlo)
+    return signature.count("%arg")
+
+
+@pytest.mark.claim("sec-recompilation-dispatch", "clm-rec-dispatch-key")
+def test_the_dispatch_key_holds_identity_donation_and_compiler_options_not_keep_unused():
+    """A new wrapper hits the entry of the same callable, misses with donation or compiler
+    options, and hits with keep_unused=True, reusing the program that dropped the argument;
+    an equal but distinct callable misses (identity, not equality)."""
+    from jitbook.chapters.recompilation import ScaleBy
+
+    def first_of(a, b):
+        return a * 2
+
+    x = jnp.ones(3)
+    jax.jit(first_of)(x, x)
+    with count_compiles() as log, cache.count_dispatch_misses() as dispatch:
+        jax.jit(first_of)(x, x)
+        kept = jax.jit(first_of, keep_unused=True)
+        kept(x, x)
+    assert (dispatch.count_for("first_of"), log.count) == (0, 0)
+    # what ran was jax.jit(first_of)'s program, which dropped b; built afresh, it keeps b
+    assert main_parameters(jax.jit(first_of).lower(x, x).as_text()) == 1
+    assert main_parameters(kept.lower(x, x).as_text()) == 2
+    for options in ({"donate_argnums": 1}, {"compiler_options": {"xla_cpu_enable_fast_math": False}}):
+        with cache.count_dispatch_misses() as dispatch:
+            jax.jit(first_of, **options)(jnp.ones(3), jnp.ones(3))
+        assert dispatch.count_for("first_of") == 1, options
+    one = ScaleBy(2.0)
+    jax.jit(one)(x)
+    with cache.count_dispatch_misses() as dispatch:
+        jax.jit(one)(x)
+        jax.jit(ScaleBy(2.0))(x)  # equal, not the same object
+    assert len(dispatch.misses) == 1 and one == ScaleBy(2.0)
+
+
+@pytest.mark.claim("sec-recompilation-diagnose", "clm-rec-infer-per-wrapper")
+def test_inferred_parameters_are_kept_per_wrapper():
+    noted = jax.jit(recompilation_wrappers.plus_one_noted)
+    noted(0)
+    with count_compiles() as reused:
+        for _ in range(5):
+            noted(0)
+    with count_compiles() as fresh:
+        for _ in range(5):
+            jax.jit(recompilation_wrappers.plus_one_noted)(0)
+    jax.effects_barrier()
+    assert reused.trace_events.count("plus_one_noted") == 0
+    assert fresh.trace_events.count("plus_one_noted") == 5
+    assert fresh.count_for("plus_one_noted") == 0  # the tracing cache and the program were there
+
+
+@pytest.mark.claim("sec-recompilation-dispatch", "clm-rec-python-caches-bound")
+def test_the_python_path_lowers_and_compiles_again_after_more_programs_than_its_caches_hold():
+    sizes = recompilation_wrappers.python_cache_sizes()
+    size = min(sizes.values())
+    assert size == 2048, sizes
+    held = recompilation_wrappers.python_path_after(10)
+    assert (held["lowerings"], held["compiles"]) == (0, 0)
+    evicted = recompilation_wrappers.python_path_after(size + 52)
+    assert (evicted["lowerings"], evicted["compiles"]) == (1, 1)
+
+
+@pytest.mark.claim("sec-recompilation-dispatch", "clm-rec-dispatch-two-caches")
+def test_the_dispatch_cache_is_two_caches_and_ours_shares_its_room_with_jnp_functions():
+    from jax._src import pjit
+
+    plain, with_options = pjit._cpp_pjit_cache_fun_only, pjit._cpp_pjit_cache_explicit_attributes
+    size = recompilation_wrappers.DISPATCH_CACHE_SIZE
+    assert plain.capacity() == with_options.capacity() == size
+    filled = recompilation_wrappers.caches_filled()  # entries added to (first, second)
+    ours, jnps = filled["jax.jit(plus_one)"], filled["jnp.sin"]
+    assert sum(ours) == sum(jnps) == 1 and ours == jnps, filled  # one entry each, same cache
+    assert sum(filled["jax.jit(ScaleBy(3.0), donate_argnums=0)"]) == 1, filled

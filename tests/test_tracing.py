@@ -394,6 +394,23 @@ def test_ordered_debug_print_prints_at_every_call_in_order():
     lines = tracing.printed_lines(jax.jit(print_in_order), [(1.0,), (2.0,), (3.0,)])
     assert lines == ["call with 1.0", "call with 2.0", "call with 3.0"]
 
+    # the mechanism, which the lines alone cannot show (unordered prints often come out in order
+    # too): ordered=True makes the print an ordered effect, threaded through a token from call
+    # to call; without it, neither
+    def print_unordered(v):
+        jax.debug.print("call with {}", v)
+        return v
+
+    from jax._src import effects
+
+    def ordered(fn) -> tuple[bool, bool]:
+        jaxpr = jax.make_jaxpr(fn)(1.0)
+        threaded = "stablehlo.token" in jax.jit(fn).lower(1.0).as_text()
+        return any(effects.ordered_effects.contains(e) for e in jaxpr.effects), threaded
+
+    assert ordered(print_in_order) == (True, True)
+    assert ordered(print_unordered) == (False, False)
+
 
 @pytest.mark.claim("sec-tracing-side-effects")
 def test_debug_callback_takes_its_options_in_a_first_call():

@@ -25,11 +25,19 @@ def test_jit_gives_the_op_by_op_result():
 
 @pytest.mark.claim("sec-why-compile-async", "clm-why-compile-async")
 def test_dispatch_returns_before_the_result_is_ready():
+    """Both ends: real work (a product, a random fill) is queued; on the CPU a cheap program
+    runs inline and is ready when the call returns."""
     matrix = why_compile.square(1500)
+    assert matrix.is_ready()  # square waited for its fill
+    assert not jax.random.normal(jax.random.key(1), (1500, 1500)).is_ready()
     product = why_compile.heavy_matmul(matrix)
     assert not product.is_ready()
     product.block_until_ready()
     assert product.is_ready()
+    cheap = jax.jit(why_compile.tiny)
+    cheap(jnp.ones(3)).block_until_ready()
+    if jax.default_backend() == "cpu":
+        assert all(cheap(jnp.ones(3)).is_ready() for _ in range(10))
     dispatch, blocked = why_compile.dispatch_and_compute(matrix)
     assert dispatch < blocked / 5  # queueing is a small part of the blocked time
 
@@ -55,8 +63,6 @@ def test_the_cache_key_holds_the_function_so_a_new_wrapper_finds_it():
     with count_compiles() as second:
         jax.jit(local)(x)
     assert (first.count_for("local"), second.count_for("local")) == (1, 0)
-    # the chapter's helper warms its own function, whatever an earlier cell cleared
-    why_compile.op_by_op_programs_after_clear_caches(local, x)
     assert why_compile.new_wrapper_compiles(local, x) == 0
 
 
@@ -71,15 +77,14 @@ def test_a_wrapper_called_again_with_the_same_shape_compiles_nothing():
     assert (first.count, second.count) == (1, 0)
 
 
-def test_op_by_op_programs_says_it_clears_the_caches():
-    doc = why_compile.op_by_op_programs_after_clear_caches.__doc__
-    assert "clear_caches" in doc and "global" in doc.lower()
+def test_op_by_op_programs_runs_cold_and_leaves_this_process_warm():
     jitted, x = jax.jit(lambda v: v - 3.0), jnp.ones(4)
     jitted(x)
-    why_compile.op_by_op_programs_after_clear_caches(why_compile.tiny, x)
+    jax.block_until_ready(why_compile.tiny(x))  # warm here: a fresh process compiles it all the same
+    assert why_compile.op_by_op_programs(why_compile.tiny, x)
     with count_compiles() as log:
         jitted(x)
-    assert log.count == 1  # the clearing reached a function it never called
+    assert log.count == 0  # the caller's programs are still there
 
 
 @pytest.mark.chapter
@@ -112,12 +117,23 @@ def test_a_new_wrapper_of_a_known_function_takes_the_fast_path_on_its_first_call
         calls.append(1)
         return original(*args, **kwargs)
 
+    donated = {"donate_argnums": 0}
+    jax.jit(why_compile.tiny, **donated)(jnp.ones(3))
     with mock.patch.object(pjit, "_infer_params", spy):
         for _ in range(20):
             jax.jit(why_compile.tiny)(x)
+            jax.jit(why_compile.tiny, **donated)(jnp.ones(3))  # the same options: known
         assert calls == []
         jax.jit(lambda v: v * 2.0)(x)
         assert calls
+        # its options are in the key: a first call with others takes the Python path
+        options = {"compiler_options": {"xla_cpu_enable_fast_math": False}}
+        before = len(calls)
+        jax.jit(why_compile.tiny, **options)(x)
+        assert len(calls) > before
+        before = len(calls)
+        jax.jit(why_compile.tiny, **options)(x)
+        assert len(calls) == before
 
 
 def test_wrapper_per_call_races_both_ways():
@@ -129,7 +145,7 @@ def test_wrapper_per_call_races_both_ways():
 
 @pytest.mark.claim("sec-why-compile-two-ways", "clm-why-compile-per-jnp-function")
 def test_op_by_op_runs_one_program_per_jnp_function_not_per_primitive():
-    names = why_compile.op_by_op_programs_after_clear_caches(
+    names = why_compile.op_by_op_programs(
         why_compile.standardize_softplus, jnp.ones((2, 3))
     )
     s = programs.stats(why_compile.standardize_softplus, jnp.ones((2, 3)), lower=False)
@@ -139,6 +155,9 @@ def test_op_by_op_runs_one_program_per_jnp_function_not_per_primitive():
     with count_compiles() as log:
         x + 1.0
     assert log.compiles == ["add"]  # its convert and broadcast are inside it
+    # "almost": a jnp function JAX does not jit runs primitive by primitive
+    eye = why_compile.op_by_op_programs(jnp.eye, 4)
+    assert "eye" not in eye and len(eye) > 2
 
 
 @pytest.mark.claim("sec-why-compile-two-ways", "clm-why-compile-mean-once")
@@ -158,7 +177,7 @@ def test_jnp_mean_is_one_program_that_runs_twice_and_compiles_once():
     with mock.patch.object(reductions, "_mean", spy):
         why_compile.standardize_softplus(x)
     assert len(calls) == 2  # the mean and the variance
-    names = why_compile.op_by_op_programs_after_clear_caches(
+    names = why_compile.op_by_op_programs(
         why_compile.standardize_softplus, x
     )
     assert names.count("_mean") == 1
@@ -169,7 +188,7 @@ def test_jnp_mean_is_one_program_that_runs_twice_and_compiles_once():
 @pytest.mark.claim("sec-why-compile-two-ways", "clm-why-compile-divisor-argument")
 def test_op_by_op_division_gets_the_divisor_as_an_argument():
     x = jnp.float32(why_compile.HUGE)
-    assert why_compile.op_by_op_programs_after_clear_caches(
+    assert why_compile.op_by_op_programs(
         why_compile.divide_by_huge, x
     ) == ["true_divide"]
     compiled = jnp.true_divide.lower(x, why_compile.HUGE).compile()

@@ -6,16 +6,19 @@ gives correct numbers. The flag must be in ``XLA_FLAGS`` before JAX starts its C
 backend, so ``import jitbook`` sets it first thing.
 
 ``python -m jitbook.guard probe|probes|price|fingerprints`` runs the measurements the
-book shows in a process of its own (see ``in_fresh_process``).
+book shows in a process of its own (see ``in_fresh_process``); ``run_cold`` runs any
+cold measurement there, so no page clears its reader's caches.
 """
 
 import argparse
 import hashlib
 import json
 import os
+import pickle
 import re
 import subprocess
 import sys
+import tempfile
 import warnings
 from collections.abc import Callable
 from pathlib import Path
@@ -131,6 +134,28 @@ def in_fresh_process(module: str, *args: str, guarded: bool) -> dict:
         f"python -m jitbook.{module} {' '.join(map(str, args))}",
         env=env,
     )
+
+
+def run_cold(fn: Callable, *args, **kwargs):
+    """``fn(*args, **kwargs)`` in a new Python process, where JAX's caches start empty.
+
+    A cold measurement runs here, never by clearing or flooding the caches of the
+    process that asks for it (a reader's kernel keeps what it compiled). ``fn`` is a
+    module-level function, the arguments picklable (arrays are), the result JSON
+    (numbers, strings, lists, dicts). The new process has the guard as this one has.
+    """
+    with tempfile.TemporaryDirectory() as folder:
+        call = Path(folder) / "call.pickle"
+        call.write_bytes(pickle.dumps((fn, args, kwargs)))
+        return in_fresh_process(
+            "guard", "call", str(call), guarded=os.environ.get(OFF) != "off"
+        )
+
+
+def _call(path: str):
+    """The new process's side of ``run_cold``: unpickle the call and make it."""
+    fn, args, kwargs = pickle.loads(Path(path).read_bytes())
+    return fn(*args, **kwargs)
 
 
 def run_for_json(
@@ -265,7 +290,10 @@ def fingerprints(rows: int, cols: int, repeat: int, iters: int) -> dict:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m jitbook.guard")
-    parser.add_argument("what", choices=["probe", "probes", "price", "fingerprints"])
+    parser.add_argument(
+        "what", choices=["probe", "probes", "price", "fingerprints", "call"]
+    )
+    parser.add_argument("call", nargs="?", help="run_cold's pickled call (call)")
     parser.add_argument("--rows", type=int, default=4000)
     parser.add_argument("--cols", type=int, default=1000)
     parser.add_argument("--repeat", type=int, default=100, help="PLN data repeats")
@@ -276,7 +304,9 @@ def main(argv: list[str] | None = None) -> None:
     import jitbook  # noqa: F401  (the guard, unless JITBOOK_GUARD=off)
 
     size = (args.rows, args.cols, args.repeat, args.iters)
-    if args.what == "probe":
+    if args.what == "call":
+        result = _call(args.call)
+    elif args.what == "probe":
         result = miscompile_probe(compiler_options=OPTIONS[args.options])
     elif args.what == "probes":
         result = {k: miscompile_probe(compiler_options=o) for k, o in OPTIONS.items()}

@@ -160,6 +160,20 @@ def collective_lines(compiled) -> list[str]:
     return clip_lines("\n".join(lines)).splitlines()
 
 
+def collective_shapes(compiled) -> list[tuple[str, tuple[int, ...]]]:
+    """Every array a collective of ``compiled`` moves across devices: (the collective,
+    the array's shape), read from the result types of its optimized HLO."""
+    found = []
+    pattern = r"=\s*(.*?)\s(" + "|".join(COLLECTIVES) + r")(?:-start)?\("
+    for line in compiled.as_text().splitlines():
+        match = re.search(pattern, line)
+        if match:
+            for dims in re.findall(r"\w+\[([\d,]*)\]", match.group(1)):
+                shape = tuple(int(d) for d in dims.split(",") if d)
+                found.append((match.group(2), shape))
+    return found
+
+
 def reduced_shapes(compiled) -> list[tuple[int, ...]]:
     """The shapes of the arrays that the first all-reduce of ``compiled`` sums across
     devices."""

@@ -563,3 +563,13 @@ def trace_rows(run: dict) -> list[dict]:
             }
         )
     return rows
+
+
+def jit_gain(rows: list[dict]) -> float:
+    """What jit gains on one device: the eager level's time per iteration over the scan
+    level's, both from one run's rows (``ms / iter (min)``)."""
+    ms = {row["level"]: row["ms / iter (min)"] for row in rows}
+    missing = {"eager", "scan"} - set(ms)
+    if missing:
+        raise ValueError(f"jit_gain needs rows for eager and scan; missing {missing}.")
+    return ms["eager"] / ms["scan"]

@@ -35,6 +35,7 @@ from jitbook.chapters.methods_layers import (  # the classes of strategies 1 to 
     predict_with,  # noqa: F401
     unflatten_receives,  # noqa: F401
 )
+from jitbook.guard import run_cold
 
 
 # Strategy 4: Equinox modules.
@@ -240,6 +241,49 @@ def count_each(*calls: Callable, name: str | None = None) -> list[int]:
     return counts
 
 
+def scalar_offset_counts(weight, x, values: Sequence[float]) -> list[int]:
+    """Compiles of ``ArrayMetadataLayer.predict`` for each scalar offset in ``values``,
+    a new array each time, held as metadata (in the key).
+
+    Meant for a fresh process (``run_cold``): there the cache holds no key with a
+    three-element offset, comparing with which would raise. Taught in Jitting methods
+    and classes, Pitfall: arrays as metadata.
+    """
+    return count_each(
+        *[
+            lambda v=v: ArrayMetadataLayer(weight, jnp.asarray(v), "relu").predict(x)
+            for v in values
+        ],
+        name="predict",
+    )
+
+
+def shared_cache_rows() -> list[dict]:
+    """The French notebook's experiment: three instances of ``SignedEqx`` call the
+    class's jitted method, ``jax.clear_caches()`` empties its cache, a new instance and
+    an old one call it again. Compiles and the cache's size after each step.
+
+    It clears JAX's caches, so it runs only in a fresh process (``run_cold``), never
+    in a reader's. Taught in Jitting methods and classes, One cache for all instances.
+    """
+    ones = jnp.ones(2)
+    plus, plus2 = SignedEqx(ones, "plus"), SignedEqx(2 * ones, "plus")
+    minus, late = SignedEqx(ones, "minus"), SignedEqx(3 * ones, "plus")
+    size = SignedEqx.jit_apply._cache_size  # private, and may change
+    rows = [{"step": "start", "compiles": 0, "cache size": size()}]
+    for step, call in (
+        ("plus.jit_apply()", plus.jit_apply),
+        ("plus2.jit_apply()", plus2.jit_apply),
+        ("minus.jit_apply()", minus.jit_apply),
+        ("jax.clear_caches()", lambda: jax.clear_caches() or ones),
+        ("a new instance, after clearing", late.jit_apply),
+        ("plus.jit_apply() again", plus.jit_apply),
+    ):
+        (compiles,) = count_each(call)
+        rows.append({"step": step, "compiles": compiles, "cache size": size()})
+    return rows
+
+
 def array_constants(jitted: Callable, *args) -> list[str]:
     """The array constants (``stablehlo.constant dense<[...]>``) baked into the program
     ``jitted`` compiles for ``args``."""
@@ -371,16 +415,33 @@ def evaluate(strategy: Strategy, size: int = 3) -> dict:
     """Measure one strategy: right after new weights, compiles per new layer / new
     activation, grad, vmap, scan.
 
-    Clears JAX's caches first, so the compile counts do not depend on what ran before.
+    Runs in a fresh process (``run_cold``), so the compile counts do not depend on what
+    ran before and the caller's caches are left alone.
 
     Taught in Jitting methods and classes, Which strategy for my class?.
     """
-    if not isinstance(strategy, Strategy):
+    _check_strategy(strategy, "evaluate")
+    return run_cold(_evaluate, strategy.name, size)
+
+
+def _check_strategy(strategy, caller: str) -> None:
+    """One of ``STRATEGIES`` (a fresh process finds it again by its name)."""
+    if not isinstance(strategy, Strategy) or strategy not in STRATEGIES:
         raise TypeError(
-            "evaluate takes a methods.Strategy (see methods.STRATEGIES), got "
-            f"{type(strategy).__name__}."
+            f"{caller} takes a methods.Strategy from methods.STRATEGIES, got "
+            f"{type(strategy).__name__}"
+            f" {getattr(strategy, 'name', strategy)!r}."
         )
-    jax.clear_caches()
+
+
+def _named(name: str) -> Strategy:
+    (strategy,) = [s for s in STRATEGIES if s.name == name]
+    return strategy
+
+
+def _evaluate(name: str, size: int) -> dict:
+    """``evaluate`` in a process whose caches are empty."""
+    strategy = _named(name)
     rng = np.random.default_rng(
         size
     )  # NumPy-made inputs: no op-by-op compiles outside the counted calls
@@ -448,41 +509,43 @@ def event_grid(
     """For each strategy and event (new weights, new layer, new activation): compiles,
     and whether the result is right.
 
-    Each strategy starts from empty caches and a layer already called once.
+    Each strategy starts from empty caches, in a fresh process of its own
+    (``run_cold``), with a layer already called once.
     Taught in Jitting methods and classes, Explore it.
     """
+    for strategy in strategies:
+        _check_strategy(strategy, "event_grid")
+    return [row for s in strategies for row in run_cold(_events, s.name, size)]
+
+
+def _events(name: str, size: int) -> list[dict]:
+    """One strategy's rows of ``event_grid``, in a process whose caches are empty."""
+    strategy = _named(name)
     rng = np.random.default_rng(size)
     w1, w2, w3, x = (
         jnp.asarray(rng.normal(size=size), dtype=jnp.float32) for _ in range(4)
     )
     rows = []
-    for strategy in strategies:
-        if not isinstance(strategy, Strategy):
-            raise TypeError(
-                "event_grid takes methods.Strategy objects (see methods.STRATEGIES), "
-                f"got {type(strategy).__name__}."
+    layer = strategy.build(w1, "relu")
+    strategy.call(layer, x, "relu")
+    changed = {
+        "new weights": (strategy.update(layer, w2), "relu", w2),
+        "new layer": (strategy.build(w3, "relu"), "relu", w3),
+        "new activation": (strategy.build(w1, "tanh"), "tanh", w1),
+    }
+    for event in EVENTS:
+        new, activation, weight = changed[event]
+        with count_compiles() as log:
+            outcome = _outcome(
+                functools.partial(strategy.call, new, x, activation),
+                reference_predict(weight, x, activation),
             )
-        jax.clear_caches()
-        layer = strategy.build(w1, "relu")
-        strategy.call(layer, x, "relu")
-        changed = {
-            "new weights": (strategy.update(layer, w2), "relu", w2),
-            "new layer": (strategy.build(w3, "relu"), "relu", w3),
-            "new activation": (strategy.build(w1, "tanh"), "tanh", w1),
-        }
-        for event in EVENTS:
-            new, activation, weight = changed[event]
-            with count_compiles() as log:
-                outcome = _outcome(
-                    functools.partial(strategy.call, new, x, activation),
-                    reference_predict(weight, x, activation),
-                )
-            rows.append(
-                {
-                    "strategy": strategy.name,
-                    "event": event,
-                    "compiles": log.count,
-                    "right result": outcome,
-                }
-            )
+        rows.append(
+            {
+                "strategy": strategy.name,
+                "event": event,
+                "compiles": log.count,
+                "right result": outcome,
+            }
+        )
     return rows

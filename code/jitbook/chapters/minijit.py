@@ -177,13 +177,13 @@ class Recorder(core.Trace):
         return Tracer(self, self.new_var(abstract))
 
     def atom(self, value: Any):
-        """A tracer's variable, a scalar as a literal, an array as a captured
-        constant."""
+        """A tracer's variable, a Python or NumPy scalar as a literal, a ``jax.Array``
+        (even of one number, as JAX does) as a captured constant."""
         if isinstance(value, Tracer) and value._trace is self:
             return value.var
         if isinstance(value, core.Tracer):
             raise TypeError("minijit does not nest inside another transformation.")
-        if np.ndim(value) == 0:
+        if np.ndim(value) == 0 and not isinstance(value, jax.Array):
             return Literal(value)
         var = self.new_var(abstract_of(value))
         self.constvars.append(var)
@@ -197,9 +197,12 @@ class Recorder(core.Trace):
             with core.set_current_trace(self):
                 return core.eval_jaxpr(closed.jaxpr, closed.consts, *args)
         if primitive.name == "convert_element_type" and not isinstance(args[0], Tracer):
-            # a constant converted is a constant: jaxprs fold it the same way
+            # a constant converted is a constant: jaxprs fold it the same way (a Python
+            # scalar stays a literal: NumPy's value, not a jax.Array, which JAX keeps a
+            # constvar)
             with core.set_current_trace(core.eval_trace):
-                return primitive.bind(*args, **params)
+                out = primitive.bind(*args, **params)
+            return out if isinstance(args[0], jax.Array) else np.asarray(out)
         inputs = [self.atom(a) for a in args]
         # each primitive knows the shape and dtype of its result: no data needed
         out_avals, _ = primitive.abstract_eval(*map(_aval, inputs), **params)

@@ -24,7 +24,7 @@ from jax.experimental import checkify
 
 from jitbook import timing
 from jitbook.cache import capture_jax_logs, fresh_jit
-from jitbook.guard import run_for_json
+from jitbook.guard import run_cold, run_for_json
 
 # --- state
 
@@ -220,8 +220,14 @@ def donation_under_debug_nans(n: int = 8) -> dict:
     """Whether a donated input is deleted: compiled with ``jax_debug_nans`` on, then
     the same function with the flag off, then after ``jax.clear_caches()``.
 
-    Taught in What trips people up, Debugging inside compiled code.
+    It clears JAX's caches, so it runs in a fresh process (``run_cold``), never in the
+    caller's. Taught in What trips people up, Debugging inside compiled code.
     """
+    return run_cold(_donation_under_debug_nans, n)
+
+
+def _donation_under_debug_nans(n: int) -> dict:
+    """``donation_under_debug_nans`` in a process of its own."""
     jitted = jax.jit(first_to_one, donate_argnums=0)
 
     def deleted() -> bool:

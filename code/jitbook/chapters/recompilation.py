@@ -23,6 +23,7 @@ from jitbook.cache import (
     fresh_jit,
 )
 from jitbook.errors import raised
+from jitbook.guard import run_cold
 
 # --- static arguments -----------------------------------------------------------------
 
@@ -209,7 +210,7 @@ def identity_rows(x: jax.Array | None = None) -> list[dict]:
     """Two callables that do the same thing, jitted one after the other: for the
     second, JAX's trace events, runs of its Python body, and compiles.
 
-    Clears jit's caches (``jax.clear_caches()``) before each pair, for every function.
+    Each pair starts cold, in a fresh process of its own (``run_cold``).
     """
     x = jnp.ones(3) if x is None else x
     pairs = [
@@ -226,23 +227,22 @@ def identity_rows(x: jax.Array | None = None) -> list[dict]:
             functools.partial(add_one),
         ),
     ]
-    rows = []
-    for label, first, second in pairs:
-        # each pair starts from an empty cache; the objects stay alive during the pair
-        jax.clear_caches()
-        jax.jit(first)(x)
-        with count_compiles() as log, count_body_runs(second) as runs:
-            jax.jit(second)(x)
-        rows.append(
-            {
-                "callables": label,
-                "equal": first == second,
-                "second: trace events": own_trace_events(log),
-                "second: body runs": runs.count,
-                "second compiled": log.count,
-            }
-        )
-    return rows
+    return [run_cold(_second_of_pair, label, *pair, x) for label, *pair in pairs]
+
+
+def _second_of_pair(label: str, first, second, x: jax.Array) -> dict:
+    """One row of ``identity_rows``, in a process whose caches are empty; both
+    callables stay alive during the pair."""
+    jax.jit(first)(x)
+    with count_compiles() as log, count_body_runs(second) as runs:
+        jax.jit(second)(x)
+    return {
+        "callables": label,
+        "equal": first == second,
+        "second: trace events": own_trace_events(log),
+        "second: body runs": runs.count,
+        "second compiled": log.count,
+    }
 
 
 def total(tree):
@@ -390,23 +390,47 @@ def plus_one(i):
 
 def jit_in_a_loop(how: str, steps: int = 10) -> dict:
     """Apply ``plus_one`` ``steps`` times through ``jax.jit(...)`` built in the loop,
-    three ways; clears jit's caches first, for every function.
+    three ways; each starts cold, in a fresh process (``run_cold``), so the three are
+    compared on equal terms and the caller's caches are left alone.
 
     Taught in Static arguments and compiling again, jit built inside a loop.
     """
-    makers = {
-        "jax.jit(partial(plus_one))": lambda: jax.jit(functools.partial(plus_one)),
-        "jax.jit(lambda i: plus_one(i))": lambda: jax.jit(lambda i: plus_one(i)),
-        "jax.jit(plus_one)": lambda: jax.jit(plus_one),
-    }
-    if how not in makers:
-        raise ValueError(f"how must be one of {list(makers)}, got {how!r}.")
-    jax.clear_caches()  # start cold, so the three ways are compared on equal terms
+    if how not in LOOP_MAKERS:
+        raise ValueError(f"how must be one of {list(LOOP_MAKERS)}, got {how!r}.")
+    return run_cold(_jit_in_a_loop, how, steps)
+
+
+LOOP_MAKERS = {
+    "jax.jit(partial(plus_one))": lambda: jax.jit(functools.partial(plus_one)),
+    "jax.jit(lambda i: plus_one(i))": lambda: jax.jit(lambda i: plus_one(i)),
+    "jax.jit(plus_one)": lambda: jax.jit(plus_one),
+}
+
+
+def _jit_in_a_loop(how: str, steps: int) -> dict:
+    """``jit_in_a_loop`` in a process whose caches are empty."""
     i = 0
     with count_compiles() as log:
         for _ in range(steps):
-            i = makers[how]()(i)
+            i = LOOP_MAKERS[how]()(i)
     return {"loop body": how, "steps": steps, "result": int(i), "compiles": log.count}
+
+
+def compiles_around_clear_caches(x: jax.Array) -> int:
+    """Compiles of a warm jitted ``add_one`` called once, then again after
+    ``jax.clear_caches()``.
+
+    It clears every function's caches, so run it in a fresh process (``run_cold``),
+    never in a reader's. Taught in Static arguments and compiling again, Clearing
+    caches.
+    """
+    add_one_jit = jax.jit(add_one)
+    add_one_jit(x)
+    with count_compiles() as log:
+        add_one_jit(x)
+        jax.clear_caches()
+        add_one_jit(x)
+    return log.count_for("add_one")
 
 
 # --- buckets --------------------------------------------------------------------------

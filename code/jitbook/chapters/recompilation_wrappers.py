@@ -15,6 +15,7 @@ import jax.numpy as jnp
 from jitbook import timing
 from jitbook.cache import count_body_runs, count_compiles, count_dispatch_misses
 from jitbook.chapters.recompilation import ScaleBy, own_trace_events, plus_one
+from jitbook.guard import run_cold
 
 
 def wrapper_race(calls: int = 100, rounds: int = 31) -> "timing.Race":
@@ -108,18 +109,21 @@ def dispatch_rows(wrappers: int = 100) -> list[dict]:
 
     Each row calls ``wrappers`` new wrappers once each (or one wrapper that many times).
     The callables of a row stay alive until it is counted, as in a loop that keeps them.
-    Clears jit's caches first (``jax.clear_caches()``), for every function.
+    Measured in a fresh process (``run_cold``): cold caches, the caller's left alone.
 
     Taught in Static arguments and compiling again, The dispatch cache.
     """
     if isinstance(wrappers, bool) or not isinstance(wrappers, int) or wrappers < 1:
         raise ValueError(f"wrappers must be a positive int, got {wrappers!r}.")
+    return run_cold(_dispatch_rows, wrappers)
+
+
+def _dispatch_rows(n: int) -> list[dict]:
+    """``dispatch_rows`` in a process whose caches are empty."""
     # made before counting: eager operations compile programs of their own
     x = jnp.ones(3)
-    jax.clear_caches()
     reused, noted = jax.jit(plus_one), jax.jit(plus_one_noted)
     noted(0)
-    n = wrappers
     cases = [  # row, calls, name to count, argument, maker of (callable, wrapper)
         ("first call of jax.jit(plus_one)", 1, "plus_one", 0, _new_wrapper(plus_one)),
         ("a new jax.jit(plus_one) per call", n, "plus_one", 0, _new_wrapper(plus_one)),
@@ -184,59 +188,64 @@ def add_multiply(a, b, scale):
     return (a + b) * scale
 
 
+PARTIAL_FORMS = {
+    "jax.jit(partial(add_multiply, scale=2.0))(x, y), the same scale": (
+        lambda x, y, s: jax.jit(functools.partial(add_multiply, scale=2.0))(x, y)
+    ),
+    "jax.jit(partial(add_multiply, scale=s))(x, y), a new s each step": (
+        lambda x, y, s: jax.jit(functools.partial(add_multiply, scale=s))(x, y)
+    ),
+    "jax.jit(partial(add_multiply))(x, y, s), nothing bound": (
+        lambda x, y, s: jax.jit(functools.partial(add_multiply))(x, y, s)
+    ),
+    "jax.jit(add_multiply)(x, y, s), no partial": (
+        lambda x, y, s: jax.jit(add_multiply)(x, y, s)
+    ),
+}
+
+
 def docs_partial_rows(steps: int = 5) -> list[dict]:
     """The docs' ``jax.jit(functools.partial(add_multiply, scale=s))(x, y)`` run
-    ``steps`` times in a loop, against the forms without bound arguments; clears jit's
-    caches before each form, for every function.
+    ``steps`` times in a loop, against the forms without bound arguments; each form
+    starts cold, in a fresh process of its own (``run_cold``).
 
     Taught in Static arguments and compiling again, jit built inside a loop.
     """
     if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
         raise ValueError(f"steps must be a positive int, got {steps!r}.")
+    return [run_cold(_partial_form_row, label, steps) for label in PARTIAL_FORMS]
+
+
+def _partial_form_row(label: str, steps: int) -> dict:
+    """One form of ``docs_partial_rows``, in a process whose caches are empty."""
     x = y = jnp.ones(3)
-    forms = {
-        "jax.jit(partial(add_multiply, scale=2.0))(x, y), the same scale": (
-            lambda s: jax.jit(functools.partial(add_multiply, scale=2.0))(x, y)
-        ),
-        "jax.jit(partial(add_multiply, scale=s))(x, y), a new s each step": (
-            lambda s: jax.jit(functools.partial(add_multiply, scale=s))(x, y)
-        ),
-        "jax.jit(partial(add_multiply))(x, y, s), nothing bound": (
-            lambda s: jax.jit(functools.partial(add_multiply))(x, y, s)
-        ),
-        "jax.jit(add_multiply)(x, y, s), no partial": (
-            lambda s: jax.jit(add_multiply)(x, y, s)
-        ),
+    with count_compiles() as log, count_body_runs(add_multiply) as runs:
+        for i in range(steps):
+            PARTIAL_FORMS[label](x, y, float(i + 1))
+    return {
+        "loop body": label,
+        "steps": steps,
+        "trace events": log.trace_events.count("add_multiply"),
+        "body runs": runs.count,
+        "compiles": log.count_for("add_multiply"),
     }
-    rows = []
-    for label, step in forms.items():
-        jax.clear_caches()  # each form starts cold
-        with count_compiles() as log, count_body_runs(add_multiply) as runs:
-            for i in range(steps):
-                step(float(i + 1))
-        rows.append(
-            {
-                "loop body": label,
-                "steps": steps,
-                "trace events": log.trace_events.count("add_multiply"),
-                "body runs": runs.count,
-                "compiles": log.count_for("add_multiply"),
-            }
-        )
-    return rows
 
 
 def equal_objects_counts(objects: int = 100) -> dict:
     """Jit ``objects`` equal ``ScaleBy(2.0)`` objects, all kept alive, and call each
     once: JAX's trace events, runs of ``ScaleBy``'s body, and compiles.
 
-    Clears jit's caches first (``jax.clear_caches()``), for every function.
+    Measured in a fresh process (``run_cold``): cold caches, the caller's left alone.
     """
     if isinstance(objects, bool) or not isinstance(objects, int) or objects < 1:
         raise ValueError(f"objects must be a positive int, got {objects!r}.")
+    return run_cold(_equal_objects_counts, objects)
+
+
+def _equal_objects_counts(objects: int) -> dict:
+    """``equal_objects_counts`` in a process whose caches are empty."""
     x = jnp.ones(3)
     kept = [ScaleBy(2.0) for _ in range(objects)]
-    jax.clear_caches()
     with count_compiles() as log, count_body_runs(ScaleBy.__call__) as runs:
         for fn in kept:
             jax.jit(fn)(x)
@@ -257,10 +266,17 @@ def dispatch_cache_holds(callables: int) -> int:
 
     0 while the C++ cache still holds the first callable's entry, 1 once it was evicted:
     the cache holds a bounded number of callables. Equal objects share one traced and
-    compiled program, so each costs only a dispatch miss (about a millisecond).
+    compiled program, so each costs only a dispatch miss (about a millisecond). Run in
+    a fresh process (``run_cold``): filling the cache there evicts nothing of the
+    caller's.
     """
     if isinstance(callables, bool) or not isinstance(callables, int) or callables < 1:
         raise ValueError(f"callables must be a positive int, got {callables!r}.")
+    return run_cold(_dispatch_cache_holds, callables)
+
+
+def _dispatch_cache_holds(callables: int) -> int:
+    """``dispatch_cache_holds`` in a process of its own."""
     x = jnp.ones(3)
     kept = [ScaleBy(2.0) for _ in range(callables)]
     for fn in kept:
@@ -268,3 +284,78 @@ def dispatch_cache_holds(callables: int) -> int:
     with count_dispatch_misses() as dispatch:
         jax.jit(kept[0])(x)
     return len(dispatch.misses)
+
+
+def python_cache_sizes() -> dict[str, int]:
+    """The sizes of the LRU caches a dispatch miss falls back on, read from JAX (private
+    names: the test suite fails if they move)."""
+    from jax._src import pjit
+    from jax._src.interpreters import pxla
+
+    caches = {
+        "inferred parameters": pjit._infer_params_cached,
+        "lowering": pjit._pjit_lower,
+        "lowering to HLO": pxla._cached_lowering_to_hlo,
+        "compilation": pxla._cached_compilation,
+    }
+    return {name: cache.cache_info().maxsize for name, cache in caches.items()}
+
+
+def python_path_after(programs: int) -> dict:
+    """Lowerings and compiles of a warm call taking jit's Python path (a program with
+    an effect, never in the dispatch cache) after ``programs`` other programs, all kept
+    alive, were compiled.
+
+    It fills JAX's caches, so it runs in a fresh process (``run_cold``).
+    """
+    if isinstance(programs, bool) or not isinstance(programs, int) or programs < 0:
+        raise ValueError(f"programs must be an int >= 0, got {programs!r}.")
+    return run_cold(_python_path_after, programs)
+
+
+def _python_path_after(programs: int) -> dict:
+    """``python_path_after`` in a process of its own."""
+    noted = jax.jit(plus_one_noted)
+    noted(0)
+    kept = [lambda v, i=i: v + i for i in range(programs)]
+    for fn in kept:
+        jax.jit(fn)(0)
+    with count_compiles() as log:
+        noted(0)
+        jax.effects_barrier()
+    return {
+        "other programs": programs,
+        "lowerings": log.lowerings.count("plus_one_noted"),
+        "compiles": log.count_for("plus_one_noted"),
+    }
+
+
+def caches_filled() -> dict[str, tuple[int, int]]:
+    """Entries that one first call adds to each of jit's two dispatch caches (the one
+    for ``jax.jit(f)``, the one for wrappers with options), for a plain wrapper, a
+    wrapper with donation, and a ``jnp`` function; in a fresh process (``run_cold``)."""
+    return {k: tuple(v) for k, v in run_cold(_caches_filled).items()}
+
+
+def _caches_filled() -> dict[str, tuple[int, int]]:
+    """``caches_filled`` in a process whose caches are empty."""
+    from jax._src import pjit
+
+    def sizes():
+        plain = pjit._cpp_pjit_cache_fun_only.size()
+        return plain, pjit._cpp_pjit_cache_explicit_attributes.size()
+
+    x, kept = jnp.arange(5.0), ScaleBy(3.0)  # kept alive: entries are weakly held
+    calls = {
+        "jax.jit(plus_one)": lambda: jax.jit(plus_one)(x),
+        "jax.jit(ScaleBy(3.0), donate_argnums=0)": lambda: jax.jit(
+            kept, donate_argnums=0
+        )(jnp.arange(5.0)),
+        "jnp.sin": lambda: jnp.sin(x),
+    }
+    filled = {}
+    for name, call in calls.items():
+        before = sizes()
+        call()
+        filled[name] = tuple(a - b for a, b in zip(sizes(), before, strict=True))
+    return filled

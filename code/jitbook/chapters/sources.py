@@ -20,6 +20,7 @@ from jitbook.chapters.pln import seed
 from jitbook.chapters.pln.data import PLNData
 from jitbook.chapters.pln.model import init_params
 from jitbook.errors import error_line, raised
+from jitbook.guard import run_cold
 
 
 class ValueHashed:
@@ -193,10 +194,16 @@ def persistent_cache_counts(fn: Callable, *args) -> list[dict]:
     `jax.clear_caches()`, when it loads from that cache: what `count_compiles` reads
     each time.
 
-    Sets JAX's persistent-cache options for the call and restores them after it (the
-    cache lives in a temporary folder). Taught in Where the sources no longer match,
-    How this book counts compiles.
+    Runs in a fresh process (``run_cold``): it sets JAX's persistent-cache options and
+    clears JAX's caches there, never in the caller's (the cache lives in a temporary
+    folder). ``fn`` is a module-level function. Taught in Where the sources no longer
+    match, How this book counts compiles.
     """
+    return run_cold(_persistent_cache_counts, fn, *args)
+
+
+def _persistent_cache_counts(fn: Callable, *args) -> list[dict]:
+    """``persistent_cache_counts`` in a process of its own."""
     import tempfile
 
     from jax.experimental.compilation_cache import compilation_cache
@@ -228,7 +235,6 @@ def persistent_cache_counts(fn: Callable, *args) -> list[dict]:
             for name, value in saved.items():
                 jax.config.update(name, value)
             compilation_cache.reset_cache()  # forget the folder about to be deleted
-            jax.clear_caches()
     return rows
 
 

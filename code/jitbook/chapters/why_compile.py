@@ -18,6 +18,7 @@ import jax.numpy as jnp
 
 from jitbook import timing
 from jitbook.cache import count_compiles, fresh_jit
+from jitbook.guard import run_cold
 
 
 def standardize_softplus(x: jax.Array) -> jax.Array:
@@ -44,8 +45,9 @@ def tiny(x: jax.Array) -> jax.Array:
 
 
 def square(n: int) -> jax.Array:
-    """An ``n`` x ``n`` float32 matrix, computed before any stopwatch starts (filling it
-    is synchronous, so building it inside a timed call would time the fill)."""
+    """An ``n`` x ``n`` float32 matrix, ready before any stopwatch starts (filling it is
+    dispatched asynchronously like any call: it is waited for here, so a timed call
+    never times the fill)."""
     return jax.block_until_ready(jax.random.normal(jax.random.key(n), (n, n)))
 
 
@@ -90,18 +92,21 @@ def break_even_calls(compile_s: float, eager_s: float, jit_s: float) -> float:
     return math.inf if saved <= 0 else compile_s / saved
 
 
-def op_by_op_programs_after_clear_caches(fn: Callable, x: jax.Array) -> list[str]:
-    """Calls ``jax.clear_caches()``, then lists the programs one op-by-op ``fn(x)``
-    compiles, by name, each once.
+def op_by_op_programs(fn: Callable, *args) -> list[str]:
+    """The programs one op-by-op ``fn(*args)`` compiles, by name, each once.
 
-    Clearing is global: every function in the process compiles again after it, so a
-    cell that measures a cache hit must warm its own function first (as
-    ``new_wrapper_compiles`` does). Taught in Why compile?, Two ways to run the same
-    function.
+    Measured in a fresh process (``run_cold``), where nothing is compiled yet: every
+    program ``fn`` needs compiles there, and this process's caches are left as they
+    are. ``fn`` is a module-level function. Taught in Why compile?, Two ways to run the
+    same function.
     """
-    jax.clear_caches()
+    return run_cold(_op_by_op_programs, fn, *args)
+
+
+def _op_by_op_programs(fn: Callable, *args) -> list[str]:
+    """``op_by_op_programs`` in a process whose caches are empty."""
     with count_compiles() as log:
-        jax.block_until_ready(fn(x))
+        jax.block_until_ready(fn(*args))
     return log.compiles
 
 
@@ -110,7 +115,7 @@ def new_wrapper_compiles(fn: Callable, x: jax.Array) -> int:
     has compiled: 0 when jit's caches find the executable by the function.
 
     Warms ``fn`` itself first, so the count does not depend on what an earlier cell
-    left in (or cleared from) jit's caches. Taught in Why compile?, Two ways to run
+    compiled. Taught in Why compile?, Two ways to run
     the same function.
     """
     jax.block_until_ready(jax.jit(fn)(x))

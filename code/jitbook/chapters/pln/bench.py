@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from time import perf_counter
 
-import jax
 import numpy as np
 from threadpoolctl import threadpool_limits
 
@@ -18,6 +17,7 @@ from jitbook.chapters.pln.model import neg_elbo_numpy
 from jitbook.chapters.pln.profile import PROGRAMS
 from jitbook.chapters.pln.threads import blas_limited, blas_threads
 from jitbook.display import plural
+from jitbook.guard import run_cold
 from jitbook.timing import Race, race
 
 # Levels known to be the same compiled loop written differently (their HLO differs only
@@ -35,9 +35,14 @@ def _check_rounds(rounds: int, eager_iters: int) -> None:
 def first_fit(data: PLNData, n_iter: int, level: str) -> dict:
     """A level's first fit from cold caches: XLA compiles, compile and call seconds.
 
-    The caches are cleared first, so no level reuses programs an earlier one compiled.
+    Runs in a fresh process (``run_cold``), so no level reuses programs an earlier one
+    compiled and the caller's caches are left alone.
     """
-    jax.clear_caches()
+    return run_cold(_first_fit, data, n_iter, level)
+
+
+def _first_fit(data: PLNData, n_iter: int, level: str) -> dict:
+    """``first_fit`` in a process whose caches are empty."""
     with count_compiles() as log:
         start = perf_counter()
         fit(data, n_iter, level)
@@ -93,7 +98,7 @@ def benchmark_levels(
         for lv in controls
         if lv in levels and lv != "eager"
     }
-    # each first fit cleared the caches of the levels before it: warm them all again
+    # the first fits ran in processes of their own: the race warms every level here
     raced = race(talking(variants, say), rounds=rounds, min_time=min_time, per=n_iter)
     eager = None
     if "eager" in levels:
