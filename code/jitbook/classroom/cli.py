@@ -6,6 +6,7 @@ import time
 from pathlib import Path
 
 from jitbook import size
+from jitbook.classroom.cluster import WorkersUnfit
 from jitbook.classroom.grading import (
     CELL_TIMEOUT,
     GRADING_ENV,
@@ -124,6 +125,25 @@ def parser() -> argparse.ArgumentParser:
         help="run the chapters at full problem sizes (default: small, JITBOOK_SMALL=1; "
         "much slower)",
     )
+    grade_p.add_argument(
+        "--scheduler",
+        metavar="ADDRESS",
+        default=None,
+        help="a Dask scheduler to grade on, e.g. tcp://head:8786 (default: "
+        "$DASK_SCHEDULER_ADDRESS, else a local cluster on this machine)",
+    )
+    grade_p.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        help="worker processes of the local cluster (default: one per core)",
+    )
+    grade_p.add_argument(
+        "--resume",
+        action="store_true",
+        help="keep the sheet's rows and grade only the notebooks it has none for "
+        "(after Ctrl-C or a crash)",
+    )
     return parser
 
 
@@ -172,8 +192,11 @@ def main(argv: list[str] | None = None) -> int:
             time_limit=args.time_limit,
             kernel=kernel,
             check_limit=args.check_limit,
+            scheduler=args.scheduler,
+            workers=args.workers,
+            resume=args.resume,
         )
-    except Tampered as err:
+    except (Tampered, WorkersUnfit) as err:
         print(err, file=sys.stderr)
         return 2
     except (FileNotFoundError, ValueError) as err:  # NothingGraded too
