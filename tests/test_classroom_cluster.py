@@ -5,6 +5,7 @@ import shutil
 import subprocess
 import sys
 import threading
+from multiprocessing import resource_tracker
 import time
 from pathlib import Path
 
@@ -20,6 +21,14 @@ from jitbook.site import harness
 
 DASK = str(Path(sys.executable).with_name("dask"))
 CHAPTER = harness.ROOT / "chapters" / "why-compile.qmd"  # the cheapest chapter to grade
+
+
+@pytest.fixture(scope="module", autouse=True)
+def resource_tracker_stopped():
+    """A local Dask cluster's processes start multiprocessing's resource tracker, which lives as long as the
+    process that asked for it: stopped once the cluster is gone, so no process outlives the suite."""
+    yield
+    resource_tracker._resource_tracker._stop()
 
 
 @pytest.fixture(scope="module")

@@ -10,20 +10,16 @@ arrive. Dask runs a lost worker's notebooks again elsewhere; a notebook's rows a
 written once.
 """
 
-import contextlib
 import dataclasses
 import hashlib
-import importlib.util
-import logging
 import os
 import socket
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
-from distributed import Client, LocalCluster, get_worker, wait
+from distributed import Client, get_worker, wait
 
 from jitbook.classroom import grading
 from jitbook.classroom.report import (
@@ -36,11 +32,10 @@ from jitbook.classroom.report import (
 )
 from jitbook.classroom.sandbox import Kernel, sandbox_mode, trusted_paths
 from jitbook.site import harness
+from jitbook.workers import connect, say_dashboard
 
-SCHEDULER_ENV = "DASK_SCHEDULER_ADDRESS"
 TOPIC = "jitbook-grading"  # the workers' events: a notebook started, its progress
 PROGRESS_EVERY = 30.0  # seconds between progress lines while nothing finishes
-WORKER_WAIT = 60.0  # seconds a given scheduler may take to have a worker
 LOST = "not graded: the workers grading this notebook died"  # --resume retries it
 
 
@@ -67,64 +62,6 @@ def book_hash() -> str:
             if root.name != "chapters" or path in chapters:
                 digest.update(f"{Path(path).relative_to(root)} {sha}\n".encode())
     return digest.hexdigest()[:16]
-
-
-def scheduler_address(scheduler: str | None, workers: int | None) -> str | None:
-    """The scheduler to grade on (``None``: a local cluster); refuses ``workers``
-    with one, since a given cluster's workers are its own.
-    """
-    address = scheduler or os.environ.get(SCHEDULER_ENV)
-    if address and workers:
-        raise ValueError(
-            "--workers sizes the local cluster; with --scheduler the cluster's own "
-            "workers grade (start more of them there)."
-        )
-    if workers is not None and workers < 1:
-        raise ValueError(f"--workers must be 1 or more, not {workers}.")
-    return address
-
-
-@contextlib.contextmanager
-def connect(
-    scheduler: str | None = None, workers: int | None = None, log=print
-) -> Iterator[Client]:
-    """A client on ``scheduler`` (or ``$DASK_SCHEDULER_ADDRESS``), else on a local
-    cluster of ``workers`` single-threaded processes (default: one per core).
-    """
-    address = scheduler_address(scheduler, workers)
-    if address:
-        try:
-            client = Client(address, timeout="20s")
-        except OSError as err:
-            raise ValueError(
-                f"no Dask scheduler answered at {address} ({err}); start one with "
-                "`dask scheduler`, or leave --scheduler out to grade on this machine."
-            ) from None
-        with client:
-            try:
-                client.wait_for_workers(1, timeout=WORKER_WAIT)
-            except TimeoutError:
-                raise ValueError(
-                    f"the scheduler at {address} had no worker after {WORKER_WAIT:g} "
-                    "s; start some with `dask worker " + address + " --nthreads 1`."
-                ) from None
-            yield client
-        return
-    n = workers or os.cpu_count() or 1
-    dashboard = ":0" if importlib.util.find_spec("bokeh") else None
-    log(f"starting a local Dask cluster: {n} worker process(es), 1 thread each")
-    with (
-        LocalCluster(
-            n_workers=n,
-            threads_per_worker=1,
-            processes=True,
-            memory_limit=0,  # each kernel has its own budget; Dask need not police it
-            dashboard_address=dashboard,
-            silence_logs=logging.ERROR,
-        ) as local,
-        Client(local) as client,
-    ):
-        yield client
 
 
 def describe_worker() -> dict:
@@ -320,7 +257,7 @@ def grade_class(
         return
     with connect(scheduler, workers, log) as client:
         check_workers(client, kernel, log)
-        _say_dashboard(client, log)
+        say_dashboard(client, log)
         expected = book_hash()
         progress = Progress(len(jobs), len(client.scheduler_info()["workers"]), log)
         client.subscribe_topic(TOPIC, progress.event)
@@ -380,10 +317,3 @@ def _collect(future, job: Job, sheet, executed, progress, expected) -> None:
             "the sheet. Restore the book there (git checkout -- code), grade with "
             "--sandbox bwrap, and look at that submission."
         )
-
-
-def _say_dashboard(client: Client, log) -> None:
-    if importlib.util.find_spec("bokeh") and client.dashboard_link:
-        log(f"Dask's dashboard: {client.dashboard_link}", flush=True)
-    else:
-        log("(Dask's dashboard needs bokeh: pip install bokeh)", flush=True)

@@ -34,6 +34,7 @@ from jitbook.classroom.session import run_steps
 from jitbook.evidence.collect import MIME
 from jitbook.exercises import registry, start
 from jitbook.site import harness
+from jitbook.workers import scheduler_address
 
 CELL_TIMEOUT, TIME_LIMIT = 300.0, 1200.0  # seconds per cell, per notebook (all in)
 JUDGE_RESERVE = 120.0  # seconds of a notebook's time limit kept for its verdicts
@@ -294,7 +295,7 @@ def grade_folder(
             f"no folder at {folder}; give the folder that holds the submitted "
             "notebooks, e.g. make grade SUBMISSIONS=path/to/folder."
         )
-    cluster.scheduler_address(scheduler, workers)  # a bad option fails before grading
+    scheduler_address(scheduler, workers)  # a wrong option fails before anything runs
     kernel = kernel or Kernel(sandbox_mode(), env=GRADING_ENV if env is None else env)
     paths, refused = submissions(folder)
     for why in refused:
