@@ -196,6 +196,7 @@ class Progress:
         self.done = self.failed = self.ungraded = 0
         self.start = time.monotonic()
         self.running: dict[str, tuple[float, str]] = {}  # name: (since, last news)
+        self.seconds: dict[str, float] = {}  # name: its grading time on its worker
 
     def event(self, event) -> None:
         """A worker's news about a notebook (Dask's structured events)."""
@@ -205,6 +206,7 @@ class Progress:
 
     def finished(self, name: str, rows: list[Grade], took: float, where: str) -> None:
         self.running.pop(name, None)
+        self.seconds[name] = took
         self.done += 1
         graded = [g for g in rows if g.exercise]
         passed = sum(g.passed for g in graded)
@@ -248,13 +250,14 @@ def grade_class(
     workers: int | None = None,
     executed: Path | None = None,
     log=print,
-) -> None:
+) -> dict[str, float]:
     """Grade ``jobs`` on Dask, each notebook a task; its rows go to ``sheet`` and its
-    executed notebook under ``executed`` as it comes back. Stops the class if a
-    worker's book changed while it graded (``grading.Tampered``).
+    executed notebook under ``executed`` as it comes back; returns each notebook's
+    grading seconds. Stops the class if a worker's book changed while it graded
+    (``grading.Tampered``).
     """
     if not jobs:
-        return
+        return {}
     with connect(scheduler, workers, log) as client:
         check_workers(client, kernel, log)
         say_dashboard(client, log)
@@ -284,6 +287,7 @@ def grade_class(
         finally:
             client.unsubscribe_topic(TOPIC)
             client.cancel(list(pending))
+    return progress.seconds
 
 
 def _collect(future, job: Job, sheet, executed, progress, expected) -> None:
