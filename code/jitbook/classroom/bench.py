@@ -131,6 +131,53 @@ def recording(name: str = "") -> dict | None:
     return max(found, key=lambda r: r["date"]) if found else None
 
 
+def cores(record: dict) -> int:
+    """The recording machine's cores (its ``cpu`` line says them)."""
+    return int(record["cpu"].split(" cores")[0].rsplit(", ", 1)[-1])
+
+
+def table_rows(record: dict) -> list[dict]:
+    """The recording as a table: one row per worker count."""
+    return [
+        {
+            "workers": run["workers"],
+            "notebooks": run["notebooks"],
+            "class took": _minutes(run["wall s"] / 60),
+            "notebooks a minute": f"{run['notebooks per minute']:.1f}",
+            "one notebook (quartiles)": " / ".join(
+                f"{q:.0f} s" for q in run["notebook s quartiles"]
+            ),
+            "speed-up over one worker": f"{run['speed-up over one worker']:.2f}×",
+            "load average (1 min) before, after": (
+                f"{run['load average before'][0]:.1f}, "
+                f"{run['load average after'][0]:.1f}"
+            ),
+        }
+        for run in record["runs"]
+    ]
+
+
+def course_rows(record: dict, students: int, cores: tuple[int, ...]) -> list[dict]:
+    """What ``students`` notebooks would take on each count of ``cores``."""
+    return [
+        {
+            "cores (one worker each)": n,
+            "notebooks": students,
+            "would take about": _minutes(course_estimate(record, students, n)),
+        }
+        for n in cores
+    ]
+
+
+def _minutes(minutes: float) -> str:
+    """A duration as a person writes it."""
+    if minutes < 1.5:
+        return f"{minutes * 60:.0f} s"
+    if minutes < 90:
+        return f"{minutes:.0f} min"
+    return f"{minutes / 60:.1f} h"
+
+
 def course_estimate(record: dict, students: int, cores: int) -> float:
     """Minutes a course of ``students`` notebooks would take on ``cores`` workers:
     an extrapolation, assuming each worker grades as fast as one did in the
