@@ -1,12 +1,12 @@
 """A class on Dask: real scheduler and worker processes, a worker killed mid-class, --resume, the worker check."""
 
-import csv
+import os
 import shutil
 import subprocess
 import sys
 import threading
-from multiprocessing import resource_tracker
 import time
+from multiprocessing import resource_tracker
 from pathlib import Path
 
 import nbformat
@@ -149,7 +149,7 @@ def test_a_worker_with_another_book_is_named_and_nothing_is_graded(tmp_path, cap
     (subs / "s1").mkdir(parents=True)
     (subs / "s1" / "why-compile.ipynb").write_text("{not json")
     started, file = scheduler(tmp_path)
-    env = {**__import__("os").environ, "PYTHONPATH": str(other)}
+    env = {**os.environ, "PYTHONPATH": str(other)}
     with started, worker(file, env):
         where = address(file, 1)
         with Client(where) as client:

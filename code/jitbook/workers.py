@@ -63,7 +63,7 @@ def connect(
             threads_per_worker=1,
             processes=True,
             memory_limit=0,  # the jobs' own processes have budgets; Dask's is not one
-            dashboard_address=":0" if has_dashboard() else None,
+            dashboard_address=":0",  # a free port: 8787 may be another cluster's
             silence_logs=logging.ERROR,
         ) as local,
         Client(local) as client,
