@@ -223,7 +223,7 @@ class Progress:
         if self.ungraded:
             parts.append(f"{self.ungraded} notebook(s) not graded")
         if self.running:
-            name, (since, news) = min(self.running.items(), key=lambda i: i[1][0])
+            name, (since, news) = min(list(self.running.items()), key=lambda i: i[1][0])
             parts.append(
                 f"longest running: {name} ({time.monotonic() - since:.0f} s"
                 + (f", {news}" if news and news != "started" else "")
