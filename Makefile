@@ -129,17 +129,19 @@ lab-student: setup  ## JupyterLab on the handout until Ctrl-C (first runs `make 
 	@if [ -n "$(LAB_ROOT)" ]; then echo "Running as root: JupyterLab starts with --allow-root."; fi
 	JUPYTER_CONFIG_DIR=_build/jupyter $(PY) -m jupyter lab _build/handout/student $(LAB_ROOT)
 
-# Grade a folder of completed notebooks: make grade SUBMISSIONS=path/to/folder (grades in _build/grades/).
-grade: setup  ## grade SUBMISSIONS=folder of notebooks into _build/grades/ (1-3 min a notebook)
+# Grade a folder of completed notebooks: make grade SUBMISSIONS=path/to/folder (grades in _build/grades/), one notebook
+# per core at once on a local Dask cluster; GRADE_ARGS="--scheduler tcp://host:8786", "--workers 4", "--resume".
+grade: setup  ## grade SUBMISSIONS=folder of notebooks into _build/grades/ (1-3 min a notebook, one per core at once)
 	@test -n "$(SUBMISSIONS)" || { echo "make grade needs the folder of submissions: make grade SUBMISSIONS=path/to/folder"; exit 2; }
 	@test -d "$(SUBMISSIONS)" || { echo "make grade SUBMISSIONS=$(SUBMISSIONS): no folder there; give the folder that holds the submitted notebooks."; exit 2; }
-	$(PY) -m jitbook.classroom grade "$(SUBMISSIONS)"
+	$(PY) -m jitbook.classroom grade "$(SUBMISSIONS)" $(GRADE_ARGS)
 
 clean:  ## remove what the build wrote (_build, _book, .quarto); instant
 	rm -rf _build _book .quarto *.quarto_ipynb* chapters/*.quarto_ipynb* site_libs
 
 # The claim ledger (the "Ledger of claims" appendix): every claim test on 11 chosen JAX releases, 0.4.18 to the lock,
-# one venv per release under ~/.cache/jitbook-ledger; resumable. Options: LEDGER_ARGS="--only-missing".
+# one venv per release under ~/.cache/jitbook-ledger; resumable; releases run at once on a local Dask cluster (one per
+# core) or on LEDGER_ARGS="--scheduler tcp://host:8786". Options: LEDGER_ARGS="--only-missing".
 .PHONY: ledger canary
 ledger: setup  ## claim tests on 11 JAX releases, ~100 min, resumable (options: LEDGER_ARGS=--help)
 	$(PY) -m jitbook.ledger $(LEDGER_ARGS)

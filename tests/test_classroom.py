@@ -248,8 +248,20 @@ def test_a_notebook_over_its_time_limit_stops_between_cells():
     assert steps[0].cell.outputs == [] and steps[3].cell.get("execution_count") is None
 
 
+@pytest.fixture
+def in_process_cluster(monkeypatch):
+    """A class graded on Dask workers that are threads of this process, so what a test monkeypatches in grading
+    is what the tasks run (and no worker process outlives the test)."""
+    from distributed import LocalCluster
+
+    with LocalCluster(processes=False, n_workers=1, threads_per_worker=1, dashboard_address=":0") as local:
+        monkeypatch.setenv("DASK_SCHEDULER_ADDRESS", local.scheduler_address)
+        yield
+
+
 @pytest.mark.parametrize("flags, expected", [([], "1"), (["--full-size"], "0")])
-def test_grading_runs_small_sizes_unless_asked_for_full_ones(tmp_path, monkeypatch, flags, expected):
+def test_grading_runs_small_sizes_unless_asked_for_full_ones(tmp_path, monkeypatch, flags, expected,
+                                                            in_process_cluster):
     monkeypatch.setenv("JITBOOK_SMALL", "0" if expected == "1" else "1")  # the grader's own setting must not leak in
     seen = {}
     monkeypatch.setattr(classroom.grading, "grade_notebook", lambda path, name, **kw: seen.setdefault(
@@ -427,7 +439,7 @@ def test_a_long_cell_reports_progress_while_it_runs(monkeypatch):
 
 
 @pytest.mark.parametrize("make", ["empty", "text", "corrupt"])
-def test_a_folder_with_nothing_to_grade_says_what_it_found_and_fails(tmp_path, capsys, make):
+def test_a_folder_with_nothing_to_grade_says_what_it_found_and_fails(tmp_path, capsys, make, in_process_cluster):
     subs = tmp_path / "subs"
     subs.mkdir()
     if make == "text":
@@ -440,12 +452,13 @@ def test_a_folder_with_nothing_to_grade_says_what_it_found_and_fails(tmp_path, c
     assert "not json" not in err
 
 
-def test_the_code_the_grader_trusts_is_checked_after_every_notebook(tmp_path, monkeypatch, capsys):
+def test_the_code_the_grader_trusts_is_checked_after_every_notebook(tmp_path, monkeypatch, capsys,
+                                                                  in_process_cluster):
     """A notebook after which a trusted file differs stops the class with exit status 2."""
     trusted = tmp_path / "trusted"
     trusted.mkdir()
     (trusted / "checker.py").write_text("x = 1\n")
-    monkeypatch.setattr(classroom.grading, "trusted_paths", lambda: [trusted])
+    monkeypatch.setattr(classroom.cluster, "trusted_paths", lambda: [trusted])
 
     def tamper(path, name, **kw):
         (trusted / "checker.py").write_text("x = 2\n")

@@ -4,6 +4,7 @@ import json
 import re
 import subprocess
 import sys
+from multiprocessing import resource_tracker
 from types import SimpleNamespace
 
 import pytest
@@ -148,3 +149,70 @@ def test_a_release_venv_made_before_an_extra_gets_it_as_of_its_own_day(tmp_path,
     calls.clear()
     venvs.install("0.4.18", cache=tmp_path, log=said.append)
     assert calls == [], "a venv with every extra is used as it is"
+
+
+@pytest.fixture
+def resource_tracker_stopped():
+    """A local Dask cluster's processes start multiprocessing's resource tracker, which lives as long as the
+    process that asked for it: stopped once the cluster is gone, so no process outlives the suite."""
+    yield
+    resource_tracker._resource_tracker._stop()
+
+
+def _fake_release(cache, release):
+    """A release venv that is the book's own Python under another version number: its claims run in seconds."""
+    from jitbook.ledger import venvs
+
+    folder = cache / f"jax-{release}"
+    (folder / "bin").mkdir(parents=True)
+    python = folder / "bin" / "python"
+    python.write_text(f'#!/bin/sh\nexec {sys.executable} "$@"\n')
+    python.chmod(0o755)
+    versions = {"python": "3.12", "jax": release}
+    stamp = {"released": "2024-01-01", "packages as of": "2024-01-02", "versions": versions,
+             "extras": list(venvs.EXTRAS), "install seconds": 1}
+    (folder / "jitbook-ledger.json").write_text(json.dumps(stamp))
+
+
+def _as_run(path):
+    """The ledger file without what differs between any two runs: dates and seconds."""
+    stored = json.loads(path.read_text())
+    stored.pop("made")
+    for info in stored["releases"].values():
+        for key in ("run on", "seconds", "install seconds"):
+            info.pop(key)
+    for claim in stored["claims"].values():
+        for row in claim["results"].values():
+            row.pop("seconds")
+    return json.dumps(stored, indent=1)  # the order of every key, as in the file
+
+
+def test_releases_run_as_dask_tasks_write_the_file_one_release_at_a_time_writes(tmp_path, monkeypatch,
+                                                                              resource_tracker_stopped):
+    from jitbook.ledger import cli
+
+    stored = json.loads(ledger.LEDGER.read_text())
+    claims = {t: c["section"] for t, c in stored["claims"].items() if t.startswith("tests/test_jaxprs.py")}
+    claims = dict(list(claims.items())[:3])
+    monkeypatch.setattr(cli, "collect", lambda: claims)  # the client's collection; the workers run the tests
+    cache = tmp_path / "cache"
+    for release in ("0.0.1", "0.0.2"):
+        _fake_release(cache, release)
+    one, both = tmp_path / "one.json", tmp_path / "both.json"
+
+    def run(output, *args):
+        assert cli.main(["--output", str(output), "--cache", str(cache), *args]) == 0
+
+    run(one, "--releases", "0.0.1", "0.0.2")
+    gone = list(claims)[1]
+    stored = json.loads(one.read_text())
+    for release in ("0.0.1", "0.0.2"):
+        del stored["claims"][gone]["results"][release]
+    for path in (one, both):
+        path.write_text(json.dumps(stored))
+    for flag in ("--only-missing", "--force"):
+        run(one, flag, "--releases", "0.0.1")
+        run(one, flag, "--releases", "0.0.2")
+        run(both, flag, "--releases", "0.0.1", "0.0.2")
+        assert _as_run(one) == _as_run(both), flag
+        assert json.loads(one.read_text())["claims"][gone]["results"].keys() == {"0.0.1", "0.0.2"}

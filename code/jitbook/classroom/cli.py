@@ -1,11 +1,14 @@
-"""``python -m jitbook.classroom``: notebooks, grade, lab-config."""
+"""``python -m jitbook.classroom``: notebooks, grade, lab-config, bench."""
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
 
 from jitbook import size
+from jitbook.classroom import bench
+from jitbook.classroom.cluster import WorkersUnfit
 from jitbook.classroom.grading import (
     CELL_TIMEOUT,
     GRADING_ENV,
@@ -124,6 +127,49 @@ def parser() -> argparse.ArgumentParser:
         help="run the chapters at full problem sizes (default: small, JITBOOK_SMALL=1; "
         "much slower)",
     )
+    grade_p.add_argument(
+        "--scheduler",
+        metavar="ADDRESS",
+        default=None,
+        help="a Dask scheduler to grade on, e.g. tcp://head:8786 (default: "
+        "$DASK_SCHEDULER_ADDRESS, else a local cluster on this machine)",
+    )
+    grade_p.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        help="worker processes of the local cluster (default: one per core)",
+    )
+    grade_p.add_argument(
+        "--resume",
+        action="store_true",
+        help="keep the sheet's rows and grade only the notebooks it has none for "
+        "(after Ctrl-C or a crash)",
+    )
+    bench_p = sub.add_parser(
+        "bench",
+        help="grade a synthetic class with 1, 2, ... workers; record the speed to "
+        "data/classroom-bench/",
+    )
+    bench_p.add_argument(
+        "--copies",
+        type=int,
+        default=10,
+        help="students handing in the instructor notebook, and as many the handout "
+        "(default 10: a class of 20 notebooks)",
+    )
+    bench_p.add_argument(
+        "--workers",
+        type=int,
+        nargs="+",
+        default=None,
+        help="worker counts to grade with (default: 1 up to the cores here)",
+    )
+    bench_p.add_argument(
+        "--name",
+        default=None,
+        help="the recording's name, data/classroom-bench/NAME.json (default: the date)",
+    )
     return parser
 
 
@@ -132,6 +178,13 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "lab-config":
             print(lab_config(args.folder))
+            return 0
+        if args.command == "bench":
+            workers = args.workers or list(range(1, (os.cpu_count() or 1) + 1))
+            if args.copies < 1 or min(workers) < 1:
+                raise ValueError("--copies and --workers must be 1 or more.")
+            name = args.name or time.strftime("%Y-%m-%d", time.gmtime())
+            print(f"recorded to {bench.run(args.copies, workers, name)}")
             return 0
         if args.command == "notebooks":
             chosen = args.chapters or None
@@ -172,8 +225,11 @@ def main(argv: list[str] | None = None) -> int:
             time_limit=args.time_limit,
             kernel=kernel,
             check_limit=args.check_limit,
+            scheduler=args.scheduler,
+            workers=args.workers,
+            resume=args.resume,
         )
-    except Tampered as err:
+    except (Tampered, WorkersUnfit) as err:
         print(err, file=sys.stderr)
         return 2
     except (FileNotFoundError, ValueError) as err:  # NothingGraded too

@@ -28,13 +28,13 @@ from jitbook.classroom.report import (
     executed_notebook,
     rows_for,
     shown,
-    write_csv,
 )
-from jitbook.classroom.sandbox import CHECK_MARGIN, Kernel, sandbox_mode, trusted_paths
+from jitbook.classroom.sandbox import CHECK_MARGIN, Kernel, sandbox_mode
 from jitbook.classroom.session import run_steps
 from jitbook.evidence.collect import MIME
 from jitbook.exercises import registry, start
 from jitbook.site import harness
+from jitbook.workers import scheduler_address
 
 CELL_TIMEOUT, TIME_LIMIT = 300.0, 1200.0  # seconds per cell, per notebook (all in)
 JUDGE_RESERVE = 120.0  # seconds of a notebook's time limit kept for its verdicts
@@ -267,19 +267,6 @@ def fingerprint(paths: list[Path]) -> dict[str, str]:
     return found
 
 
-def _verify(before: dict[str, str], paths: list[Path], after_name: str) -> None:
-    now = fingerprint(paths)
-    changed = sorted(set(before.items()) ^ set(now.items()))
-    if changed:
-        files = sorted({path for path, _ in changed})
-        raise Tampered(
-            f"stopped: the code the grader trusts changed on disk while {after_name} "
-            f"was graded ({', '.join(files[:5])}); grades so far are in the sheet. "
-            "Restore the book (git checkout -- code), grade with --sandbox bwrap, "
-            "and look at that submission."
-        )
-
-
 def grade_folder(
     folder: Path,
     out: Path,
@@ -289,59 +276,68 @@ def grade_folder(
     env: dict[str, str] | None = None,
     kernel: Kernel | None = None,
     check_limit: float | None = None,
+    scheduler: str | None = None,
+    workers: int | None = None,
+    resume: bool = False,
     log=print,
 ) -> list[Grade]:
-    """Grade every notebook under ``folder``, each alone; write the grade sheet (and
-    the per-student summary) to ``out`` and each executed submission beside it.
-    Every submission is read before any kernel runs, and graded from that copy.
+    """Grade every notebook under ``folder``, each alone, as tasks on Dask (a local
+    cluster unless ``scheduler`` names one); write the grade sheet (and the
+    per-student summary) to ``out`` as rows arrive and each executed submission
+    beside it. Every submission is read before any kernel runs, and graded from that
+    copy; ``resume`` grades only the notebooks the sheet has no rows for.
     """
+    from jitbook.classroom import cluster  # imports this module
+
     folder = Path(folder)
     if not folder.is_dir():
         raise FileNotFoundError(
             f"no folder at {folder}; give the folder that holds the submitted "
             "notebooks, e.g. make grade SUBMISSIONS=path/to/folder."
         )
+    scheduler_address(scheduler, workers)  # a wrong option fails before anything runs
     kernel = kernel or Kernel(sandbox_mode(), env=GRADING_ENV if env is None else env)
     paths, refused = submissions(folder)
     for why in refused:
         log(f"refused: {why}", flush=True)
-    contents, rows = {}, []
+    sheet = cluster.Sheet(out, resume)
+    graded = sheet.graded()
+    contents = {}
     for path in paths:
         try:
             contents[path] = read_submission(path)
         except OSError:
-            rows.append(Grade(_rel(path, folder), "", False, "refused: not a file"))
+            sheet.add([Grade(_rel(path, folder), "", False, "refused: not a file")])
     executed = executed_folder(out)
-    shutil.rmtree(executed, ignore_errors=True)  # the last class's notebooks go
-    trusted = trusted_paths()
-    before = fingerprint(trusted)
-    paths = [p for p in paths if p in contents]
+    if not resume:
+        shutil.rmtree(executed, ignore_errors=True)  # the last class's notebooks go
+    names = {p: _rel(p, folder) for p in paths}
+    jobs = [
+        cluster.Job(p.relative_to(folder), names[p], contents[p])
+        for p in paths
+        if p in contents and names[p] not in graded
+    ]
+    if resume:
+        log(f"--resume: {len(graded)} notebook(s) already in {out}, "
+            f"{len(jobs)} to grade", flush=True)  # fmt: skip
     try:
-        for n, path in enumerate(paths, 1):
-            start, name = time.perf_counter(), _rel(path, folder)
-            head = f"[{n}/{len(paths)}] {name}"
-            log(f"{head}: grading ...", flush=True)
-            graded = grade_notebook(
-                path,
-                name,
+        cluster.grade_class(
+            jobs,
+            sheet,
+            kernel=kernel,
+            options=dict(
                 cell_timeout=cell_timeout,
                 time_limit=time_limit,
-                kernel=kernel,
                 check_limit=check_limit,
-                content=contents[path],
-                executed_to=executed / path.relative_to(folder),
-                progress=lambda text, head=head: log(f"{head}: {text}", flush=True),
-            )
-            rows += graded
-            passed = sum(g.passed for g in graded if g.exercise)
-            total = sum(1 for g in graded if g.exercise)
-            took = time.perf_counter() - start
-            log(f"{head}: {passed}/{total} passed ({took:.0f} s)", flush=True)
-            _verify(before, trusted, name)
+            ),
+            scheduler=scheduler,
+            workers=workers,
+            executed=executed,
+            log=log,
+        )
     finally:
-        Path(out).parent.mkdir(parents=True, exist_ok=True)
-        write_csv(rows, out)
-    changed = [p for p in paths if read_submission(p) != contents[p]]
+        rows = sheet.close([names[p] for p in paths])
+    changed = [p for p in contents if read_submission(p) != contents[p]]
     for path in changed:
         log(
             f"warning: {_rel(path, folder)} changed on disk while grading; it was "

@@ -167,10 +167,7 @@ def write_csv(rows: list[Grade], out: Path) -> None:
     with open(out, "w", newline="") as f:
         writer = csv.writer(f)
         writer.writerow(FIELDS)
-        for g in rows:
-            passed = "yes" if g.passed else "no"
-            values = [g.student_file, g.exercise, passed, f"{g.points:g}"]
-            writer.writerow(map(cell_text, [*values, g.message, g.self_reported]))
+        writer.writerows(map(sheet_row, rows))
     with open(summary_path(out), "w", newline="") as f:
         writer = csv.writer(f)
         writer.writerow(SUMMARY_FIELDS)
@@ -189,6 +186,38 @@ def write_csv(rows: list[Grade], out: Path) -> None:
                     ],
                 )
             )
+
+
+def sheet_row(g: Grade) -> list[str]:
+    """A grade as the sheet's cells, in the order of ``FIELDS``."""
+    values = [g.student_file, g.exercise, "yes" if g.passed else "no", f"{g.points:g}"]
+    return list(map(cell_text, [*values, g.message, g.self_reported]))
+
+
+def read_sheet(out: Path) -> list[Grade]:
+    """The rows of a grade sheet, as ``write_csv`` or a stopped class wrote them."""
+    with open(out, newline="") as f:
+        reader = csv.DictReader(f)
+        if tuple(reader.fieldnames or ()) != FIELDS:
+            raise ValueError(
+                f"{out} is not a grade sheet of this grader (its columns should be "
+                f"{', '.join(FIELDS)}); give another --out, or grade without --resume."
+            )
+        return [
+            Grade(
+                *(_unquoted(r[k]) for k in ("student_file", "exercise")),
+                r["passed"] == "yes",
+                _unquoted(r["message"]),
+                _unquoted(r["self_reported"]),
+                float(r["points"]),
+            )
+            for r in reader
+        ]
+
+
+def _unquoted(text: str) -> str:
+    """A cell as it was before ``cell_text`` guarded it against formulas."""
+    return text[1:] if text.startswith("'") and text[1:].startswith(FORMULA) else text
 
 
 def summary_path(out: Path) -> Path:

@@ -36,6 +36,7 @@ from jitbook.ledger.venvs import (
     run_release,
     venv_python,
 )
+from jitbook.workers import connect, say_dashboard
 
 
 def missing(ledger: dict, release: str) -> list[str]:
@@ -47,7 +48,10 @@ def missing(ledger: dict, release: str) -> list[str]:
 
 
 def make(args: argparse.Namespace) -> dict:
-    """Collect the claims, then fill every release's column that needs it."""
+    """Collect the claims, then fill every release's column that needs it: each
+    release a task on Dask's workers; the ledger is written here, release by release
+    in the order given, as if they ran one after another.
+    """
     ledger = load(args.output)
     lock = locked_jax()
     installed = metadata.version("jax")
@@ -63,65 +67,83 @@ def make(args: argparse.Namespace) -> dict:
         for test, section in claims.items()
     }
     ledger["lock"] = lock
-    releases = args.releases or [*RELEASES, lock]
-    for release in releases:
+    work = {}
+    for release in args.releases or [*RELEASES, lock]:
         known = release in ledger["releases"]
         todo = list(claims) if args.force or not known else missing(ledger, release)
         if known and not args.force and not args.only_missing:
             todo = []
-        if not todo:
-            print(
-                f"jax {release}: nothing to run (--force runs it again)",
-                flush=True,
-            )
-            continue
-        start = time.monotonic()
-        if release == installed:
-            python, info = (
-                sys.executable,
-                {"released": None, "packages as of": "the lock"},
-            )
-            info["versions"] = _versions(python)
+        if todo:
+            work[release] = todo
         else:
-            info = install(release, args.cache, args.index)
-            python = str(venv_python(release, args.cache))
-        setup = time.monotonic() - start
-        print(
-            f"jax {release}: {len(todo)} claim tests ({setup:.0f} s to set up)",
-            flush=True,
-        )
-        results, seconds = run_release(release, python, todo, args.timeout)
-        if not results:
-            print(f"jax {release}: no claim ran; see the errors above", flush=True)
-            continue
-        for test, row in results.items():
-            ledger["claims"][test]["results"][release] = row
-        counts = {s: sum(r["status"] == s for r in results.values()) for s in STATUSES}
-        print(
-            f"jax {release}: {seconds:.0f} s, "
-            + ", ".join(f"{n} {s}" for s, n in counts.items())
-            + (
-                f", {len(todo) - len(results)} not run"
-                if len(results) < len(todo)
-                else ""
-            ),
-            flush=True,
-        )
-        previous = ledger["releases"].get(release, {})
-        ledger["releases"][release] = info | {
-            "run on": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-            "seconds": round(
-                seconds + (previous.get("seconds", 0) if not args.force else 0)
-            ),
-            "install seconds": info.get("install seconds", round(setup)),
-        }
-        ledger["made"] = {
-            "date": datetime.date.today().isoformat(),
-            "machine": machine(),
-        }
-        ledger["releases"] = dict(sorted(ledger["releases"].items(), key=_order))
-        save(ledger, args.output)
+            print(f"jax {release}: nothing to run (--force runs it again)", flush=True)
+    if not work:
+        return ledger
+    with connect(args.scheduler, args.workers) as client:
+        say_dashboard(client)
+        futures = [
+            client.submit(
+                run_one, release, todo, args.cache, args.index, args.timeout,
+                pure=False, key=f"ledger-jax-{release}",
+            )
+            for release, todo in work.items()
+        ]  # fmt: skip
+        for future in futures:  # in the given order: the file grows as it did
+            _record(ledger, future.result(), args)
     return ledger
+
+
+def run_one(release: str, todo: list[str], cache: Path, index, timeout) -> dict:
+    """One release's claim tests on a worker: its venv (made if missing), then the
+    tests; what the ledger needs as plain data.
+    """
+    start = time.monotonic()
+    if release == metadata.version("jax"):
+        python, info = sys.executable, {"released": None, "packages as of": "the lock"}
+        info["versions"] = _versions(python)
+    else:
+        info = install(release, cache, index)
+        python = str(venv_python(release, cache))
+    setup = time.monotonic() - start
+    print(
+        f"jax {release}: {len(todo)} claim tests ({setup:.0f} s to set up)", flush=True
+    )
+    results, seconds = run_release(release, python, todo, timeout)
+    return {"release": release, "todo": len(todo), "info": info, "setup": setup,
+            "results": results, "seconds": seconds}  # fmt: skip
+
+
+def _record(ledger: dict, done: dict, args: argparse.Namespace) -> None:
+    """One release's results into the ledger, saved at once."""
+    release, results, seconds = done["release"], done["results"], done["seconds"]
+    if not results:
+        print(f"jax {release}: no claim ran; see the errors above", flush=True)
+        return
+    for test, row in results.items():
+        ledger["claims"][test]["results"][release] = row
+    counts = {s: sum(r["status"] == s for r in results.values()) for s in STATUSES}
+    unrun = done["todo"] - len(results)
+    print(
+        f"jax {release}: {seconds:.0f} s, "
+        + ", ".join(f"{n} {s}" for s, n in counts.items())
+        + (f", {unrun} not run" if unrun else ""),
+        flush=True,
+    )
+    previous = ledger["releases"].get(release, {})
+    info = done["info"]
+    ledger["releases"][release] = info | {
+        "run on": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "seconds": round(
+            seconds + (previous.get("seconds", 0) if not args.force else 0)
+        ),
+        "install seconds": info.get("install seconds", round(done["setup"])),
+    }
+    ledger["made"] = {
+        "date": datetime.date.today().isoformat(),
+        "machine": machine(),
+    }
+    ledger["releases"] = dict(sorted(ledger["releases"].items(), key=_order))
+    save(ledger, args.output)
 
 
 def canary(args: argparse.Namespace) -> list[str]:
@@ -220,6 +242,16 @@ def parser() -> argparse.ArgumentParser:
         "--timeout", type=float, default=1200, help="seconds per release (default 1200)"
     )
     p.add_argument("--output", type=Path, default=LEDGER, help="the ledger file")
+    p.add_argument(
+        "--scheduler", metavar="ADDRESS", default=None,
+        help="a Dask scheduler whose workers run the releases (default: "
+        "$DASK_SCHEDULER_ADDRESS, else a local cluster on this machine)",
+    )  # fmt: skip
+    p.add_argument(
+        "--workers", type=int, default=None,
+        help="worker processes of the local cluster, one release each at a time "
+        "(default: one per core)",
+    )  # fmt: skip
     p.add_argument(
         "--merge", nargs="+", type=Path, metavar="JSON",
         help="instead: add the releases and rows of other ledger files (parallel runs)",
