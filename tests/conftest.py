@@ -109,6 +109,16 @@ def executed(request):
     return runs.get
 
 
+def _stop_resource_tracker() -> None:
+    """multiprocessing's resource tracker, which a Dask local cluster starts, lives as long as this
+    process; stop it as the interpreter's exit would, so that only real leftovers remain."""
+    import contextlib
+    from multiprocessing import resource_tracker
+
+    with contextlib.suppress(Exception):
+        resource_tracker._resource_tracker._stop()
+
+
 @pytest.fixture(scope="session", autouse=True)
 def no_process_outlives_the_suite(request):
     """At the end of the session, no process the suite started is still running (or unreaped):
@@ -117,6 +127,7 @@ def no_process_outlives_the_suite(request):
     runs = request.config.stash.get(RUNS, None)
     if runs is not None:
         runs.close()
+    _stop_resource_tracker()
     left = processes.leftovers()
     processes.kill(left)
     assert not left, (
