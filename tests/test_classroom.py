@@ -173,7 +173,9 @@ def test_exercise_table_lists_every_registered_exercise():
     row = next(r for r in rows if r["id"] == "`why-compile.break-even`")
     assert row == {"chapter": "@sec-why-compile", "exercise": "@exr-why-compile-break-even",
                    "id": "`why-compile.break-even`", "topic": registry()["why-compile.break-even"].topic,
-                   "difficulty": "★★☆"}
+                   "difficulty": "★★☆", "judged on": "its values on inputs drawn per student", "fakeable": "no"}
+    ready = next(r for r in rows if r["id"] == "`why-compile.ready`")  # waiting is seen only by a probe
+    assert ready["fakeable"].startswith("only the self-reported checks (") and "waits" in ready["fakeable"]
 
 
 # ---- grading ----------------------------------------------------------------------------------------------
