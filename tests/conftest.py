@@ -128,7 +128,7 @@ def no_process_outlives_the_suite(request):
 # The claim ledger's plugin: records each claim test's outcome and, at the end of the session,
 # checks them against data/ledger.json's column for the installed JAX (see jitbook.ledger).
 def pytest_configure(config):
-    from jitbook import ledger
+    from jitbook.ledger import plugin
 
-    if not config.pluginmanager.is_registered(ledger):
-        config.pluginmanager.register(ledger, "jitbook-ledger")
+    if not config.pluginmanager.is_registered(plugin):
+        config.pluginmanager.register(plugin, "jitbook-ledger")

@@ -236,11 +236,11 @@ def ledger_statuses(test: str) -> dict[str, str]:
     """A claim test's recorded status on each ledger release (`data/ledger.json`, a
     stored measurement made by `make ledger`): {release: "holds" | "fails" | ...}."""
     import json
-    from pathlib import Path
 
-    path = Path(__file__).resolve().parents[3] / "data" / "ledger.json"
-    claims = json.loads(path.read_text())["claims"]
-    rows = [row for key, row in claims.items() if key.endswith(f"::{test}")]
+    from jitbook.paths import ROOT
+
+    claims = json.loads((ROOT / "data" / "ledger.json").read_text())["claims"]
+    rows = [row for row in claims.values() if row["test"].endswith(f"::{test}")]
     if not rows:
         raise KeyError(f"no ledger row for a test named {test!r}; run `make ledger`.")
     results = rows[0].get("results", rows[0])

@@ -8,7 +8,7 @@ import os
 import re
 import sys
 
-from jitbook.ledger.data import lock_disagreements
+from jitbook.ledger.data import key, lock_disagreements
 
 NEEDS = re.compile(
     r"needs (a newer (jax|equinox|optax)|(jax|equinox|optax|jaxlib) ?>= ?[0-9.]+)",
@@ -45,6 +45,12 @@ def _claim_section(item) -> str | None:
             f"shows it and the sentence's span; got {args!r}."
         )
     return args[0]
+
+
+def _claim_key(item) -> str:
+    """The claim's row in the ledger: its span (and case), else its pytest id."""
+    args = item.get_closest_marker("claim").args
+    return key(item.nodeid, args[1] if len(args) == 2 else None)
 
 
 def one_line(text: str, width: int = 160) -> str:
@@ -95,9 +101,9 @@ def outcome(report) -> dict:
 
 
 def pytest_collection_modifyitems(session, config, items):
-    """Remember which collected tests are claims, and their sections."""
+    """Remember which collected tests are claims: their sections and ledger keys."""
     config._jitbook_claims = {
-        item.nodeid: section
+        item.nodeid: (section, _claim_key(item))
         for item in items
         if (section := _claim_section(item)) is not None
     }
@@ -128,15 +134,14 @@ def pytest_runtest_logreport(report):
     if claims is None or report.nodeid not in claims:
         return
     done = config._jitbook_outcomes
-    if report.nodeid in done or not (
-        report.when == "call" or report.outcome != "passed"
-    ):
+    section, claim = claims[report.nodeid]
+    if claim in done or not (report.when == "call" or report.outcome != "passed"):
         return
     row = outcome(report) | {"seconds": round(report.duration, 2)}
-    done[report.nodeid] = row
+    done[claim] = row
     path = os.environ.get(RECORD_ENV)
     if path:
-        _append(path, {"test": report.nodeid, "section": claims[report.nodeid]} | row)
+        _append(path, {"test": report.nodeid, "section": section} | row)
         jax = os.environ.get("JITBOOK_LEDGER_RELEASE", "?")
         print(
             f"  jax {jax} [{len(done)}/{len(claims)}] {row['status']:5} "
