@@ -135,7 +135,8 @@ def numbers(values: Sequence[float], digits: int = 4) -> list[str]:
     values = list(values)
     texts = [number(v, digits) for v in values]
     floats = [
-        (v, t) for v, t in zip(values, texts, strict=True)
+        (v, t)
+        for v, t in zip(values, texts, strict=True)
         if isinstance(v, float) and math.isfinite(v)
     ]
     sizes = [abs(v) for v, _ in floats if v]

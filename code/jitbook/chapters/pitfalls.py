@@ -24,7 +24,7 @@ from jax.experimental import checkify
 
 from jitbook import timing
 from jitbook.cache import capture_jax_logs, fresh_jit
-from jitbook.guard import run_for_json
+from jitbook.fresh import run_for_json
 
 # --- state
 

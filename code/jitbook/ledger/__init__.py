@@ -1,7 +1,7 @@
 """The claim ledger: every claim test of the book, run on chosen JAX releases.
 
 A claim test carries ``@pytest.mark.claim("sec-...", "clm-...")``: the section that
-shows it and the span of the sentence it asserts, which is the claim's key in the ledger.
+shows it and the span of the sentence it asserts, the claim's key in the ledger.
 ``python -m jitbook.ledger`` builds one venv per JAX release (with the Equinox and optax
 PyPI had the day that JAX came out), runs only the claim tests there, and writes
 ``data/ledger.json``: per claim and release, *holds*, *fails* (with a one-line reason)

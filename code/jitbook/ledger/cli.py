@@ -81,7 +81,9 @@ def make(args: argparse.Namespace) -> dict:
         todo = [
             ledger["claims"][claim]["test"]
             for claim in (
-                ledger["claims"] if args.force or not known else missing(ledger, release)
+                ledger["claims"]
+                if args.force or not known
+                else missing(ledger, release)
             )
         ]
         if known and not args.force and not args.only_missing:
@@ -199,7 +201,8 @@ def check(args: argparse.Namespace) -> list[tuple[str, str]]:
         print(f"  {claim}: not run on jax {release}", flush=True)
     print(
         f"{len(holes)} claim results missing on the ledger's {len(ledger['releases'])} "
-        "releases" + ('; run make ledger LEDGER_ARGS="--only-missing"' if holes else ""),
+        "releases"
+        + ('; run make ledger LEDGER_ARGS="--only-missing"' if holes else ""),
         flush=True,
     )
     return holes

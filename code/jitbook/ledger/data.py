@@ -8,10 +8,9 @@ import platform
 from importlib import metadata
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[3]
+from jitbook.paths import DATA, ROOT
 
-
-LEDGER = ROOT / "data" / "ledger.json"
+LEDGER = DATA / "ledger.json"
 
 
 STATUSES = ("holds", "fails", "n/a")

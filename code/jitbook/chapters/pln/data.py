@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import NamedTuple
 
 import jax.numpy as jnp
 import numpy as np
 
-DATA_DIR = Path(__file__).resolve().parents[4] / "data" / "oaks"
+from jitbook.paths import DATA
+
+DATA_DIR = DATA / "oaks"
 
 
 class PLNData(NamedTuple):

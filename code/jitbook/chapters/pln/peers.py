@@ -24,6 +24,8 @@ from time import perf_counter
 
 import numpy as np
 
+from jitbook.paths import DATA, ROOT
+
 INSTALL_HINT = (
     "the peers (PyTorch, pyPLNmodels) are an optional extra: `pip install -e .[peers] "
     "--extra-index-url https://download.pytorch.org/whl/cpu` (CPU PyTorch), or point "
@@ -369,7 +371,7 @@ class Peer:
 
 # --- the recorded run: data/peers/<name>.json, read by the PLN page
 
-RECORDINGS = Path(__file__).resolve().parents[4] / "data" / "peers"
+RECORDINGS = DATA / "peers"
 
 
 def _cpu_model() -> str:
@@ -385,9 +387,8 @@ def _cpu_model() -> str:
 
 
 def _commit() -> str:
-    root = Path(__file__).resolve().parents[4]  # the book's checkout
     done = subprocess.run(
-        ["git", "-C", str(root), "describe", "--always", "--dirty", "--abbrev=12"],
+        ["git", "-C", str(ROOT), "describe", "--always", "--dirty", "--abbrev=12"],
         capture_output=True,
         text=True,
     )
