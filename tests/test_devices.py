@@ -168,7 +168,7 @@ def test_use_cpu_devices_in_a_started_process_says_how_to_fix_it():
     jax.devices()  # make sure this process's backend has started, so the call below cannot change it
     with pytest.raises(RuntimeError, match="already started with 1 device"):
         devices.use_cpu_devices(3)
-    with pytest.raises(ValueError, match="positive integer"):
+    with pytest.raises(ValueError, match="positive whole number"):
         devices.use_cpu_devices(0)
 
 
@@ -353,7 +353,7 @@ def test_two_processes_see_the_global_array_and_reproduce_the_one_device_losses(
 
 
 def test_a_failing_process_stops_the_run_with_a_clear_error():
-    with pytest.raises(RuntimeError, match=r"(?s)process [01] of 2 exited with code 1\..*positive integer"):
+    with pytest.raises(RuntimeError, match=r"(?s)process [01] of 2 exited with code 1\..*positive whole number"):
         devices_processes.run_processes(devices_per_process=0, timeout=60)
 
 

@@ -109,16 +109,16 @@ def test_bad_data_gets_clear_error(data, change, message):
 
 @pytest.mark.parametrize("repeat", [0, -1, 1.5, "2", True])
 def test_bad_repeat(repeat):
-    with pytest.raises(ValueError, match="repeat must be a positive integer"):
+    with pytest.raises(ValueError, match="repeat must be a positive whole number"):
         load_oaks(repeat)
 
 
 def test_bad_level_and_n_iter(data):
     with pytest.raises(ValueError, match="unknown level 'fastest'.*'eager'"):
         fit(data, 2, "fastest")
-    with pytest.raises(ValueError, match="n_iter must be a positive integer"):
+    with pytest.raises(ValueError, match="n_iter must be a positive whole number"):
         fit(data, 0, "scan")
-    with pytest.raises(ValueError, match="n_iter must be a positive integer"):
+    with pytest.raises(ValueError, match="n_iter must be a positive whole number"):
         fit(data, 2.5, "scan")
 
 
@@ -450,7 +450,7 @@ def test_blas_limited_is_scoped_and_fit_runs_inside_it(data, monkeypatch):
     monkeypatch.setitem(levels.LEVELS, "scan", lambda *a: seen.append(blas_threads()) or real(*a))
     fit(data, 2, "scan")
     assert seen == [BLAS_THREADS] and blas_threads() == before
-    with pytest.raises(ValueError, match="positive integer"):
+    with pytest.raises(ValueError, match="positive whole number"):
         blas_limited(0)
 
 

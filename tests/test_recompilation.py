@@ -212,7 +212,7 @@ def test_buckets_compile_once_per_bucket_with_the_same_results():
 
 def test_next_bucket():
     assert [recompilation.next_bucket(n) for n in (1, 16, 17, 100, 128, 129)] == [16, 16, 32, 128, 128, 256]
-    with pytest.raises(ValueError, match="positive int"):
+    with pytest.raises(ValueError, match="positive whole number"):
         recompilation.next_bucket(0)
     with pytest.raises(ValueError, match="at least one length"):
         recompilation.run_stream([], bucketed=True)
@@ -495,7 +495,7 @@ def test_rejit_cost_compiles_nothing_and_takes_no_slow_path():
     assert cost["building jax.jit(plus_one) only (us)"] > 0
     race = recompilation_wrappers.wrapper_race(10, rounds=3)
     assert race.rounds == 3 and len(race.names) == 4
-    with pytest.raises(ValueError, match="positive int"):
+    with pytest.raises(ValueError, match="positive whole number"):
         recompilation_wrappers.wrapper_race(0)
 
 
@@ -528,7 +528,7 @@ def test_the_slow_tracing_pages_partial_compiles_at_every_step():
     """JAX's page says jit unwraps a partial and hits the tracing cache; it does not."""
     rows = recompilation_wrappers.docs_partial_rows(4)
     assert [(r["body runs"], r["compiles"]) for r in rows] == [(4, 4)] * 3 + [(1, 1)]
-    with pytest.raises(ValueError, match="positive int"):
+    with pytest.raises(ValueError, match="positive whole number"):
         recompilation_wrappers.docs_partial_rows(0)
 
 

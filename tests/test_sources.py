@@ -95,7 +95,7 @@ def test_blog_loops_partial_and_lambda_miss_every_step_plain_function_never():
     }
     a, b = functools.partial(sources.add_one), functools.partial(sources.add_one)
     assert a != b and hash(a) != hash(b)  # different hashes, and not equal: a miss, not a collision
-    with pytest.raises(ValueError, match="positive int"):
+    with pytest.raises(ValueError, match="positive whole number"):
         sources.blog_loop_compiles(0)
 
 

@@ -13,6 +13,7 @@ import jax
 import jax.numpy as jnp
 
 from jitbook import timing
+from jitbook.arguments import whole_number
 from jitbook.cache import count_body_runs, count_compiles, count_dispatch_misses
 from jitbook.chapters.recompilation import ScaleBy, own_trace_events, plus_one
 
@@ -25,8 +26,7 @@ def wrapper_race(calls: int = 100, rounds: int = 31) -> "timing.Race":
     Taught in Static arguments and compiling again, The dispatch cache.
     """
     for label, value in (("calls", calls), ("rounds", rounds)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{label} must be a positive int, got {value!r}.")
+        whole_number(value, label)
     reused = jax.jit(plus_one)
     # one wrapper per timed call and per warm-up call, all built before the race
     prebuilt = iter([jax.jit(plus_one) for _ in range(calls * (rounds + 1))])
@@ -72,8 +72,7 @@ def rejit_cost(calls: int = 200) -> dict:
     calls that missed it (0). The difference is the cost of building the wrapper.
     Minimum per call over the rounds of ``wrapper_race``.
     """
-    if isinstance(calls, bool) or not isinstance(calls, int) or calls < 1:
-        raise ValueError(f"calls must be a positive int, got {calls!r}.")
+    whole_number(calls, "calls")
     jax.jit(plus_one)(0)  # compile outside the count
     with count_compiles() as log, count_dispatch_misses() as dispatch:
         race = wrapper_race(calls)
@@ -112,8 +111,7 @@ def dispatch_rows(wrappers: int = 100) -> list[dict]:
 
     Taught in Static arguments and compiling again, The dispatch cache.
     """
-    if isinstance(wrappers, bool) or not isinstance(wrappers, int) or wrappers < 1:
-        raise ValueError(f"wrappers must be a positive int, got {wrappers!r}.")
+    whole_number(wrappers, "wrappers")
     # made before counting: eager operations compile programs of their own
     x = jnp.ones(3)
     jax.clear_caches()
@@ -191,8 +189,7 @@ def docs_partial_rows(steps: int = 5) -> list[dict]:
 
     Taught in Static arguments and compiling again, jit built inside a loop.
     """
-    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
-        raise ValueError(f"steps must be a positive int, got {steps!r}.")
+    whole_number(steps, "steps")
     x = y = jnp.ones(3)
     forms = {
         "jax.jit(partial(add_multiply, scale=2.0))(x, y), the same scale": (
@@ -232,8 +229,7 @@ def equal_objects_counts(objects: int = 100) -> dict:
 
     Clears jit's caches first (``jax.clear_caches()``), for every function.
     """
-    if isinstance(objects, bool) or not isinstance(objects, int) or objects < 1:
-        raise ValueError(f"objects must be a positive int, got {objects!r}.")
+    whole_number(objects, "objects")
     x = jnp.ones(3)
     kept = [ScaleBy(2.0) for _ in range(objects)]
     jax.clear_caches()
@@ -259,8 +255,7 @@ def dispatch_cache_holds(callables: int) -> int:
     the cache holds a bounded number of callables. Equal objects share one traced and
     compiled program, so each costs only a dispatch miss (about a millisecond).
     """
-    if isinstance(callables, bool) or not isinstance(callables, int) or callables < 1:
-        raise ValueError(f"callables must be a positive int, got {callables!r}.")
+    whole_number(callables, "callables")
     x = jnp.ones(3)
     kept = [ScaleBy(2.0) for _ in range(callables)]
     for fn in kept:

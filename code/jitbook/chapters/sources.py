@@ -15,6 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jitbook import cache
+from jitbook.arguments import whole_number
 from jitbook.cache import count_compiles
 from jitbook.chapters.pln import seed
 from jitbook.chapters.pln.data import PLNData
@@ -80,8 +81,7 @@ def blog_loop_compiles(steps: int = 3) -> dict[str, int]:
 
     Taught in Where the sources no longer match, The blog post on jit.
     """
-    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
-        raise ValueError(f"steps must be a positive int, got {steps!r}.")
+    whole_number(steps, "steps")
     loops: dict[str, Callable[[], Callable]] = {
         "jax.jit(partial(add_one))": lambda: jax.jit(functools.partial(add_one)),
         "jax.jit(lambda i: add_one(i))": lambda: jax.jit(lambda i: add_one(i)),

@@ -9,6 +9,7 @@ import jax
 import numpy as np
 from threadpoolctl import threadpool_limits
 
+from jitbook.arguments import whole_number
 from jitbook.cache import count_compiles
 from jitbook.chapters.pln.converge import newton_program
 from jitbook.chapters.pln.data import PLNData, check_n_iter, device_data
@@ -27,8 +28,7 @@ PYPLN = "pyPLNmodels fit()"
 
 def _check_rounds(rounds: int, eager_iters: int) -> None:
     for name, value in (("rounds", rounds), ("eager_iters", eager_iters)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name} must be a whole number >= 1, got {value!r}.")
+        whole_number(value, name)
 
 
 def first_fit(data: PLNData, n_iter: int, level: str) -> dict:

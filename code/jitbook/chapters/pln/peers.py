@@ -38,7 +38,6 @@ VARIANTS = {
     "PyTorch eager, tutorial's algorithm": ("tutorial", False),
     "torch.compile, tutorial's algorithm": ("tutorial", True),
 }
-SAME_AS = {"fast": "fast", "tutorial": "scan"}
 
 
 def peers_missing() -> str | None:
