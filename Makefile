@@ -13,7 +13,7 @@ KERNEL_CONFIG := $(VENV)/etc/ipython/ipython_kernel_config.py
 # The venv's Quarto (quarto-cli) first, then one on PATH; empty when there is none.
 QUARTO = $(firstword $(wildcard $(VENV)/bin/quarto) $(shell command -v quarto 2>/dev/null))
 
-.PHONY: help setup quarto book pdf notebooks test preview serve lab bench classroom handout lab-student grade clean
+.PHONY: help setup quarto book pdf notebooks test test-fast preview serve lab bench classroom handout lab-student grade clean
 
 # Each target's `## text` comment is its line in `make help`.
 help:  ## this list (the default goal)
@@ -105,6 +105,10 @@ lab: setup  ## JupyterLab on _build/notebooks/ until Ctrl-C (first runs `make no
 
 test: setup  ## the whole test suite, every chapter at small sizes (about 10 min)
 	$(PY) -m pytest
+
+# The fast loop: everything but the chapter runs (and the tests that read executed chapters).
+test-fast: setup  ## the suite without executing any chapter (a few minutes)
+	$(PY) -m pytest -m "not chapter"
 
 preview: setup  ## quarto preview until Ctrl-C: re-renders a page as you edit it (first render ~25 min)
 	@test -n "$(QUARTO)" || { echo "Quarto is not installed: 'make quarto' or conda-forge's quarto (environment.yml)."; exit 1; }

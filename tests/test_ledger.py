@@ -6,7 +6,6 @@ import json
 import re
 import subprocess
 import sys
-import warnings
 from types import SimpleNamespace
 
 import pytest
@@ -42,13 +41,8 @@ def test_every_claim_has_a_row_on_the_locked_release_and_older_gaps_are_warned(c
     )
     stale = sorted(set(stored["claims"]) - set(claims))
     assert not stale, f"rows for claims that no test asserts any more (make ledger drops them): {stale}"
-    holes = data.unrun(stored | {"claims": claims})
-    if holes:
-        warnings.warn(
-            f"{len(holes)} claim results missing on older releases, e.g. {holes[:3]}; "
-            "`make ledger-check` fails on them, `make ledger LEDGER_ARGS=--only-missing` fills them",
-            stacklevel=1,
-        )
+    # gaps on older releases are reported by the plugin at the end of the session, and fail
+    # `make ledger-check` (test_the_ledger_check_names_every_claim_unrun_on_a_release)
 
 
 def test_a_claims_key_is_its_span_so_renaming_its_test_keeps_history_and_title(tmp_path):

@@ -59,6 +59,20 @@ def unrun(ledger: dict) -> list[tuple[str, str]]:
     ]
 
 
+def older_gaps(outcomes: dict, path: Path = LEDGER) -> list[str]:
+    """The claims of ``outcomes`` (keyed like the ledger) that some release of the
+    ledger has no result for."""
+    ledger = load(path)
+    return [
+        claim
+        for claim in sorted(outcomes)
+        if any(
+            release not in ledger["claims"].get(claim, {}).get("results", {})
+            for release in ledger["releases"]
+        )
+    ]
+
+
 def lock_disagreements(outcomes: dict, path: Path = LEDGER) -> list[str]:
     """Claims whose status in this run differs from the ledger's column for this JAX;
     ``outcomes`` is keyed like the ledger (``key``)."""

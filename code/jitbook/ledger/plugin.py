@@ -8,7 +8,7 @@ import os
 import re
 import sys
 
-from jitbook.ledger.data import key, lock_disagreements
+from jitbook.ledger.data import key, lock_disagreements, older_gaps
 
 NEEDS = re.compile(
     r"needs (a newer (jax|equinox|optax)|(jax|equinox|optax|jaxlib) ?>= ?[0-9.]+)",
@@ -160,9 +160,19 @@ def pytest_sessionfinish(session, exitstatus):
     config = session.config
     if os.environ.get(RECORD_ENV) or not getattr(config, "_jitbook_outcomes", None):
         return
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    older = older_gaps(config._jitbook_outcomes)
+    if older and reporter:
+        reporter.ensure_newline()
+        reporter.write_line(
+            f"note: {len(older)} claims of this run have no result on some release of "
+            f"the ledger (e.g. {older[0]}); make test needs only the locked one, "
+            "`make ledger-check` (CI) fails on these, and "
+            '`make ledger LEDGER_ARGS="--only-missing"` fills them.',
+            yellow=True,
+        )
     problems = lock_disagreements(config._jitbook_outcomes)
     if problems:
-        reporter = config.pluginmanager.get_plugin("terminalreporter")
         text = "\n".join(
             ["data/ledger.json disagrees with this run's claim tests (make ledger):"]
             + problems
