@@ -388,7 +388,7 @@ def test_one_primitive_can_lower_to_several_stablehlo_operations():
     assert jax.jit(cube).lower(x).as_text().count("stablehlo.multiply") == 2
 
 
-# --- issue 21: StableHLO as a module, the output fusion, no_tracing, jax.extend ----------------------
+# ---------------------------------------------------------------- StableHLO as a module, the output fusion, no_tracing, jax.extend
 
 
 @pytest.mark.claim("sec-jaxprs-stages")

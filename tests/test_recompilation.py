@@ -436,7 +436,7 @@ def test_lr_traced_counts_the_answers_function_not_eager_helpers():
     assert check("recompilation.lr-traced", jitted).passed
 
 
-# --- issue 21: the dispatch cache, static tuples, the docs' examples ----------------------------------
+# --- the dispatch cache, static tuples, the docs' examples ---------------------------------------------
 
 
 @pytest.mark.claim("sec-recompilation-dispatch", "clm-rec-dispatch-global")

@@ -506,7 +506,7 @@ def test_debug_callback_takes_its_options_in_a_first_call():
     assert seen == [1.0, 2.0, 3.0]
 
 
-# --- issue 21: weak types, tracer names, callbacks, NumPy on tracers ----------------------------------
+# --- weak types, tracer names, callbacks, NumPy on tracers -------------------------------------------
 
 
 @pytest.mark.claim("sec-tracing-tracer", "clm-tr-strong-scalar")
