@@ -118,7 +118,7 @@ def test_every_level_starts_from_cold_caches():
     assert first["compiles"] == again["compiles"] >= 1
 
 
-@pytest.mark.claim("sec-pln-cost")
+@pytest.mark.claim("sec-pln-cost", "clm-pln-jit-step-one-compile")
 def test_jit_step_compiles_once_whatever_the_learning_rate():
     from jitbook.chapters import pln
 

@@ -18,13 +18,13 @@ def test_import_jitbook_sets_the_flag():
     assert guard.XLA_FLAG in os.environ["XLA_FLAGS"].split()
 
 
-@pytest.mark.claim("sec-miscompile")
+@pytest.mark.claim("sec-miscompile", "clm-index-guard-right-sum")
 def test_the_guard_gives_the_right_sum():
     result = guard.probe_in_fresh_process(guarded=True)
     assert result["flag set"] and result["relative error"] < 1e-5
 
 
-@pytest.mark.claim("sec-miscompile")
+@pytest.mark.claim("sec-miscompile", "clm-index-xla-miscompiles")
 def test_without_the_guard_jax_still_miscompiles():
     """If this fails, the installed JAX sums correctly without the flag: the guard may go."""
     result = guard.probe_in_fresh_process(guarded=False)
@@ -35,13 +35,13 @@ def test_without_the_guard_jax_still_miscompiles():
     )
 
 
-@pytest.mark.claim("sec-why-compile-guard")
+@pytest.mark.claim("sec-why-compile-guard", "clm-why-compile-guard-one-program")
 def test_the_guard_given_to_one_program_gives_the_right_sum():
     result = guard.probe_in_fresh_process(guarded=False, options="guarded")
     assert not result["flag set"] and result["relative error"] < 1e-5
 
 
-@pytest.mark.claim("sec-why-compile-guard")
+@pytest.mark.claim("sec-why-compile-guard", "clm-why-compile-guard-options-same-program")
 def test_the_per_program_options_build_the_flags_programs():
     """compiler_options={YNN_OPTION: ...} per program compiles exactly what the flag
     compiles (GUARDED_OPTIONS), and DEFAULT_OPTIONS exactly what XLA's default does."""

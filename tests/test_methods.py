@@ -270,7 +270,7 @@ def test_equinox_bound_method_is_a_pytree_that_jax_jit_cannot_hash():
     np.testing.assert_allclose(eqx.filter_jit(plus2.apply)(), [2.0, 2.0])
 
 
-@pytest.mark.claim("sec-methods-eqx-cache")
+@pytest.mark.claim("sec-methods-eqx-cache", "clm-methods-eqx-cache-on-class")
 def test_cache_size_is_not_on_the_equinox_bound_method_but_on_the_class():
     plus = methods.SignedEqx(jnp.ones(2), "plus")
     assert type(plus.jit_apply).__name__ == "BoundMethod"
@@ -724,7 +724,7 @@ def test_an_instance_built_after_the_compile_reuses_the_program():
     assert count_each(later.jit_apply) == [0]
 
 
-@pytest.mark.claim("sec-methods-eqx-cache")
+@pytest.mark.claim("sec-methods-eqx-cache", "clm-methods-cache-size-dispatch-entries")
 def test_cache_size_counts_dispatch_entries_not_compiles():
     def add_half(v):
         return v + 0.5

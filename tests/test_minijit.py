@@ -29,7 +29,7 @@ def _bound(fn, static):
     return functools.partial(fn, **static) if static else fn
 
 
-@pytest.mark.claim("sec-minijit-tracer")
+@pytest.mark.claim("sec-minijit-tracer", "clm-minijit-same-equations")
 @pytest.mark.parametrize(
     "name,fn,args,static", FUNCTIONS, ids=[f[0] for f in FUNCTIONS]
 )
@@ -42,7 +42,7 @@ def test_the_program_has_jaxs_equations(name, fn, args, static):
     ]
 
 
-@pytest.mark.claim("sec-minijit-compile")
+@pytest.mark.claim("sec-minijit-compile", "clm-minijit-same-results")
 @pytest.mark.parametrize(
     "name,fn,args,static", FUNCTIONS, ids=[f[0] for f in FUNCTIONS]
 )

@@ -748,7 +748,7 @@ def _dot_text(xla_flags: str) -> str:
                           check=True).stdout
 
 
-@pytest.mark.claim("sec-pln-profile")
+@pytest.mark.claim("sec-pln-profile", "clm-pln-fast-ynn-fusion-stays")
 def test_guard_flag_takes_reductions_out_of_ynn_fusion_and_leaves_it_on(jdata):
     """'=-reduce' removes one fusion type; the empty value would turn YNN fusion off altogether."""
     assert jitbook.guard.XLA_FLAG.endswith("=-reduce")
