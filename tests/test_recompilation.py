@@ -21,7 +21,7 @@ from jitbook.exercises import check
 
 # --- static arguments ------------------------------------------------------------------------------------
 
-@pytest.mark.claim("sec-recompilation")
+@pytest.mark.claim("sec-recompilation", "clm-recompilation-static-values")
 def test_each_new_static_value_compiles_and_2_point_0_is_not_2():
     rows = recompilation.static_sweep([2, 3, 2, 2.0])
     assert [r["compiled"] for r in rows] == [1, 1, 0, 1]
@@ -38,7 +38,7 @@ def test_static_values_are_compared_with_their_type():
     assert log.count_for("power") == 2
 
 
-@pytest.mark.claim("sec-recompilation")
+@pytest.mark.claim("sec-recompilation", "clm-recompilation-call-and-decorator-forms")
 def test_call_form_and_decorator_form_compile_once_per_static_value():
     @functools.partial(jax.jit, static_argnames="n")
     def power_by_name(x, n):
@@ -121,7 +121,7 @@ def test_which_config_options_recompile_and_they_are_restored(name, value, recom
     assert jax.config.values[name] == before
 
 
-@pytest.mark.claim("sec-recompilation-key")
+@pytest.mark.claim("sec-recompilation-key", "clm-recompilation-config-options-recompile")
 def test_matmul_precision_context_manager_also_recompiles():
     f = cache.fresh_jit(recompilation.matmul)
     a = jnp.ones((4, 4))
@@ -242,7 +242,7 @@ def test_a_second_process_loads_the_program_from_the_disk_cache_when_the_thresho
     assert never[1]["disk cache hits"] == 0 and never[0]["files in cache dir"] == 0
 
 
-@pytest.mark.claim("sec-recompilation-persistent")
+@pytest.mark.claim("sec-recompilation-persistent", "clm-recompilation-persistent-thresholds")
 def test_default_write_threshold_is_one_second():
     assert jax.config.values["jax_persistent_cache_min_compile_time_secs"] == 1.0
 
@@ -458,7 +458,7 @@ def test_a_new_wrapper_of_a_called_function_hits_the_dispatch_cache():
     assert (noted["dispatch-cache misses"], noted["trace events"], noted["compiles"]) == (20, 0, 0)
 
 
-@pytest.mark.claim("sec-recompilation-dispatch")
+@pytest.mark.claim("sec-recompilation-dispatch", "clm-recompilation-dispatch-key")
 def test_donation_is_part_of_the_dispatch_key():
     def donated_double(v):
         return v * 2
@@ -470,7 +470,7 @@ def test_donation_is_part_of_the_dispatch_key():
     assert log.count_for("donated_double") == 2  # once per set of options
 
 
-@pytest.mark.claim("sec-recompilation-dispatch")
+@pytest.mark.claim("sec-recompilation-dispatch", "clm-recompilation-count-dispatch-misses")
 def test_count_dispatch_misses_sees_a_new_function_and_restores_the_hook():
     from jax._src import pjit
 
@@ -510,7 +510,7 @@ def test_static_tuples_compare_their_contents_without_types():
     assert (2,) == (2.0,) and hash((2,)) == hash((2.0,))
 
 
-@pytest.mark.claim("sec-recompilation-static")
+@pytest.mark.claim("sec-recompilation-static", "clm-recompilation-decorator-factory")
 def test_jit_without_a_function_is_a_decorator_factory():
     @jax.jit(static_argnames="n")
     def power_by_name(x, n):
@@ -560,7 +560,7 @@ def test_explain_cache_misses_reports_the_persistent_cache_too():
     assert not any("/" in m.split(" defined at ")[-1] for m in messages)
 
 
-@pytest.mark.claim("sec-recompilation-buckets")
+@pytest.mark.claim("sec-recompilation-buckets", "clm-recompilation-next-bucket")
 def test_buckets_pad_long_lengths_below_double_and_short_ones_to_sixteen():
     assert all(recompilation.next_bucket(n) < 2 * n for n in range(17, 600))
     assert recompilation.next_bucket(1) == 16 and recompilation.next_bucket(2) / 2 == 8
