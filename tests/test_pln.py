@@ -225,7 +225,7 @@ def test_all_compiled_levels_give_the_same_trajectory(runs):
             np.testing.assert_allclose(res.params.M, runs["scan"].params.M, rtol=1e-2, atol=1e-2, err_msg=level)
 
 
-@pytest.mark.claim("sec-pln-cost")
+@pytest.mark.claim("sec-pln-cost", "clm-pln-eager-exact-then-less")
 def test_eager_level_agrees_to_float32_rounding_amplified_by_radam(runs):
     """Eager and compiled agree exactly until RAdam's rectifier switches on, then to 0.3%."""
     eager, ref = runs["eager"].losses, runs["scan"].losses
@@ -233,7 +233,7 @@ def test_eager_level_agrees_to_float32_rounding_amplified_by_radam(runs):
     np.testing.assert_allclose(eager, ref, rtol=3e-3)
 
 
-@pytest.mark.claim("sec-pln-cost")
+@pytest.mark.claim("sec-pln-cost", "clm-pln-radam-rectifier")
 def test_radam_rectifier_differs_between_eager_and_jit():
     """optax's RAdam computes its rectifier r with cancellation (1999 - 1993); float32 rounding differs."""
     from jitbook.chapters.pln.radam import rectifier_float64, unit_steps
@@ -250,7 +250,7 @@ def test_radam_rectifier_differs_between_eager_and_jit():
         assert value == pytest.approx(exact, rel=0.03) and value != pytest.approx(exact, rel=1e-3)
 
 
-@pytest.mark.claim("sec-pln-fast-level")
+@pytest.mark.claim("sec-pln-fast-level", "clm-pln-fast-radam-as-optax")
 def test_fast_radam_scalars_match_optax():
     c1, c2, r, rect = radam_scalars(jnp.asarray(10, jnp.int32))
     assert float(c1) == pytest.approx(1 - 0.9**10, rel=1e-5) and bool(rect)
@@ -269,7 +269,7 @@ def test_each_compiled_level_compiles_its_loop_once(data):
         assert log.count >= 1, level
 
 
-@pytest.mark.claim("sec-pln-levels")
+@pytest.mark.claim("sec-pln-levels", "clm-pln-lr-traced")
 def test_learning_rate_is_traced_one_compile_for_two_rates(data):
     """Only n_iter is static: a second learning rate reuses every compiled level's program."""
     for level in ("jit_iteration", "scan", "namedtuple", "pytree", "equinox", "fast"):
@@ -284,7 +284,7 @@ def test_learning_rate_is_traced_one_compile_for_two_rates(data):
     assert log.count == 0 and np.isfinite(newton.losses).all()
 
 
-@pytest.mark.claim("sec-pln-levels")
+@pytest.mark.claim("sec-pln-levels", "clm-pln-jit-iteration-one-program")
 def test_jit_iteration_compiles_one_iteration_once_and_matches_scan(data):
     from jitbook.chapters.pln.levels import one_iteration
 
@@ -298,7 +298,7 @@ def test_jit_iteration_compiles_one_iteration_once_and_matches_scan(data):
     assert callable(one_iteration.lower)
 
 
-@pytest.mark.claim("sec-pln-seed-bugs")
+@pytest.mark.claim("sec-pln-seed-bugs", "clm-pln-int-in-carry-tracer")
 def test_a_python_int_in_the_scan_carry_becomes_a_tracer():
     """Why sizes stay out of the carry: scan traces every leaf of its carry, so p is no longer a Python int."""
     def body(carry, _):
@@ -349,7 +349,7 @@ def test_newton_converges_past_the_radam_fit(jdata, runs):
 # ---- the seed's bugs, each shown by its effect ---------------------------------------------------
 
 
-@pytest.mark.claim("sec-pln-seed-bugs")
+@pytest.mark.claim("sec-pln-seed-bugs", "clm-pln-log-det-overflows")
 def test_seed_log_det_overflows_and_slogdet_does_not(jdata):
     losses = np.asarray(seed.fit_with(jdata, 8, seed.seed_neg_elbo)[0])
     assert np.all(np.isfinite(losses[:4])) and np.isinf(losses[5])
@@ -405,7 +405,7 @@ def test_a_ones_product_compiles_to_a_dot_not_a_reduce_window():
     assert "reduce-window" not in by_dot and " dot(" in by_dot
 
 
-@pytest.mark.claim("sec-pln-profile")
+@pytest.mark.claim("sec-pln-profile", "clm-pln-fast-xla-names")
 def test_cpu_linear_algebra_calls_lapack_custom_calls(jdata):
     text = compiled_fit(jdata, 3, "fast").as_text()
     assert "lapack_spotrf" in text and "lapack_strsm" in text
@@ -435,7 +435,7 @@ def test_blas_limited_is_scoped_and_fit_runs_inside_it(data, monkeypatch):
         blas_limited(0)
 
 
-@pytest.mark.claim("sec-pln-threads")
+@pytest.mark.claim("sec-pln-threads", "clm-pln-fast-openblas-pool")
 def test_threadpoolctl_sees_the_openblas_that_jax_lapack_uses():
     """JAX's CPU LAPACK calls go through SciPy's bundled OpenBLAS; threadpoolctl must find it to limit it."""
     from threadpoolctl import threadpool_info
@@ -445,7 +445,7 @@ def test_threadpoolctl_sees_the_openblas_that_jax_lapack_uses():
     assert any("scipy_openblas" in info["filepath"] and info["user_api"] == "blas" for info in threadpool_info())
 
 
-@pytest.mark.claim("sec-pln-cost")
+@pytest.mark.claim("sec-pln-cost", "clm-pln-rebuilt-update-compiles")
 def test_jit_step_compiles_nothing_in_a_second_fit_but_a_rebuilt_update_would(data):
     """jit_step's pieces are built once, lr an argument: a warm fit compiles nothing. A
     jax.jit(opt.update) built per fit is a new function, lr a constant in it: it would
@@ -634,7 +634,7 @@ def test_exercise_pytree_rejects_int_as_child_and_arrays_as_aux():
 # ---- the tutorial's NaN log, its level 4, its un-jitted scan ------------------------------------
 
 
-@pytest.mark.claim("sec-pln-seed-bugs")
+@pytest.mark.claim("sec-pln-seed-bugs", "clm-pln-log-nan-from-overflow")
 def test_seed_log_of_losses_is_nan_where_det_overflowed_not_because_of_a_sign(jdata):
     """The tutorial stored minus the ELBO: positive, then -inf once det(Omega) overflows; log -> NaN."""
     losses = np.asarray(seed.fit_with(jdata, 8, seed.seed_neg_elbo)[0])
@@ -647,7 +647,7 @@ def test_seed_log_of_losses_is_nan_where_det_overflowed_not_because_of_a_sign(jd
     assert np.all(logs[:4] > 0)
 
 
-@pytest.mark.claim("sec-pln-seed-bugs")
+@pytest.mark.claim("sec-pln-seed-bugs", "clm-pln-level4-identity")
 def test_seed_level4_fits_omega_identity_and_leaves_a_tracer_in_the_global(jdata, monkeypatch):
     """update_* write the global (not jitted: plain methods); the carried copy keeps Omega = I."""
     assert not hasattr(seed.SeedPLN.update_Sigma, "lower")  # a plain method, not a jitted one
@@ -666,7 +666,7 @@ def test_seed_level4_fits_omega_identity_and_leaves_a_tracer_in_the_global(jdata
             jnp.sum(leaked)
 
 
-@pytest.mark.claim("sec-pln-seed-bugs")
+@pytest.mark.claim("sec-pln-seed-bugs", "clm-pln-scan-cached-by-body")
 def test_unjitted_scan_compiles_per_body_function_so_the_tutorial_compiles_every_call(jdata):
     """lax.scan outside jit compiles its loop, cached by body function; scan_fit's body is new each call."""
     for _ in range(2):
@@ -720,7 +720,7 @@ def test_scan_fit_is_the_jitted_fit_and_level4_needs_the_global(jdata, monkeypat
 # ---- pln-fast: the guard's wording and its one factorisation -------------------------------------
 
 
-@pytest.mark.claim("sec-pln-fast-level")
+@pytest.mark.claim("sec-pln-fast-level", "clm-pln-fast-one-cholesky")
 def test_fast_level_factors_once_where_scan_factors_twice(jdata):
     """inv (an LU) plus slogdet (another LU) against one Cholesky; the two triangular solves stay."""
     from jitbook.chapters.pln.lapack import lapack_calls
