@@ -174,7 +174,7 @@ def test_newton_time_to_target_reports_first_hit_and_races_the_fit_that_stops_th
     assert raced.names == ["Newton"] and out["ms / iter"] == round(raced.min("Newton") / 5 * 1e3, 2)
 
 
-@pytest.mark.claim("sec-pln-cost")
+@pytest.mark.claim("sec-pln-cost", "clm-pln-state-new-buffers")
 def test_the_donated_iteration_hands_its_state_buffers_to_the_next_state():
     """Donation is honoured on CPU: the state given to the call is deleted after it."""
     import jax.numpy as jnp

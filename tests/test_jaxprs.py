@@ -432,7 +432,7 @@ def test_no_tracing_refuses_warm_calls_that_do_not_trace():
         assert rows[label]["under no_tracing"].startswith("RuntimeError: re-tracing")
 
 
-@pytest.mark.claim("sec-jaxprs")
+@pytest.mark.claim("sec-jaxprs", "clm-jaxprs-one-class")
 def test_import_jax_does_not_load_jax_extend():
     script = "import jax\nprint(hasattr(jax, 'extend'))\n"
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}

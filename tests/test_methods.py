@@ -151,7 +151,7 @@ def test_hashed_static_self_is_right_but_compiles_per_configuration():
     np.testing.assert_allclose(as_tanh.predict(X), ref(WEIGHT, "tanh"), atol=1e-6)
 
 
-@pytest.mark.claim("sec-methods-static-self")
+@pytest.mark.claim("sec-methods-static-self", "clm-methods-arrays-not-hashable")
 def test_hashing_an_array_attribute_raises_value_error_from_type_error():
     err = raised(methods.HashedLayer(WEIGHT, "relu").predict, X)
     assert isinstance(err, ValueError)
@@ -239,7 +239,7 @@ def test_unflatten_that_drops_a_field_gives_a_silently_wrong_result():
     np.testing.assert_allclose(_roundtrip(layer).bias, np.zeros(3))
 
 
-@pytest.mark.claim("sec-methods")
+@pytest.mark.claim("sec-methods", "clm-methods-self-is-a-copy")
 def test_a_jitted_method_that_assigns_to_self_changes_nothing():
     layer = methods.MutatingLayer(WEIGHT, "relu")
     assert layer.sgd_step(jnp.ones(3), 0.1) is None
@@ -378,7 +378,7 @@ def test_a_jitted_closure_over_a_mutable_object_goes_stale():
 
 
 # The decision guide.
-@pytest.mark.claim("sec-methods-helper")
+@pytest.mark.claim("sec-methods-helper", "clm-methods-helper-right")
 def test_decision_guide_rows():
     rows = {s.name: methods.evaluate(s) for s in methods.STRATEGIES}
     bad = ["1. jax.jit(layer.predict)", "2. self static, identity hash"]

@@ -71,7 +71,7 @@ SEQUENCES = {
 }
 
 
-@pytest.mark.claim("sec-minijit-cache")
+@pytest.mark.claim("sec-minijit-cache", "clm-minijit-columns-agree")
 @pytest.mark.parametrize("sequence", SEQUENCES)
 def test_compiles_as_often_as_jax(sequence):
     ours, theirs = _compiles_both(recompilation.total, SEQUENCES[sequence])

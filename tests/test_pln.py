@@ -256,7 +256,7 @@ def test_fast_radam_scalars_match_optax():
     assert float(c1) == pytest.approx(1 - 0.9**10, rel=1e-5) and bool(rect)
 
 
-@pytest.mark.claim("sec-pln-levels")
+@pytest.mark.claim("sec-pln-levels", "clm-pln-scan-one-program")
 def test_each_compiled_level_compiles_its_loop_once(data):
     """A second fit of the same shapes compiles nothing; scan-based levels compile one program for the loop."""
     for level in ("scan", "namedtuple", "pytree", "equinox", "fast"):
@@ -483,7 +483,7 @@ def test_corrected_losses_are_finite_and_positive_so_their_log_is_too(runs):
         assert np.all(np.isfinite(res.losses)) and np.all(res.losses > 0), level
 
 
-@pytest.mark.claim("sec-pln-levels")
+@pytest.mark.claim("sec-pln-levels", "clm-pln-levels-differ-in-compile")
 def test_eager_level_compiles_primitives_once_then_reuses_them(data):
     """'each primitive is compiled once, then cached': a second eager fit compiles nothing."""
     fit(data, 2, "eager")
@@ -693,7 +693,7 @@ def test_unjitted_scan_compiles_per_body_function_so_the_tutorial_compiles_every
     assert counts == [1, 0]  # one body function: compiled once, then cached
 
 
-@pytest.mark.claim("sec-pln-seed-bugs")
+@pytest.mark.claim("sec-pln-seed-bugs", "clm-pln-aot-plain-compiles")
 def test_aot_compiled_program_is_not_used_by_the_plain_function(jdata):
     with count_compiles() as aot:
         compiled = jax.jit(seed.scan_fit, static_argnums=1).lower(jdata, 6).compile()

@@ -166,7 +166,7 @@ def test_rerunning_a_cell_compiles_again_and_an_old_wrapper_keeps_the_old_code()
 
 # --- what the logs say -----------------------------------------------------------------------------------
 
-@pytest.mark.claim("sec-recompilation-diagnose")
+@pytest.mark.claim("sec-recompilation-diagnose", "clm-recompilation-explain-closest-key")
 def test_explanations_name_shapes_weak_types_config_and_redefinitions():
     shape = cache.explain_miss(recompilation.add_one, (jnp.ones(3),), (jnp.ones(4),))
     assert "now f32[4] and before f32[3]" in shape and "Finished XLA compilation of jit(add_one)" in shape
@@ -254,7 +254,7 @@ def test_cold_start_needs_an_existing_directory():
 
 # --- control flow ----------------------------------------------------------------------------------------
 
-@pytest.mark.claim("sec-recompilation")
+@pytest.mark.claim("sec-recompilation", "clm-recompilation-structured-control-flow")
 def test_structured_control_flow_compiles_once_static_choices_once_per_value():
     rows = {r["tool"]: r["compiles"] for r in recompilation.control_flow_rows()}
     assert rows == {"lax.switch on a traced mode": 1, "Python if on a static mode": 3,
@@ -566,7 +566,7 @@ def test_buckets_pad_long_lengths_below_double_and_short_ones_to_sixteen():
     assert recompilation.next_bucket(1) == 16 and recompilation.next_bucket(2) / 2 == 8
 
 
-@pytest.mark.claim("sec-recompilation-loop")
+@pytest.mark.claim("sec-recompilation-loop", "clm-recompilation-tutorial-right")
 def test_the_tutorials_jit_and_caching_example_as_written():
     """docs.jax.dev jit-compilation.html, "JIT and caching" (jax-ml/jax#9288 fixed the
     page): the partial and lambda loops compile every step, the plain one once."""

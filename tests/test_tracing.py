@@ -120,7 +120,7 @@ def test_branching_on_a_value_raises_tracer_bool_conversion_error():
     assert str(err).splitlines()[0].startswith("Attempted boolean conversion of traced array")
 
 
-@pytest.mark.claim("sec-tracing")
+@pytest.mark.claim("sec-tracing", "clm-tracing-ways-out-costs")
 def test_three_ways_out_give_the_right_values():
     x = jnp.linspace(-1.0, 1.0, 5)
     x64 = np.asarray(x, np.float64)
@@ -315,7 +315,7 @@ def test_fori_loop_with_traced_n_is_a_while_loop_that_grad_refuses():
     assert isinstance(err, ValueError) and "Reverse-mode differentiation does not work" in str(err)
 
 
-@pytest.mark.claim("sec-tracing-loops")
+@pytest.mark.claim("sec-tracing-loops", "clm-tracing-masked-scan")
 def test_masked_scan_compiles_once_and_differentiates_like_the_unrolled_loop():
     x = jnp.linspace(-1.0, 1.0, 3)
     grad = jax.jit(jax.grad(lambda v, n: tracing.masked_scan(v, n, 10).sum()))
