@@ -107,7 +107,7 @@ test: setup  ## the whole test suite, every chapter at small sizes (about 10 min
 	$(PY) -m pytest
 
 # The fast loop: everything but the chapter runs (and the tests that read executed chapters).
-test-fast: setup  ## the suite without executing any chapter (a few minutes)
+test-fast: setup  ## the suite without executing any chapter (under 10 min)
 	$(PY) -m pytest -m "not chapter"
 
 preview: setup  ## quarto preview until Ctrl-C: re-renders a page as you edit it (first render ~25 min)
