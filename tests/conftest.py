@@ -62,6 +62,13 @@ def _pages_read(item: pytest.Item) -> list[Path] | None:
     return [page] if isinstance(page, Path) else []
 
 
+def pytest_itemcollected(item):
+    """A test that reads an executed chapter is a chapter test too: `-m "not chapter"` (make
+    test-fast) runs the suite without executing any chapter."""
+    if _pages_read(item) is not None:
+        item.add_marker(pytest.mark.chapter)
+
+
 def _by_size(pages) -> list[Path]:
     """Chapters, longest page first: a proxy for the longest run, so the last to finish is short."""
     unique = {Path(page).resolve(): Path(page) for page in pages}
@@ -139,7 +146,7 @@ def no_process_outlives_the_suite(request):
 # The claim ledger's plugin: records each claim test's outcome and, at the end of the session,
 # checks them against data/ledger.json's column for the installed JAX (see jitbook.ledger).
 def pytest_configure(config):
-    from jitbook import ledger
+    from jitbook.ledger import plugin
 
-    if not config.pluginmanager.is_registered(ledger):
-        config.pluginmanager.register(ledger, "jitbook-ledger")
+    if not config.pluginmanager.is_registered(plugin):
+        config.pluginmanager.register(plugin, "jitbook-ledger")

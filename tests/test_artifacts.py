@@ -21,7 +21,7 @@ def test_donating_the_state_aliases_the_output_and_lowers_the_peak_by_one_state(
     assert kept["arguments"] == donated["arguments"] == 2 * state_bytes
 
 
-@pytest.mark.claim("sec-artifacts")
+@pytest.mark.claim("sec-artifacts", "clm-artifacts-donated-input-deleted")
 def test_a_donated_input_is_deleted_and_the_output_reuses_its_memory():
     assert artifacts.live_buffers(donate=True) == {"donated": True, "input deleted": True,
                                                    "output reuses the input's memory": True}
@@ -29,14 +29,14 @@ def test_a_donated_input_is_deleted_and_the_output_reuses_its_memory():
                                                     "output reuses the input's memory": False}
 
 
-@pytest.mark.claim("sec-artifacts")
+@pytest.mark.claim("sec-artifacts", "clm-artifacts-donated-array-raises")
 def test_using_a_donated_array_raises():
     err = artifacts.reuse_error()
     assert isinstance(err, RuntimeError)
     assert jitbook.error_line(err) == "RuntimeError: Array has been deleted with shape=float32[3]."
 
 
-@pytest.mark.claim("sec-artifacts")
+@pytest.mark.claim("sec-artifacts", "clm-artifacts-donation-keyword-calls")
 @pytest.mark.parametrize("how", [{"donate_argnums": 0}, {"donate_argnames": "state"}])
 def test_donation_works_on_keyword_calls_too(how):
     state = jnp.ones(4)
@@ -44,7 +44,7 @@ def test_donation_works_on_keyword_calls_too(how):
     assert state.is_deleted()
 
 
-@pytest.mark.claim("sec-artifacts")
+@pytest.mark.claim("sec-artifacts", "clm-artifacts-unusable-warns-once")
 def test_an_unusable_donation_warns_once_per_compile():
     x = jnp.ones(5)
     with pytest.warns(UserWarning, match="Some donated buffers were not usable"):
@@ -69,7 +69,7 @@ def test_donating_a_loops_carry_lowers_the_peak_and_keeps_the_losses():
     assert donated.losses[-1] < donated.losses[0]
 
 
-@pytest.mark.claim("sec-artifacts-unusable")
+@pytest.mark.claim("sec-artifacts-unusable", "clm-artifacts-unusable-warning-lowering")
 def test_the_unusable_donation_warning_comes_from_lowering():
     assert artifacts.warning_stage(artifacts.total, jnp.ones(100)) == {
         "trace": 0, "lower": 1, "compile": 0, "call": 0}
@@ -100,7 +100,7 @@ def _exported(constraints=()):
                                                      artifacts.batch_spec(3, constraints=constraints))
 
 
-@pytest.mark.claim("sec-artifacts")
+@pytest.mark.claim("sec-artifacts", "clm-artifacts-export-fresh-process")
 def test_a_serialized_export_runs_in_a_fresh_process_with_the_same_results():
     exported = _exported()
     x = np.random.default_rng(1).normal(size=(4, 3)).astype(np.float32)
@@ -110,7 +110,7 @@ def test_a_serialized_export_runs_in_a_fresh_process_with_the_same_results():
     np.testing.assert_allclose(np.asarray(remote["outputs"]), np.asarray(artifacts.predict(W, x)), atol=1e-6)
 
 
-@pytest.mark.claim("sec-artifacts")
+@pytest.mark.claim("sec-artifacts", "clm-artifacts-calling-convention")
 def test_export_sizes_and_calling_convention():
     exported = _exported()
     sizes = artifacts.export_sizes(exported)
@@ -120,7 +120,7 @@ def test_export_sizes_and_calling_convention():
     assert "jax_export_deserialize_expired_versions" in jax.config.values
 
 
-@pytest.mark.claim("sec-artifacts")
+@pytest.mark.claim("sec-artifacts", "clm-artifacts-symbolic-batch")
 def test_one_symbolic_export_serves_every_batch_size():
     exported = _exported()
     assert str(exported.in_avals[1]) == "float32[b,3]" and str(exported.out_avals[0]) == "float32[b,2]"
@@ -129,14 +129,14 @@ def test_one_symbolic_export_serves_every_batch_size():
         np.testing.assert_allclose(exported.call(W, x), artifacts.predict(W, x), atol=1e-6)
 
 
-@pytest.mark.claim("sec-artifacts")
+@pytest.mark.claim("sec-artifacts", "clm-artifacts-fixed-dimension-refused")
 def test_a_wrong_fixed_dimension_is_refused_at_the_call():
     err = jitbook.raised(_exported().call, W, jnp.ones((4, 5)))
     assert isinstance(err, ValueError)
     assert str(err).startswith("Shape mismatch for args[1].shape[1] (expected same constant)")
 
 
-@pytest.mark.claim("sec-artifacts")
+@pytest.mark.claim("sec-artifacts", "clm-artifacts-constraint-refused")
 def test_a_broken_constraint_is_refused_at_the_call():
     exported = _exported(constraints=["b >= 2"])
     assert exported.call(W, jnp.ones((2, 3))).shape == (2, 2)
@@ -145,7 +145,7 @@ def test_a_broken_constraint_is_refused_at_the_call():
     assert str(err).startswith("Input shapes do not match the symbolic shape constraint b >= 2")
 
 
-@pytest.mark.claim("sec-artifacts")
+@pytest.mark.claim("sec-artifacts", "clm-artifacts-even-length-export")
 def test_a_shape_that_needs_an_even_length_cannot_be_exported_for_any_length():
     (b,) = export.symbolic_shape("b")
     err = jitbook.raised(export.export(jax.jit(lambda v: v.reshape(2, -1))), jax.ShapeDtypeStruct((b,), jnp.float32))
@@ -170,7 +170,7 @@ def test_the_unrolled_program_grows_with_the_loop_and_the_scan_does_not():
                                rtol=1e-6)
 
 
-@pytest.mark.claim("sec-artifacts")
+@pytest.mark.claim("sec-artifacts", "clm-artifacts-closed-over-constant")
 def test_a_closed_over_table_is_a_constant_and_an_argument_is_not():
     closed, passed = artifacts.constant_rows(200)
     assert closed["constant bytes"] == 200 * 200 * 4 and passed["constant bytes"] == 0
@@ -179,7 +179,7 @@ def test_a_closed_over_table_is_a_constant_and_an_argument_is_not():
     assert 2 * closed["constant bytes"] < closed["StableHLO characters"] < 2.01 * closed["constant bytes"]
 
 
-@pytest.mark.claim("sec-artifacts")
+@pytest.mark.claim("sec-artifacts", "clm-artifacts-constant-sweep")
 def test_the_constant_sweep_grows_with_the_table_only_when_closed_over():
     small, large = artifacts.constant_sweep([50, 200])
     assert large["table (MB)"] == 16 * small["table (MB)"]
@@ -196,7 +196,7 @@ def test_jitted_pieces_compile_once_each_but_not_inside_an_outer_jit():
     assert (outer_plain["compiles"], outer_plain["compiles of a piece"]) == (1, 0)
 
 
-@pytest.mark.claim("sec-artifacts-hoisting")
+@pytest.mark.claim("sec-artifacts-hoisting", "clm-artifacts-hoisting-read-at-import")
 def test_constant_hoisting_set_after_import_leaves_the_closure_embedded():
     table = np.random.default_rng(0).normal(size=(50, 50)).astype(np.float32)
     before = len(jax.jit(artifacts.closed_over(table)).lower(jnp.ones(50)).as_text())

@@ -11,7 +11,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from jitbook.site import backlinks, cli, harness, talk
+from jitbook.site import cli, harness, talk
 
 ROOT = harness.ROOT
 REF = re.compile(r"(?<![\w@])@((?:sec|fig|tbl|lst|exr)-[\w-]+)")
@@ -225,10 +225,9 @@ def _plain(text: str) -> str:
 
 def test_docstring_back_links_read_taught_in_chapter_section():
     """One form for readers, `Taught in <Chapter>, <Section>.`, naming a real chapter and heading
-    (a heading may be shortened to its start); `python -m jitbook.site backlinks` rewrites old forms."""
+    (a heading may be shortened to its start)."""
     import ast
 
-    assert backlinks.backlink_files() == [], "old back-link forms: run `python -m jitbook.site backlinks`"
     titles = harness.chapter_titles()
     headings = {stem: [_plain(re.sub(r"\s*\{[^}]*\}\s*$", "", h))
                        for h in re.findall(r"^#{1,4} (.+)$", (harness.ROOT / "chapters" / f"{stem}.qmd").read_text(), re.M)]
@@ -245,14 +244,3 @@ def test_docstring_back_links_read_taught_in_chapter_section():
                            for chapter, section in splits for stem, title in titles.items()):
                     stale.append(f"{path.relative_to(harness.ROOT)}: {getattr(node, 'name', 'module')}: {link}")
     assert not stale, "back-links to no chapter section (rename them to a heading of the page):\n" + "\n".join(stale)
-
-
-def test_old_back_links_are_rewritten_for_readers():
-    titles = {"recompilation": "Static arguments and compiling again"}
-    old = ('    Taught in "Tracing", "Explore it" (sec-tracing-explore).\n'
-           '    Taught in recompilation.qmd, "Static arguments".\n'
-           '    Defined in chapter "jit across devices", section "Which mesh?".\n')
-    assert backlinks.reader_backlinks(old, titles) == (
-        "    Taught in Tracing, Explore it.\n"
-        "    Taught in Static arguments and compiling again, Static arguments.\n"
-        "    Taught in jit across devices, Which mesh?\n")

@@ -18,7 +18,8 @@ import pytest
 from nbconvert import HTMLExporter
 
 import processes
-from jitbook.site import explore, harness, post_render
+from jitbook import explore
+from jitbook.site import harness, post_render
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
@@ -143,7 +144,7 @@ def move(page, spec: dict) -> list[int]:
 def test_explorers_move_and_show_the_computed_values_offline(page_path, browser, executed, tmp_path):
     nb = executed(page_path)
     specs = explorer_specs(nb)
-    assert specs, f"{page_path.name} has no explorer: add one with jitbook.site.explore before its Exercises"
+    assert specs, f"{page_path.name} has no explorer: add one with jitbook.explore before its Exercises"
     page, remote, errors = open_offline(browser, export(nb, tmp_path))
     assert page.evaluate("typeof window.Plotly") == "object", "plotly.js did not load from the page itself"
     for spec in specs:
@@ -169,7 +170,7 @@ def test_every_kind_of_explorer_works_on_one_page(browser, tmp_path):
     """Slider, picker with panels, grid and curves, in one executed notebook: the runtime sent once, all move."""
     from nbclient import NotebookClient
 
-    cells = ["import jitbook\nfrom jitbook.site import explore",
+    cells = ["import jitbook\nfrom jitbook import explore",
              "explore.slider([{'n': n, 'a': n * 1.5, 'b': n ** 0.5} for n in (1, 2, 4, 8)], x='n', ys=['a', 'b'], "
              "title='slider', log_x=True)",
              "explore.picker([{'v': 'sin', 'flops': 3}, {'v': 'cos', 'flops': 5}], key='v', bar='flops', title='picker', "
@@ -204,7 +205,7 @@ def test_jupyterlab_draws_an_untrusted_explorer_with_plotlys_own_menu(browser, t
 
     from nbclient import NotebookClient
 
-    cell = ("import jitbook\nfrom jitbook.site import explore\nexplore.picker([{'v': 'sin', 'flops': 3}, {'v': 'cos', 'flops': 5}], "
+    cell = ("import jitbook\nfrom jitbook import explore\nexplore.picker([{'v': 'sin', 'flops': 3}, {'v': 'cos', 'flops': 5}], "
             "key='v', bar='flops', title='picker', panels=[{'jaxpr': 'sin a'}, {'jaxpr': 'cos a'}])")
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(cell)])
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}

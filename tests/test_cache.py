@@ -16,7 +16,7 @@ def shift(x):
     return x - 1.0
 
 
-@pytest.mark.claim("sec-recompilation")
+@pytest.mark.claim("sec-recompilation", "clm-recompilation-first-call-compiles")
 def test_first_call_compiles_once_second_call_not_at_all():
     f = jax.jit(lambda x: scale(x) + 0.5)
     x = jnp.ones(5)
@@ -59,7 +59,7 @@ def test_count_for_needs_a_name():
         log.count_for(scale)
 
 
-@pytest.mark.claim("sec-recompilation-diagnose")
+@pytest.mark.claim("sec-recompilation-diagnose", "clm-recompilation-explain-cache-misses")
 def test_captured_logs_explain_a_cache_miss_and_config_is_restored():
     f = jax.jit(shift)
     f(jnp.ones(3))

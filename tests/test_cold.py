@@ -121,7 +121,7 @@ def clearing_calls(root: Path = ROOT) -> list[str]:
 def test_no_chapter_code_clears_jax_caches_outside_a_fresh_process():
     assert clearing_calls() == [], (
         "chapter code clears JAX's caches in the reader's process; run the measurement in a "
-        "fresh process with jitbook.guard.run_cold instead"
+        "fresh process with jitbook.fresh.run_cold instead"
     )
 
 

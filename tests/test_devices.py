@@ -120,12 +120,12 @@ def facts() -> dict:
 
 # --- many devices on one CPU ------------------------------------------------------------------------------
 
-@pytest.mark.claim("sec-devices")
+@pytest.mark.claim("sec-devices", "clm-devices-num-cpu-devices")
 def test_jax_num_cpu_devices_set_first_gives_that_many_devices(facts):
     assert facts["device count"] == 4
 
 
-@pytest.mark.claim("sec-devices")
+@pytest.mark.claim("sec-devices", "clm-devices-xla-flag-fallback")
 def test_the_xla_flag_gives_simulated_devices_too():
     import os
 
@@ -135,7 +135,7 @@ def test_the_xla_flag_gives_simulated_devices_too():
     assert out.stdout.strip() == "3", out.stderr[-2000:]
 
 
-@pytest.mark.claim("sec-devices")
+@pytest.mark.claim("sec-devices", "clm-devices-new-count-refused")
 def test_a_new_device_count_is_refused_once_the_backend_runs(facts):
     assert facts["late jax error"].startswith("RuntimeError: jax_num_cpu_devices config should be updated before")
     assert "Restart the kernel and call use_cpu_devices(8)" in facts["late our error"]
@@ -145,7 +145,7 @@ def test_use_cpu_devices_in_a_started_process_says_how_to_fix_it():
     jax.devices()  # make sure this process's backend has started, so the call below cannot change it
     with pytest.raises(RuntimeError, match="already started with 1 device"):
         devices.use_cpu_devices(3)
-    with pytest.raises(ValueError, match="positive integer"):
+    with pytest.raises(ValueError, match="positive whole number"):
         devices.use_cpu_devices(0)
 
 
@@ -156,25 +156,25 @@ def test_data_mesh_refuses_more_devices_than_jax_has():
 
 # --- sharded inputs ---------------------------------------------------------------------------------------
 
-@pytest.mark.claim("sec-devices")
+@pytest.mark.claim("sec-devices", "clm-devices-make-mesh-explicit")
 def test_make_mesh_is_explicit_by_default_and_typeof_shows_the_sharding(facts):
     assert facts["default axis type"] == "Explicit"
     assert facts["explicit type"] == "float32[8@data,4]"
     assert facts["auto type"] == "float32[8,4]"
 
 
-@pytest.mark.claim("sec-devices")
+@pytest.mark.claim("sec-devices", "clm-devices-explicit-refuses-ambiguous")
 def test_explicit_mode_refuses_a_product_over_split_rows(facts):
     assert facts["explicit gram"].startswith("ShardingTypeError: Contracting dimensions are sharded")
 
 
-@pytest.mark.claim("sec-devices-placement")
+@pytest.mark.claim("sec-devices-placement", "clm-devices-committed-not-moved")
 def test_in_shardings_refuses_an_array_committed_to_another_sharding(facts):
     assert facts["in_shardings mismatch"].startswith(
         "ValueError: Sharding passed to jit does not match the sharding on the respective arg.")
 
 
-@pytest.mark.claim("sec-devices-placement")
+@pytest.mark.claim("sec-devices-placement", "clm-devices-sharding-constraint")
 def test_with_sharding_constraint_moves_an_intermediate_and_set_mesh_takes_bare_specs(facts):
     assert facts["constraint"] == ["P(None, 'data')", True, {"all-to-all": 1}]
     assert facts["set_mesh device_put"] == "P('data', None)"
@@ -182,7 +182,7 @@ def test_with_sharding_constraint_moves_an_intermediate_and_set_mesh_takes_bare_
     assert "jax.set_mesh(mesh)" in facts["no mesh"]
 
 
-@pytest.mark.claim("sec-devices-placement")
+@pytest.mark.claim("sec-devices-placement", "clm-devices-two-fixes")
 def test_the_explicit_error_asks_for_out_sharding_and_both_fixes_work(facts):
     assert "Please specify the output sharding via the `out_sharding` parameter" in facts["explicit gram"]
     assert facts["gram fixes"] == {
@@ -191,12 +191,12 @@ def test_the_explicit_error_asks_for_out_sharding_and_both_fixes_work(facts):
     }
 
 
-@pytest.mark.claim("sec-devices-pmap")
+@pytest.mark.claim("sec-devices-pmap", "clm-devices-pmap-on-shard-map")
 def test_pmap_is_jit_of_shard_map_and_the_old_implementation_is_gone(facts):
     assert facts["pmap"] == [True, "NamedSharding", ["_internal_pmap_axis_name"], False]
 
 
-@pytest.mark.claim("sec-devices-processes")
+@pytest.mark.claim("sec-devices-processes", "clm-devices-local-rows-single-process")
 def test_process_local_placement_matches_the_whole_placement_in_one_process(facts):
     assert facts["local placement"] == [True, True, True]
 
@@ -252,7 +252,7 @@ def test_the_matmul_collectives_for_each_sharding(facts):
     ]
 
 
-@pytest.mark.claim("sec-devices")
+@pytest.mark.claim("sec-devices", "clm-devices-shard-map-psum")
 def test_shard_map_psum_gives_the_product_with_one_all_reduce(facts):
     assert facts["psum gap"] < 1e-4
     assert facts["psum collectives"] == {"all-reduce": 1}
@@ -267,7 +267,7 @@ def test_collectives_needs_a_compiled_program_and_finds_none_on_one_device():
 
 # --- the PLN fit, data-parallel ---------------------------------------------------------------------------
 
-@pytest.mark.claim("sec-devices")
+@pytest.mark.claim("sec-devices", "clm-devices-pln-same-losses")
 def test_the_sharded_pln_fit_reproduces_the_one_device_losses(facts):
     assert facts["pln gap"] < 1e-4  # float32 partial sums added in another order
 
@@ -321,7 +321,7 @@ def test_place_rows_refuses_rows_that_do_not_split(facts):
 
 # --- more than one process --------------------------------------------------------------------------------
 
-@pytest.mark.claim("sec-devices-processes")
+@pytest.mark.claim("sec-devices-processes", "clm-devices-two-processes")
 def test_two_processes_see_the_global_array_and_reproduce_the_one_device_losses():
     runs = devices_processes.run_processes(num_processes=2, devices_per_process=2, repeat=1, n_iter=3, timeout=60)
     assert [r["process"] for r in runs] == [0, 1]
@@ -335,7 +335,7 @@ def test_two_processes_see_the_global_array_and_reproduce_the_one_device_losses(
 
 
 def test_a_failing_process_stops_the_run_with_a_clear_error():
-    with pytest.raises(RuntimeError, match=r"(?s)process [01] of 2 exited with code 1\..*positive integer"):
+    with pytest.raises(RuntimeError, match=r"(?s)process [01] of 2 exited with code 1\..*positive whole number"):
         devices_processes.run_processes(devices_per_process=0, timeout=60)
 
 
@@ -354,7 +354,7 @@ def test_picture_draws_with_rich_or_says_it_is_missing():
         assert "CPU 0" in text and "\x1b[" not in text  # plain text, no ANSI colour codes
 
 
-@pytest.mark.claim("sec-devices-sharded")
+@pytest.mark.claim("sec-devices-sharded", "clm-devices-visualize-picture")
 def test_picture_draws_plain_text_where_rich_would_draw_through_jupyter(monkeypatch):
     rich_console = pytest.importorskip("rich.console")
     monkeypatch.setattr(rich_console, "_is_jupyter", lambda: True)

@@ -43,7 +43,7 @@ def test_pick_follows_the_switch(monkeypatch):
     assert jitbook.pick(full=100, small=2) == 100
     monkeypatch.setenv("JITBOOK_SMALL", "yes please")
     with pytest.raises(ValueError, match="JITBOOK_SMALL must be 1"):
-        jitbook.is_small()
+        jitbook.size.is_small()
 
 
 def test_fit_wraps_long_lines_at_spaces_with_a_hanging_indent():

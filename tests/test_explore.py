@@ -6,8 +6,7 @@ import numpy as np
 import plotly.graph_objects as go
 import pytest
 
-from jitbook import display
-from jitbook.site import explore
+from jitbook import display, explore
 
 ROWS = [{"n": 1, "eager ms": 2.0, "jit ms": 1.0}, {"n": 10, "eager ms": 20.0, "jit ms": 3.0},
         {"n": 100, "eager ms": 200.0, "jit ms": 9.0}]
@@ -206,7 +205,7 @@ def test_level_curves_reach_and_bad_input():
 
 
 def test_axes_read_as_counts_powers_of_ten_and_no_si_suffixes():
-    from jitbook.site import explore
+    from jitbook import explore
 
     counts = explore.slider([{"n": n, "compiles": c} for n, c in [(1, 0), (10, 1), (100, 3)]],
                             x="n", ys=["compiles"], title="t", log_x=True)
@@ -224,7 +223,7 @@ def test_axes_read_as_counts_powers_of_ten_and_no_si_suffixes():
 
 
 def test_log_axes_get_several_ticks_and_close_values_do_not_overprint():
-    from jitbook.site.explore_axes import axis, log_ticks
+    from jitbook.explore.axes import axis, log_ticks
 
     narrow = log_ticks(20.0, 90.0)
     assert len(narrow) >= 3 and all(20 <= t <= 90 for t in narrow), "a log axis inside one decade"
@@ -236,7 +235,7 @@ def test_log_axes_get_several_ticks_and_close_values_do_not_overprint():
 
 
 def test_missing_values_and_section_ids_read_as_words(monkeypatch):
-    from jitbook.site import explore_core
+    from jitbook.explore import core as explore_core
 
     monkeypatch.setattr(explore_core, "_titles", lambda: {"sec-tracing-loops": "Python loops unroll"})
     assert explore_core.fmt(None) == "—"
@@ -248,7 +247,7 @@ def test_the_vendored_plotly_is_pinned_and_a_third_of_the_full_bundle():
     import hashlib
     from importlib import resources
 
-    from jitbook.site import explore_page
+    from jitbook.explore import page as explore_page
 
     data = explore_page.plotly_path().read_bytes()
     assert hashlib.sha256(data).hexdigest() == explore_page.PLOTLY_SHA256

@@ -8,6 +8,8 @@ import sys
 import pytest
 
 from jitbook import guard
+from jitbook.chapters import why_compile
+from jitbook.fresh import in_fresh_process
 
 SMALL = ["--rows", "64", "--cols", "32", "--repeat", "1", "--iters", "3"]
 
@@ -16,13 +18,13 @@ def test_import_jitbook_sets_the_flag():
     assert guard.XLA_FLAG in os.environ["XLA_FLAGS"].split()
 
 
-@pytest.mark.claim("sec-miscompile")
+@pytest.mark.claim("sec-miscompile", "clm-index-guard-right-sum")
 def test_the_guard_gives_the_right_sum():
     result = guard.probe_in_fresh_process(guarded=True)
     assert result["flag set"] and result["relative error"] < 1e-5
 
 
-@pytest.mark.claim("sec-miscompile")
+@pytest.mark.claim("sec-miscompile", "clm-index-xla-miscompiles")
 def test_without_the_guard_jax_still_miscompiles():
     """If this fails, the installed JAX sums correctly without the flag: the guard may go."""
     result = guard.probe_in_fresh_process(guarded=False)
@@ -33,18 +35,18 @@ def test_without_the_guard_jax_still_miscompiles():
     )
 
 
-@pytest.mark.claim("sec-why-compile-guard")
+@pytest.mark.claim("sec-why-compile-guard", "clm-why-compile-guard-one-program")
 def test_the_guard_given_to_one_program_gives_the_right_sum():
     result = guard.probe_in_fresh_process(guarded=False, options="guarded")
     assert not result["flag set"] and result["relative error"] < 1e-5
 
 
-@pytest.mark.claim("sec-why-compile-guard")
+@pytest.mark.claim("sec-why-compile-guard", "clm-why-compile-guard-options-same-program")
 def test_the_per_program_options_build_the_flags_programs():
     """compiler_options={YNN_OPTION: ...} per program compiles exactly what the flag
     compiles (GUARDED_OPTIONS), and DEFAULT_OPTIONS exactly what XLA's default does."""
-    flagged = guard.in_fresh_process("guard", "fingerprints", *SMALL, guarded=True)
-    plain = guard.in_fresh_process("guard", "fingerprints", *SMALL, guarded=False)
+    flagged = in_fresh_process("chapters.why_compile", "fingerprints", *SMALL, guarded=True)
+    plain = in_fresh_process("chapters.why_compile", "fingerprints", *SMALL, guarded=False)
     assert plain["guarded"] == flagged["none"] == flagged["guarded"]
     assert flagged["default"] == plain["none"] == plain["default"]
     assert plain["none"] != flagged["none"]  # the flag does change these programs
@@ -60,7 +62,7 @@ def test_the_flags_plus_minus_syntax_is_refused_per_program():
 
 
 def test_price_races_each_main_program_with_and_without():
-    rounds = guard.price(64, 32, 1, 3, min_time=0.0)
+    rounds = why_compile.price(64, 32, 1, 3, min_time=0.0)
     assert len(rounds) == 4  # why-compile's function at two sizes, two PLN levels
     for times in rounds.values():
         assert set(times) == {"without the guard", "with the guard"}
@@ -78,7 +80,7 @@ def test_jitbook_guard_off_leaves_the_flags_alone():
 
 def test_a_failing_fresh_process_says_what_failed():
     with pytest.raises(RuntimeError, match="python -m jitbook.guard warp failed"):
-        guard.in_fresh_process("guard", "warp", guarded=True)
+        in_fresh_process("guard", "warp", guarded=True)
 
 
 def test_importing_jitbook_after_jax_has_started_warns():

@@ -2,6 +2,7 @@
 top, one module per chapter under ``chapters/`` and its checkers under ``exercises/``, and
 the book's machinery in subpackages, each a command with a README of its own."""
 
+import ast
 from pathlib import Path
 
 import pytest
@@ -9,9 +10,11 @@ import pytest
 from jitbook.site.harness import ROOT, chapter_pages
 
 PACKAGE = ROOT / "code" / "jitbook"
-TOOLS = {"cache", "timing", "programs", "errors", "guard", "display", "size"}
+TOOLS = {"cache", "timing", "programs", "errors", "guard", "display", "size", "fresh", "paths",
+         "arguments", "heartbeat"}
+TOOL_PACKAGES = {"explore"}  # a reader's tool in several modules: `from jitbook import explore`
 MACHINERY = {"site", "classroom", "ledger", "bench"}
-ROOMS = {"chapters", "exercises"} | MACHINERY
+ROOMS = {"chapters", "exercises", "evidence"} | TOOL_PACKAGES | MACHINERY
 LONGEST_MODULE = 700
 
 
@@ -23,6 +26,28 @@ def test_the_top_of_the_package_holds_only_the_readers_tools():
     )
     rooms = {p.name for p in PACKAGE.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
     assert rooms == ROOMS
+
+
+def _imports(path: Path) -> set[str]:
+    """Every module a file imports, at the top or inside a function."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            found |= {node.module} | {f"{node.module}.{alias.name}" for alias in node.names}
+    return found
+
+
+def test_the_readers_tools_are_a_base_layer_that_imports_no_chapter_code():
+    files = [PACKAGE / f"{tool}.py" for tool in TOOLS]
+    files += [p for package in TOOL_PACKAGES for p in (PACKAGE / package).glob("*.py")]
+    leaks = {
+        str(p.relative_to(PACKAGE)): sorted(m for m in _imports(p) if m.startswith(("jitbook.chapters", "jitbook.exercises")))
+        for p in files
+    }
+    leaks = {name: modules for name, modules in leaks.items() if modules}
+    assert not leaks, f"a reader's tool imports chapter code (move what it needs into the tool, or the tool's use into the chapter): {leaks}"
 
 
 @pytest.mark.parametrize("room", sorted(MACHINERY))

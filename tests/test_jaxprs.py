@@ -21,7 +21,7 @@ def prims(fn, *args, **kwargs):
 # ---------------------------------------------------------------- reading a jaxpr
 
 
-@pytest.mark.claim("sec-jaxprs")
+@pytest.mark.claim("sec-jaxprs", "clm-jaxprs-make-jaxpr-carries-consts")
 def test_make_jaxpr_returns_a_jaxpr_that_carries_its_constants():
     j = jax.make_jaxpr(jaxprs.update)(jnp.ones(4))
     assert type(j).__name__ == "Jaxpr"
@@ -105,14 +105,14 @@ def test_closure_array_is_a_constant_and_argument_is_an_input():
     assert jax.make_jaxpr(jaxprs.with_argument)(jnp.ones((3, 4)), table).consts == []
 
 
-@pytest.mark.claim("sec-jaxprs")
+@pytest.mark.claim("sec-jaxprs", "clm-jaxprs-literal")
 def test_closure_number_is_a_literal():
     j = jax.make_jaxpr(jaxprs.scaled_by(3.0))(jnp.ones((3, 4)))
     assert j.consts == []
     assert isinstance(j.eqns[0].invars[1], jax.extend.core.Literal) and "3.0:f32[]" in str(j)
 
 
-@pytest.mark.claim("sec-jaxprs")
+@pytest.mark.claim("sec-jaxprs", "clm-jaxprs-float-argument-weak")
 def test_python_float_argument_is_weakly_typed():
     stats = programs.stats(jaxprs.log2_with_side_effects, 3.0, lower=False)
     assert stats.inputs == ["~float32[]"]
@@ -133,7 +133,7 @@ def test_weak_literal_takes_the_dtype_and_strong_constant_promotes():
 # ---------------------------------------------------------------- the stages
 
 
-@pytest.mark.claim("sec-jaxprs-stages")
+@pytest.mark.claim("sec-jaxprs-stages", "clm-jaxprs-cost-analysis-type")
 def test_aot_stages_and_cost_analysis():
     m, k, n = 32, 64, 16
     a = jax.random.normal(jax.random.key(1), (m, k))
@@ -196,7 +196,7 @@ def test_compiled_executable_refuses_other_shapes_and_dtypes():
     assert dtype["outcome"] == "TypeError" and "int32[6,4]" in dtype["last line"]
 
 
-@pytest.mark.claim("sec-jaxprs")
+@pytest.mark.claim("sec-jaxprs", "clm-jaxprs-new-shape-compiles")
 def test_jitted_function_compiles_again_for_a_new_shape():
     def local_project(x, t):
         return jnp.tanh(x @ t)
@@ -277,7 +277,7 @@ def test_optimized_hlo_fuses_the_equations_into_fewer_loops():
     assert all("{" not in r["type"] for r in rows)
 
 
-@pytest.mark.claim("sec-jaxprs-xla")
+@pytest.mark.claim("sec-jaxprs-xla", "clm-jaxprs-reduce-window-guard")
 def test_reduce_window_in_the_sum_comes_from_the_guard_flag():
     script = ("import jax, jax.numpy as jnp\n"
               "x = jnp.ones((400, 100))\n"
@@ -306,7 +306,7 @@ def test_eval_shape_compiles_nothing():
     assert (out.shape, out.dtype, log.count) == ((100_000, 10_000), jnp.float32, 0)
 
 
-@pytest.mark.claim("sec-jaxprs")
+@pytest.mark.claim("sec-jaxprs", "clm-jaxprs-no-tracing")
 def test_no_tracing_lets_cached_calls_run_and_refuses_a_new_trace():
     def guarded(x):
         return x * 2.0
@@ -329,10 +329,10 @@ def test_one_primitive_can_lower_to_several_stablehlo_operations():
     assert jax.jit(cube).lower(x).as_text().count("stablehlo.multiply") == 2
 
 
-# --- issue 21: StableHLO as a module, the output fusion, no_tracing, jax.extend ----------------------
+# ---------------------------------------------------------------- StableHLO as a module, the output fusion, no_tracing, jax.extend
 
 
-@pytest.mark.claim("sec-jaxprs-stages")
+@pytest.mark.claim("sec-jaxprs-stages", "clm-jaxprs-module-in-memory")
 def test_lowering_gives_an_mlir_module_and_as_text_prints_it():
     lowered = jax.jit(jnp.sin).lower(jnp.ones(3))
     module = lowered.compiler_ir("stablehlo")
@@ -347,7 +347,7 @@ def test_lowering_gives_an_mlir_module_and_as_text_prints_it():
     assert "module" in params and "Module" in str(params["module"].annotation)
 
 
-@pytest.mark.claim("sec-jaxprs-xla")
+@pytest.mark.claim("sec-jaxprs-xla", "clm-jaxprs-output-fusion")
 def test_one_full_size_fusion_is_the_output():
     x = jnp.ones((400, 100))
     compiled = jax.jit(why_compile.standardize_softplus).lower(x).compile()
@@ -373,7 +373,7 @@ def test_no_tracing_refuses_warm_calls_that_do_not_trace():
         assert rows[label]["under no_tracing"].startswith("RuntimeError: re-tracing")
 
 
-@pytest.mark.claim("sec-jaxprs")
+@pytest.mark.claim("sec-jaxprs", "clm-jaxprs-one-class")
 def test_import_jax_does_not_load_jax_extend():
     script = "import jax\nprint(hasattr(jax, 'extend'))\n"
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}

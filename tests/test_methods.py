@@ -134,7 +134,7 @@ def test_static_self_with_identity_hash_goes_stale():
     assert not np.allclose(before, ref(WEIGHT, "tanh"))
 
 
-@pytest.mark.claim("sec-methods-static-self")
+@pytest.mark.claim("sec-methods-static-self", "clm-methods-hashed-self-compiles")
 def test_hashed_static_self_is_right_but_compiles_per_configuration():
     hashed = methods.HashedLayer((1.0, -2.0, 0.5), "relu")
     counts = count_each(
@@ -150,7 +150,7 @@ def test_hashed_static_self_is_right_but_compiles_per_configuration():
     np.testing.assert_allclose(as_tanh.predict(X), ref(WEIGHT, "tanh"), atol=1e-6)
 
 
-@pytest.mark.claim("sec-methods-static-self")
+@pytest.mark.claim("sec-methods-static-self", "clm-methods-arrays-not-hashable")
 def test_hashing_an_array_attribute_raises_value_error_from_type_error():
     err = raised(methods.HashedLayer(WEIGHT, "relu").predict, X)
     assert isinstance(err, ValueError)
@@ -159,7 +159,7 @@ def test_hashing_an_array_attribute_raises_value_error_from_type_error():
 
 
 # Strategy 3.
-@pytest.mark.claim("sec-methods")
+@pytest.mark.claim("sec-methods", "clm-methods-pytree-per-activation")
 @pytest.mark.parametrize("cls", [methods.PytreeLayer, methods.DataclassLayer, methods.EqxLayer])
 def test_pytree_layers_compile_per_activation_not_per_instance(cls):
     counts = count_each(lambda: cls(WEIGHT, "relu").predict(X), lambda: cls(NEW_WEIGHT, "relu").predict(X),
@@ -174,7 +174,7 @@ def _roundtrip(obj):
     return jax.tree_util.tree_unflatten(treedef, leaves)
 
 
-@pytest.mark.claim("sec-methods")
+@pytest.mark.claim("sec-methods", "clm-methods-round-trip")
 @pytest.mark.parametrize("obj", [
     methods.PytreeLayer(WEIGHT, "relu"), methods.DataclassLayer(WEIGHT, "relu"), methods.EqxLayer(WEIGHT, "relu"),
     methods.MutatingLayer(WEIGHT, "tanh"), methods.ArrayMetadataLayer(WEIGHT, jnp.zeros(3), "relu"),
@@ -188,14 +188,14 @@ def test_flatten_unflatten_round_trip_keeps_every_field(obj):
         np.testing.assert_array_equal(np.asarray(getattr(back, name)), np.asarray(value))
 
 
-@pytest.mark.claim("sec-methods")
+@pytest.mark.claim("sec-methods", "clm-methods-grad-is-a-layer")
 def test_grad_with_respect_to_a_pytree_layer_is_a_layer():
     g = jax.grad(lambda lay: jnp.sum(lay.predict(X)))(methods.PytreeLayer(WEIGHT, "relu"))
     assert type(g) is methods.PytreeLayer
     np.testing.assert_allclose(g.weight, methods.reference_grad(WEIGHT, X, "relu"))
 
 
-@pytest.mark.claim("sec-methods")
+@pytest.mark.claim("sec-methods", "clm-methods-register-dataclass")
 def test_register_dataclass_puts_static_fields_in_the_treedef():
     layer = methods.DataclassLayer(WEIGHT, "relu")
     assert "relu" in str(jax.tree_util.tree_structure(layer))
@@ -205,7 +205,7 @@ def test_register_dataclass_puts_static_fields_in_the_treedef():
     np.testing.assert_allclose(layer.weight, WEIGHT)
 
 
-@pytest.mark.claim("sec-methods-metadata")
+@pytest.mark.claim("sec-methods-metadata", "clm-methods-array-metadata-raises")
 def test_array_in_metadata_works_once_then_raises_for_an_equal_new_array():
     offset = jnp.array([0.5, 0.5, 0.5])
     assert raised(lambda: methods.ArrayMetadataLayer(WEIGHT, offset, "relu").predict(X)) is None
@@ -217,7 +217,7 @@ def test_array_in_metadata_works_once_then_raises_for_an_equal_new_array():
     assert isinstance(scalar, ValueError) and "metadata fields" in str(scalar)
 
 
-@pytest.mark.claim("sec-methods-metadata")
+@pytest.mark.claim("sec-methods-metadata", "clm-methods-scalar-metadata-per-value")
 def test_scalar_array_in_metadata_compiles_once_per_value():
     counts = count_each(
         *[lambda v=v: methods.ArrayMetadataLayer(WEIGHT, jnp.asarray(v), "relu").predict(X) for v in (0.5, 0.5, 0.25)],
@@ -227,7 +227,7 @@ def test_scalar_array_in_metadata_compiles_once_per_value():
     assert "dense<2.500000e-01>" in methods.ArrayMetadataLayer.predict.lower(layer, X).as_text()
 
 
-@pytest.mark.claim("sec-methods-unflatten")
+@pytest.mark.claim("sec-methods-unflatten", "clm-methods-unflatten-drops-field")
 def test_unflatten_that_drops_a_field_gives_a_silently_wrong_result():
     layer = methods.DroppingLayer(WEIGHT, "relu")
     layer.bias = jnp.ones(3)
@@ -238,7 +238,7 @@ def test_unflatten_that_drops_a_field_gives_a_silently_wrong_result():
     np.testing.assert_allclose(_roundtrip(layer).bias, np.zeros(3))
 
 
-@pytest.mark.claim("sec-methods")
+@pytest.mark.claim("sec-methods", "clm-methods-self-is-a-copy")
 def test_a_jitted_method_that_assigns_to_self_changes_nothing():
     layer = methods.MutatingLayer(WEIGHT, "relu")
     assert layer.sgd_step(jnp.ones(3), 0.1) is None
@@ -248,7 +248,7 @@ def test_a_jitted_method_that_assigns_to_self_changes_nothing():
 
 
 # Strategy 4: Equinox.
-@pytest.mark.claim("sec-methods")
+@pytest.mark.claim("sec-methods", "clm-methods-eqx-frozen-pytree")
 def test_equinox_modules_are_frozen():
     err = raised(setattr, methods.EqxLayer(WEIGHT, "relu"), "weight", NEW_WEIGHT)
     assert isinstance(err, dataclasses.FrozenInstanceError)
@@ -269,7 +269,7 @@ def test_equinox_bound_method_is_a_pytree_that_jax_jit_cannot_hash():
     np.testing.assert_allclose(eqx.filter_jit(plus2.apply)(), [2.0, 2.0])
 
 
-@pytest.mark.claim("sec-methods-eqx-cache")
+@pytest.mark.claim("sec-methods-eqx-cache", "clm-methods-eqx-cache-on-class")
 def test_cache_size_is_not_on_the_equinox_bound_method_but_on_the_class():
     plus = methods.SignedEqx(jnp.ones(2), "plus")
     assert type(plus.jit_apply).__name__ == "BoundMethod"
@@ -278,7 +278,7 @@ def test_cache_size_is_not_on_the_equinox_bound_method_but_on_the_class():
     assert methods.SignedEqx.jit_apply._cache_size() == 0
 
 
-@pytest.mark.claim("sec-methods-eqx-cache")
+@pytest.mark.claim("sec-methods-eqx-cache", "clm-methods-eqx-one-cache")
 def test_one_cache_shared_by_instances_and_emptied_by_clear_caches():
     ones = jnp.ones(2)
     plus, plus2, minus = (methods.SignedEqx(ones, "plus"), methods.SignedEqx(2 * ones, "plus"),
@@ -310,7 +310,7 @@ def test_static_callables_compare_by_identity():
                       lambda: methods.MappedEqx(twos, alias).run()) == [1, 0, 1, 0]
 
 
-@pytest.mark.claim("sec-methods-grad-static")
+@pytest.mark.claim("sec-methods-grad-static", "clm-methods-grad-per-static-value")
 def test_jit_grad_compiles_once_per_static_value():
     ones = jnp.ones(2)
     models = [methods.SignedEqx(ones, "plus"), methods.SignedEqx(2 * ones, "plus"),
@@ -320,7 +320,7 @@ def test_jit_grad_compiles_once_per_static_value():
     assert [float(g(m, 1.0)) for m in models] == [2.0, 4.0, -2.0, -2.0]
 
 
-@pytest.mark.claim("sec-methods-grad-static")
+@pytest.mark.claim("sec-methods-grad-static", "clm-methods-filter-grad-not-hashable")
 def test_jax_jit_of_filter_value_and_grad_fails_and_filter_jit_works():
     plus = methods.SignedEqx(jnp.ones(2), "plus")
     wrapper = eqx.filter_value_and_grad(methods.signed_loss)
@@ -336,7 +336,7 @@ def test_jax_jit_of_filter_value_and_grad_fails_and_filter_jit_works():
 
 
 # Strategy 5.
-@pytest.mark.claim("sec-methods")
+@pytest.mark.claim("sec-methods", "clm-methods-namedtuple-state")
 def test_namedtuple_state_and_functions():
     p = methods.LayerParams(WEIGHT)
     assert count_each(lambda: methods.layer_predict(p, X, activation="relu"),
@@ -350,7 +350,7 @@ def test_namedtuple_state_and_functions():
 
 
 # Closures against arguments.
-@pytest.mark.claim("sec-methods-closures")
+@pytest.mark.claim("sec-methods-closures", "clm-methods-closure-freezes")
 def test_each_closure_compiles_and_freezes_the_arrays_arguments_do_not():
     layer, new, tanh = (methods.EqxLayer(WEIGHT, "relu"), methods.EqxLayer(NEW_WEIGHT, "relu"),
                         methods.EqxLayer(WEIGHT, "tanh"))
@@ -365,7 +365,7 @@ def test_each_closure_compiles_and_freezes_the_arrays_arguments_do_not():
     assert methods.array_constants(g, layer, X) == []
 
 
-@pytest.mark.claim("sec-methods-closures")
+@pytest.mark.claim("sec-methods-closures", "clm-methods-closure-stale")
 def test_a_jitted_closure_over_a_mutable_object_goes_stale():
     mutable = methods.Layer(WEIGHT, "relu")
     closure_grad = jax.jit(jax.grad(methods.make_loss(mutable)))
@@ -377,7 +377,7 @@ def test_a_jitted_closure_over_a_mutable_object_goes_stale():
 
 
 # The decision guide.
-@pytest.mark.claim("sec-methods-helper")
+@pytest.mark.claim("sec-methods-helper", "clm-methods-helper-right")
 def test_decision_guide_rows():
     rows = {s.name: methods.evaluate(s) for s in methods.STRATEGIES}
     bad = ["1. jax.jit(layer.predict)", "2. self static, identity hash"]
@@ -404,7 +404,7 @@ def test_evaluate_does_not_depend_on_what_ran_before():
     assert methods.evaluate(s) == methods.evaluate(s)
 
 
-@pytest.mark.claim("sec-methods")
+@pytest.mark.claim("sec-methods", "clm-methods-filter-jit-decides")
 def test_filter_jit_traces_arrays_and_holds_python_numbers_static():
     def scale(v, factor):
         return v * factor
@@ -414,14 +414,14 @@ def test_filter_jit_traces_arrays_and_holds_python_numbers_static():
     assert count_each(lambda: f(X, 1.0), lambda: f(X, 2.0), lambda: f(X, one), lambda: f(X, two)) == [1, 1, 1, 0]
 
 
-@pytest.mark.claim("sec-methods")
+@pytest.mark.claim("sec-methods", "clm-methods-optax-namedtuples")
 def test_optax_states_are_namedtuples():
     optax = pytest.importorskip("optax")
     state = optax.adam(1e-3).init({"w": WEIGHT})
     assert isinstance(state, tuple) and isinstance(state[0], tuple) and hasattr(state[0], "_fields")
 
 
-@pytest.mark.claim("sec-methods")
+@pytest.mark.claim("sec-methods", "clm-methods-filter-jit-float-rate")
 def test_filter_jit_compiles_per_python_float_learning_rate_and_once_for_arrays():
     layer = methods.EqxLayer(WEIGHT, "relu")
     rates = (0.1, 0.05, 0.01)
@@ -454,7 +454,7 @@ def test_jit_in_an_equinox_class_body_is_a_function_of_a_pytree_instance():
     np.testing.assert_allclose(methods.SignedEqx.jit_apply(plus), [1.0, 1.0])
 
 
-@pytest.mark.claim("sec-methods-closures")
+@pytest.mark.claim("sec-methods-closures", "clm-methods-closure-dataset-twice")
 def test_a_closure_per_dataset_copies_it_into_each_executable_and_compiles_per_dataset():
     from jitbook.chapters.pln import load_oaks
 
@@ -467,7 +467,7 @@ def test_a_closure_per_dataset_copies_it_into_each_executable_and_compiles_per_d
         methods.dataset_costs(data)
 
 
-@pytest.mark.claim("sec-methods-closures")
+@pytest.mark.claim("sec-methods-closures", "clm-methods-closure-and-grad-new")
 def test_a_new_closure_and_a_new_jax_grad_each_compile_on_their_own():
     layer = methods.EqxLayer(WEIGHT, "relu")
 
@@ -497,7 +497,7 @@ def test_a_method_calling_a_module_level_jitted_function_is_right_after_mutation
     assert isinstance(raised(lambda: jax.grad(lambda h: jnp.sum(h.predict(X)))(helper)), TypeError)
 
 
-@pytest.mark.claim("sec-methods-register-static")
+@pytest.mark.claim("sec-methods-register-static", "clm-methods-register-static")
 def test_register_static_makes_a_leafless_pytree_compared_by_value():
     relu = methods.Settings("relu")
     assert jax.tree.leaves(relu) == []
@@ -510,7 +510,7 @@ def test_register_static_makes_a_leafless_pytree_compared_by_value():
     np.testing.assert_allclose(methods.predict_with(relu, NEW_WEIGHT, X), ref(NEW_WEIGHT))
 
 
-@pytest.mark.claim("sec-methods-pytree")
+@pytest.mark.claim("sec-methods-pytree", "clm-methods-tree-static")
 def test_jax_tree_static_is_the_dataclass_field_with_static_metadata():
     assert dict(jax.tree.static().metadata) == {"static": True}
     assert dict(dataclasses.field(metadata=dict(static=True)).metadata) == dict(jax.tree.static().metadata)
@@ -520,7 +520,7 @@ def test_jax_tree_static_is_the_dataclass_field_with_static_metadata():
         "PyTreeDef(CustomNode(DataclassLayer[('relu',)], [*]))")
 
 
-@pytest.mark.claim("sec-methods-pytree")
+@pytest.mark.claim("sec-methods-pytree", "clm-methods-metadata-contract")
 def test_metadata_must_be_hashable_by_the_docs_and_jax_error_says_so():
     doc = jax.tree_util.register_dataclass.__doc__
     assert "Metadata fields *must* be static, hashable, immutable objects" in doc
@@ -542,7 +542,7 @@ def test_children_values_are_not_in_the_key_but_their_shapes_and_dtypes_are():
     assert counts == [1, 0, 1, 1]
 
 
-@pytest.mark.claim("sec-methods-unflatten-values")
+@pytest.mark.claim("sec-methods-unflatten-values", "clm-methods-unflatten-not-arrays")
 def test_tree_unflatten_receives_none_abstract_values_and_layers_not_only_arrays():
     rows = {r["call"]: set(r["weight passed to __init__"].split(", "))
             for r in methods.unflatten_receives(methods.PytreeLayer(WEIGHT, "relu"))}
@@ -554,7 +554,7 @@ def test_tree_unflatten_receives_none_abstract_values_and_layers_not_only_arrays
         methods.unflatten_receives(methods.DroppingLayer(WEIGHT, "relu"))
 
 
-@pytest.mark.claim("sec-methods-unflatten-values")
+@pytest.mark.claim("sec-methods-unflatten-values", "clm-methods-validation-out-of-unflatten")
 def test_a_checking_init_breaks_on_none_and_unflattening_without_init_does_not():
     err = raised(lambda: jax.tree.map(lambda _: None, methods.CheckedLayer(WEIGHT, "relu")))
     assert isinstance(err, ValueError) and "None is not a valid value for jnp.array" in str(err)
@@ -563,7 +563,7 @@ def test_a_checking_init_breaks_on_none_and_unflattening_without_init_does_not()
     np.testing.assert_allclose(methods.UncheckedUnflattenLayer(NEW_WEIGHT, "relu").predict(X), ref(NEW_WEIGHT))
 
 
-@pytest.mark.claim("sec-methods")
+@pytest.mark.claim("sec-methods", "clm-methods-redefined-class")
 def test_a_redefined_equinox_class_starts_with_an_empty_cache_and_the_old_keeps_its_own():
     from jitbook import cache
 
@@ -575,7 +575,7 @@ def test_a_redefined_equinox_class_starts_with_an_empty_cache_and_the_old_keeps_
                       name="run") == [1, 1, 0]
 
 
-@pytest.mark.claim("sec-methods")
+@pytest.mark.claim("sec-methods", "clm-methods-identical-functions")
 def test_identical_handwritten_jitted_functions_compile_once_each():
     @jax.jit
     def first(v):
@@ -589,7 +589,7 @@ def test_identical_handwritten_jitted_functions_compile_once_each():
     assert count_each(lambda: first(ones), lambda: second(ones), lambda: first(twos)) == [1, 1, 0]
 
 
-@pytest.mark.claim("sec-methods-eqx-cache")
+@pytest.mark.claim("sec-methods-eqx-cache", "clm-methods-instance-after-compile")
 def test_an_instance_built_after_the_compile_reuses_the_program():
     ones = jnp.ones(2)
     methods.SignedEqx(ones, "plus").jit_apply()
@@ -597,7 +597,7 @@ def test_an_instance_built_after_the_compile_reuses_the_program():
     assert count_each(later.jit_apply) == [0]
 
 
-@pytest.mark.claim("sec-methods-eqx-cache")
+@pytest.mark.claim("sec-methods-eqx-cache", "clm-methods-cache-size-dispatch-entries")
 def test_cache_size_counts_dispatch_entries_not_compiles():
     def add_half(v):
         return v + 0.5

@@ -30,7 +30,7 @@ def _bound(fn, static):
     return functools.partial(fn, **static) if static else fn
 
 
-@pytest.mark.claim("sec-minijit-tracer")
+@pytest.mark.claim("sec-minijit-tracer", "clm-minijit-same-equations")
 @pytest.mark.parametrize(
     "name,fn,args,static", FUNCTIONS, ids=[f[0] for f in FUNCTIONS]
 )
@@ -43,7 +43,7 @@ def test_the_program_has_jaxs_equations(name, fn, args, static):
     ]
 
 
-@pytest.mark.claim("sec-minijit-compile")
+@pytest.mark.claim("sec-minijit-compile", "clm-minijit-same-results")
 @pytest.mark.parametrize(
     "name,fn,args,static", FUNCTIONS, ids=[f[0] for f in FUNCTIONS]
 )
@@ -72,7 +72,7 @@ SEQUENCES = {
 }
 
 
-@pytest.mark.claim("sec-minijit-cache")
+@pytest.mark.claim("sec-minijit-cache", "clm-minijit-columns-agree")
 @pytest.mark.parametrize("sequence", SEQUENCES)
 def test_compiles_as_often_as_jax(sequence):
     ours, theirs = _compiles_both(recompilation.total, SEQUENCES[sequence])

@@ -13,7 +13,7 @@ from jitbook.chapters import pitfalls
 # --- state
 
 
-@pytest.mark.claim("sec-pitfalls-state")
+@pytest.mark.claim("sec-pitfalls-state", "clm-pitfalls-at-set-new-array")
 def test_at_set_outside_jit_is_a_copy_and_item_assignment_raises():
     x = jnp.arange(4.0)
     out = pitfalls.set_outside_jit(x, 0, 9.0)
@@ -26,7 +26,7 @@ def test_at_set_outside_jit_is_a_copy_and_item_assignment_raises():
         x[0] = 9.0
 
 
-@pytest.mark.claim("sec-pitfalls-state")
+@pytest.mark.claim("sec-pitfalls-state", "clm-pitfalls-updates-inside-jit-free")
 def test_updates_inside_jit_need_no_temporary_copy():
     mem = pitfalls.memory_of(pitfalls.ten_updates, jnp.zeros(10_000))
     assert mem["temporary bytes"] == 0 and mem["aliased bytes"] == 0
@@ -35,7 +35,7 @@ def test_updates_inside_jit_need_no_temporary_copy():
     )
 
 
-@pytest.mark.claim("sec-pitfalls-state")
+@pytest.mark.claim("sec-pitfalls-state", "clm-pitfalls-donation-output-into-input")
 def test_donation_aliases_the_input_and_deletes_it():
     kept, donated = pitfalls.donation(1000)
     assert kept["aliased bytes"] == 0 and not kept["input deleted"]
@@ -44,7 +44,7 @@ def test_donation_aliases_the_input_and_deletes_it():
     assert donated["output in the input's buffer"]
 
 
-@pytest.mark.claim("sec-pitfalls-state")
+@pytest.mark.claim("sec-pitfalls-state", "clm-pitfalls-ref-read-written-aliased")
 def test_a_ref_passed_to_jit_is_updated_in_place_and_aliased():
     total = jax.new_ref(jnp.zeros(3))
     with count_compiles() as log:
@@ -74,7 +74,7 @@ def test_a_ref_closed_over_is_updated_in_place_too():
     np.testing.assert_array_equal(counter[...], [2.0, 2.0])
 
 
-@pytest.mark.claim("sec-pitfalls-state")
+@pytest.mark.claim("sec-pitfalls-state", "clm-pitfalls-ref-not-returned")
 def test_a_jitted_function_cannot_return_a_new_ref():
     with pytest.raises(ValueError, match="mutable array references cannot be returned"):
         pitfalls.leak_ref(jnp.ones(3))
@@ -83,7 +83,7 @@ def test_a_jitted_function_cannot_return_a_new_ref():
 # --- random numbers
 
 
-@pytest.mark.claim("sec-pitfalls-random")
+@pytest.mark.claim("sec-pitfalls-random", "clm-pitfalls-same-key-same-numbers")
 def test_a_key_reused_gives_the_same_numbers():
     key = jax.random.key(0)
     np.testing.assert_array_equal(
@@ -91,7 +91,7 @@ def test_a_key_reused_gives_the_same_numbers():
     )
 
 
-@pytest.mark.claim("sec-pitfalls-random")
+@pytest.mark.claim("sec-pitfalls-random", "clm-pitfalls-np-random-constant")
 def test_a_global_key_and_np_random_become_constants():
     zeros = jnp.zeros(3)
     for fn in (pitfalls.noise_from_global, pitfalls.noise_from_numpy):
@@ -104,7 +104,7 @@ def test_a_global_key_and_np_random_become_constants():
     ]
 
 
-@pytest.mark.claim("sec-pitfalls-random")
+@pytest.mark.claim("sec-pitfalls-random", "clm-pitfalls-key-as-argument")
 def test_keys_as_arguments_give_new_noise_and_compile_once():
     zeros = jnp.zeros(5)
     with count_compiles() as log:
@@ -113,7 +113,7 @@ def test_keys_as_arguments_give_new_noise_and_compile_once():
     assert log.count_for("noise") <= 1
 
 
-@pytest.mark.claim("sec-pitfalls-random")
+@pytest.mark.claim("sec-pitfalls-random", "clm-pitfalls-threefry-partitionable")
 def test_threefry_partitionable_is_on_by_default_and_changes_values():
     assert jax.config.jax_threefry_partitionable is True
     draws = pitfalls.draws_by_partitionable()
@@ -126,14 +126,14 @@ def test_threefry_partitionable_is_on_by_default_and_changes_values():
 # --- debugging
 
 
-@pytest.mark.claim("sec-pitfalls-debugging")
+@pytest.mark.claim("sec-pitfalls-debugging", "clm-pitfalls-breakpoint-traced")
 def test_breakpoint_traces_to_a_debug_callback():
     jaxpr = jax.make_jaxpr(pitfalls.with_breakpoint)(1.0)
     names = [e.primitive.name for e in jaxpr.eqns[0].params["jaxpr"].eqns]
     assert "debug_callback" in names
 
 
-@pytest.mark.claim("sec-pitfalls-debugging")
+@pytest.mark.claim("sec-pitfalls-debugging", "clm-pitfalls-out-of-bounds-clamps")
 def test_out_of_bounds_is_clamped_and_checkify_reports_it():
     values = jnp.arange(3.0)
     assert float(pitfalls.take(values, 5)) == 2.0
@@ -145,7 +145,7 @@ def test_out_of_bounds_is_clamped_and_checkify_reports_it():
         err.throw()
 
 
-@pytest.mark.claim("sec-pitfalls-debugging")
+@pytest.mark.claim("sec-pitfalls-debugging", "clm-pitfalls-debug-nans")
 def test_debug_nans_names_the_operation():
     err, printed = pitfalls.debug_nans_error(jnp.ones(3), jnp.array([0.0, 2.0, 0.0]))
     assert isinstance(err, FloatingPointError)
@@ -154,7 +154,7 @@ def test_debug_nans_names_the_operation():
     assert pitfalls.debug_nans_error(jnp.ones(3), jnp.zeros(3)) == (None, [])
 
 
-@pytest.mark.claim("sec-pitfalls-debugging")
+@pytest.mark.claim("sec-pitfalls-debugging", "clm-pitfalls-debug-nans-donation-2")
 def test_debug_nans_turns_donation_off_until_the_cache_is_cleared():
     assert pitfalls.donation_under_debug_nans() == {
         "debug_nans on": False,
@@ -163,7 +163,7 @@ def test_debug_nans_turns_donation_off_until_the_cache_is_cleared():
     }
 
 
-@pytest.mark.claim("sec-pitfalls-debugging")
+@pytest.mark.claim("sec-pitfalls-debugging", "clm-pitfalls-disable-jit")
 def test_disable_jit_shows_concrete_values_and_make_jaxpr_still_traces():
     jitted = pitfalls.printed_types(jnp.ones(()))
     assert all("Tracer" in t for t in jitted)
@@ -180,14 +180,14 @@ def test_disable_jit_shows_concrete_values_and_make_jaxpr_still_traces():
     assert undone != float(jax.jit(pitfalls.faq_log_sqrt)(x))
 
 
-@pytest.mark.claim("sec-pitfalls-debugging")
+@pytest.mark.claim("sec-pitfalls-debugging", "clm-pitfalls-prints-reach-output")
 def test_debug_prints_of_a_scan_reach_the_output_with_and_without_barrier():
     want = ["carry=0.0 x=0.0", "carry=0.0 x=1.0", "carry=1.0 x=2.0"]
     assert pitfalls.prints_before_exit(True) == want
     assert pitfalls.prints_before_exit(False) == want
 
 
-@pytest.mark.claim("sec-pitfalls-debugging")
+@pytest.mark.claim("sec-pitfalls-debugging", "clm-pitfalls-ordered-prints")
 def test_ordered_debug_prints_keep_their_order(capfd):
     @jax.jit
     def two_prints(x):
@@ -204,7 +204,7 @@ def test_ordered_debug_prints_keep_their_order(capfd):
 # --- compile time
 
 
-@pytest.mark.claim("sec-pitfalls-compile-time")
+@pytest.mark.claim("sec-pitfalls-compile-time", "clm-pitfalls-log-compiles-stages")
 def test_log_compiles_reports_three_stages_with_durations():
     stages = pitfalls.compile_stages(pitfalls.unrolled, jnp.ones(3))
     assert [row["stage"] for row in stages] == [
@@ -215,7 +215,7 @@ def test_log_compiles_reports_three_stages_with_durations():
     assert all(row["seconds"] > 0 for row in stages)
 
 
-@pytest.mark.claim("sec-pitfalls-compile-time")
+@pytest.mark.claim("sec-pitfalls-compile-time", "clm-pitfalls-eqn-count-pprof")
 def test_eqn_count_pprof_counts_equations_per_source_line():
     rows = pitfalls.equations_by_line(pitfalls.unrolled, jnp.ones(3))
     assert rows[0] == {
@@ -227,7 +227,7 @@ def test_eqn_count_pprof_counts_equations_per_source_line():
     assert jax.config.values["jax_dump_ir_to"] == ""  # restored
 
 
-@pytest.mark.claim("sec-pitfalls-compile-time")
+@pytest.mark.claim("sec-pitfalls-compile-time", "clm-pitfalls-cache-array-first")
 def test_persistent_cache_threshold_and_array_first():
     rows = {mode: pitfalls.persistent_cache(mode) for mode in pitfalls.CACHE_MODES}
     assert rows["defaults"]["entries"] == 0
@@ -240,7 +240,7 @@ def test_persistent_cache_threshold_and_array_first():
 # --- dispatch
 
 
-@pytest.mark.claim("sec-pitfalls-dispatch")
+@pytest.mark.claim("sec-pitfalls-dispatch", "clm-pitfalls-dispatch-counts")
 def test_dispatch_variants_compute_the_same_and_jit_beats_op_by_op_on_tiny_input():
     variants = pitfalls.dispatch_variants(8)
     want = np.sin(np.linspace(0.0, 1.0, 8)) * 2.0 + 1.0
@@ -255,7 +255,7 @@ def test_dispatch_variants_compute_the_same_and_jit_beats_op_by_op_on_tiny_input
 # --- numerics
 
 
-@pytest.mark.claim("sec-pitfalls-numerics")
+@pytest.mark.claim("sec-pitfalls-numerics", "clm-pitfalls-faq-numerics")
 def test_faq_numerics_on_this_jax():
     rows = {row["expression"]: row for row in pitfalls.faq_numerics()}
     assert not rows["x + y - x"]["differ"]  # jax-ml/jax#12939: does not reproduce

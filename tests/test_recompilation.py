@@ -20,7 +20,7 @@ from jitbook.chapters import (
 
 # --- static arguments ------------------------------------------------------------------------------------
 
-@pytest.mark.claim("sec-recompilation")
+@pytest.mark.claim("sec-recompilation", "clm-recompilation-static-values")
 def test_each_new_static_value_compiles_and_2_point_0_is_not_2():
     rows = recompilation.static_sweep([2, 3, 2, 2.0])
     assert [r["compiled"] for r in rows] == [1, 1, 0, 1]
@@ -37,7 +37,7 @@ def test_static_values_are_compared_with_their_type():
     assert log.count_for("power") == 2
 
 
-@pytest.mark.claim("sec-recompilation")
+@pytest.mark.claim("sec-recompilation", "clm-recompilation-call-and-decorator-forms")
 def test_call_form_and_decorator_form_compile_once_per_static_value():
     @functools.partial(jax.jit, static_argnames="n")
     def power_by_name(x, n):
@@ -120,7 +120,7 @@ def test_which_config_options_recompile_and_they_are_restored(name, value, recom
     assert jax.config.values[name] == before
 
 
-@pytest.mark.claim("sec-recompilation-key")
+@pytest.mark.claim("sec-recompilation-key", "clm-recompilation-config-options-recompile")
 def test_matmul_precision_context_manager_also_recompiles():
     f = cache.fresh_jit(recompilation.matmul)
     a = jnp.ones((4, 4))
@@ -165,7 +165,7 @@ def test_rerunning_a_cell_compiles_again_and_an_old_wrapper_keeps_the_old_code()
 
 # --- what the logs say -----------------------------------------------------------------------------------
 
-@pytest.mark.claim("sec-recompilation-diagnose")
+@pytest.mark.claim("sec-recompilation-diagnose", "clm-recompilation-explain-closest-key")
 def test_explanations_name_shapes_weak_types_config_and_redefinitions():
     shape = cache.explain_miss(recompilation.add_one, (jnp.ones(3),), (jnp.ones(4),))
     assert "now f32[4] and before f32[3]" in shape and "Finished XLA compilation of jit(add_one)" in shape
@@ -211,7 +211,7 @@ def test_buckets_compile_once_per_bucket_with_the_same_results():
 
 def test_next_bucket():
     assert [recompilation.next_bucket(n) for n in (1, 16, 17, 100, 128, 129)] == [16, 16, 32, 128, 128, 256]
-    with pytest.raises(ValueError, match="positive int"):
+    with pytest.raises(ValueError, match="positive whole number"):
         recompilation.next_bucket(0)
     with pytest.raises(ValueError, match="at least one length"):
         recompilation.run_stream([], bucketed=True)
@@ -241,7 +241,7 @@ def test_a_second_process_loads_the_program_from_the_disk_cache_when_the_thresho
     assert never[1]["disk cache hits"] == 0 and never[0]["files in cache dir"] == 0
 
 
-@pytest.mark.claim("sec-recompilation-persistent")
+@pytest.mark.claim("sec-recompilation-persistent", "clm-recompilation-persistent-thresholds")
 def test_default_write_threshold_is_one_second():
     assert jax.config.values["jax_persistent_cache_min_compile_time_secs"] == 1.0
 
@@ -253,7 +253,7 @@ def test_cold_start_needs_an_existing_directory():
 
 # --- control flow ----------------------------------------------------------------------------------------
 
-@pytest.mark.claim("sec-recompilation")
+@pytest.mark.claim("sec-recompilation", "clm-recompilation-structured-control-flow")
 def test_structured_control_flow_compiles_once_static_choices_once_per_value():
     rows = {r["tool"]: r["compiles"] for r in recompilation.control_flow_rows()}
     assert rows == {"lax.switch on a traced mode": 1, "Python if on a static mode": 3,
@@ -328,7 +328,7 @@ def test_the_persistent_cache_key_hashes_versions_flags_options_and_devices():
         assert part in source
 
 
-# --- issue 21: the dispatch cache, static tuples, the docs' examples ----------------------------------
+# --- the dispatch cache, static tuples, the docs' examples ---------------------------------------------
 
 
 @pytest.mark.claim("sec-recompilation-dispatch", "clm-rec-dispatch-global")
@@ -350,7 +350,6 @@ def test_a_new_wrapper_of_a_called_function_hits_the_dispatch_cache():
     assert (noted["dispatch-cache misses"], noted["trace events"], noted["compiles"]) == (20, 0, 0)
 
 
-@pytest.mark.claim("sec-recompilation-dispatch")
 def test_donation_is_part_of_the_dispatch_key():
     def donated_double(v):
         return v * 2
@@ -362,7 +361,7 @@ def test_donation_is_part_of_the_dispatch_key():
     assert log.count_for("donated_double") == 2  # once per set of options
 
 
-@pytest.mark.claim("sec-recompilation-dispatch")
+@pytest.mark.claim("sec-recompilation-dispatch", "clm-recompilation-count-dispatch-misses")
 def test_count_dispatch_misses_sees_a_new_function_and_restores_the_hook():
     from jax._src import pjit
 
@@ -387,7 +386,7 @@ def test_rejit_cost_compiles_nothing_and_takes_no_slow_path():
     assert cost["building jax.jit(plus_one) only (us)"] > 0
     race = recompilation_wrappers.wrapper_race(10, rounds=3)
     assert race.rounds == 3 and len(race.names) == 4
-    with pytest.raises(ValueError, match="positive int"):
+    with pytest.raises(ValueError, match="positive whole number"):
         recompilation_wrappers.wrapper_race(0)
 
 
@@ -402,7 +401,7 @@ def test_static_tuples_compare_their_contents_without_types():
     assert (2,) == (2.0,) and hash((2,)) == hash((2.0,))
 
 
-@pytest.mark.claim("sec-recompilation-static")
+@pytest.mark.claim("sec-recompilation-static", "clm-recompilation-decorator-factory")
 def test_jit_without_a_function_is_a_decorator_factory():
     @jax.jit(static_argnames="n")
     def power_by_name(x, n):
@@ -420,7 +419,7 @@ def test_the_slow_tracing_pages_partial_compiles_at_every_step():
     """JAX's page says jit unwraps a partial and hits the tracing cache; it does not."""
     rows = recompilation_wrappers.docs_partial_rows(4)
     assert [(r["body runs"], r["compiles"]) for r in rows] == [(4, 4)] * 3 + [(1, 1)]
-    with pytest.raises(ValueError, match="positive int"):
+    with pytest.raises(ValueError, match="positive whole number"):
         recompilation_wrappers.docs_partial_rows(0)
 
 
@@ -452,13 +451,13 @@ def test_explain_cache_misses_reports_the_persistent_cache_too():
     assert not any("/" in m.split(" defined at ")[-1] for m in messages)
 
 
-@pytest.mark.claim("sec-recompilation-buckets")
+@pytest.mark.claim("sec-recompilation-buckets", "clm-recompilation-next-bucket")
 def test_buckets_pad_long_lengths_below_double_and_short_ones_to_sixteen():
     assert all(recompilation.next_bucket(n) < 2 * n for n in range(17, 600))
     assert recompilation.next_bucket(1) == 16 and recompilation.next_bucket(2) / 2 == 8
 
 
-@pytest.mark.claim("sec-recompilation-loop")
+@pytest.mark.claim("sec-recompilation-loop", "clm-recompilation-tutorial-right")
 def test_the_tutorials_jit_and_caching_example_as_written():
     """docs.jax.dev jit-compilation.html, "JIT and caching" (jax-ml/jax#9288 fixed the
     page): the partial and lambda loops compile every step, the plain one once."""

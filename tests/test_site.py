@@ -13,8 +13,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from jitbook import display
-from jitbook.site import cli, downloads, explore, harness, post_render
+from jitbook import display, explore
+from jitbook.site import cli, downloads, harness, post_render
 
 ROOT = harness.ROOT
 WIDTH = display.COLUMN

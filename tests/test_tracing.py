@@ -22,7 +22,7 @@ def test_print_inside_jit_shows_a_tracer_with_its_abstract_value():
     assert lines[1] == "jax.debug.print sees: 3.0"
 
 
-@pytest.mark.claim("sec-tracing")
+@pytest.mark.claim("sec-tracing", "clm-tracing-aval-in-key")
 def test_abstract_values_seen_inside_jit():
     rows = tracing.seen_by_jit(3.0, 3, jnp.float32(3.0), jnp.ones((2, 3)), jnp.arange(4))
     assert [r["abstract value"] for r in rows] == ["~float32[]", "~int32[]", "float32[]", "float32[2,3]", "int32[4]"]
@@ -32,7 +32,7 @@ def test_abstract_values_seen_inside_jit():
     assert tracing.aval_row(jnp.ones(2))["type"] == "ArrayImpl"  # outside jit: a real array
 
 
-@pytest.mark.claim("sec-tracing")
+@pytest.mark.claim("sec-tracing", "clm-tracing-weak-scalars-yield")
 def test_weak_typed_scalars_yield_to_the_array_dtype():
     half = jnp.ones(3, dtype=jnp.bfloat16)
     assert (half * 2.0).dtype == jnp.bfloat16
@@ -117,7 +117,7 @@ def test_branching_on_a_value_raises_tracer_bool_conversion_error():
     assert str(err).splitlines()[0].startswith("Attempted boolean conversion of traced array")
 
 
-@pytest.mark.claim("sec-tracing")
+@pytest.mark.claim("sec-tracing", "clm-tracing-ways-out-costs")
 def test_three_ways_out_give_the_right_values():
     x = jnp.linspace(-1.0, 1.0, 5)
     x64 = np.asarray(x, np.float64)
@@ -126,7 +126,7 @@ def test_three_ways_out_give_the_right_values():
             np.testing.assert_allclose(fn(x, t), want, atol=1e-6)
 
 
-@pytest.mark.claim("sec-tracing")
+@pytest.mark.claim("sec-tracing", "clm-tracing-static-per-value")
 def test_static_compiles_per_value_where_and_cond_once():
     x = jnp.ones(4)
     ways = {"static": jax.jit(functools.partial(tracing.sin_or_cos), static_argnums=1),
@@ -141,13 +141,13 @@ def test_static_compiles_per_value_where_and_cond_once():
     assert counts == {"static": 4, "where": 1, "cond": 1}
 
 
-@pytest.mark.claim("sec-tracing")
+@pytest.mark.claim("sec-tracing", "clm-tracing-static-hashable")
 def test_static_arguments_must_be_hashable():
     err = jitbook.error_of(jax.jit(tracing.sin_or_cos, static_argnums=1), jnp.ones(2), jnp.array(1.0))
     assert type(err) is ValueError and str(err).startswith("Non-hashable static arguments are not supported")
 
 
-@pytest.mark.claim("sec-tracing")
+@pytest.mark.claim("sec-tracing", "clm-tracing-where-both-branches")
 def test_static_program_holds_one_branch_where_computes_both_cond_runs_one():
     x = jnp.ones(3)
     static = jax.make_jaxpr(tracing.sin_or_cos, static_argnums=1)(x, 1.0)
@@ -175,7 +175,7 @@ def test_python_loop_unrolls_and_structured_loops_stay_constant():
     assert all(r["compile (ms)"] > 0 for r in rows)
 
 
-@pytest.mark.claim("sec-tracing-loops")
+@pytest.mark.claim("sec-tracing-loops", "clm-tracing-python-loop-grows")
 def test_loops_agree_with_numpy():
     x = jnp.array([0.5, -1.0, 2.0])
     want = np.asarray(x, np.float64)
@@ -185,7 +185,7 @@ def test_loops_agree_with_numpy():
         np.testing.assert_allclose(jax.jit(fn, static_argnums=1)(x, 7), want, atol=1e-5)
 
 
-@pytest.mark.claim("sec-tracing-loops")
+@pytest.mark.claim("sec-tracing-loops", "clm-tracing-fori-traced-trip-count")
 def test_fori_loop_with_traced_n_compiles_once_static_loop_per_n():
     static_loop = jax.jit(functools.partial(tracing.python_loop), static_argnums=1)
     traced_loop = jax.jit(functools.partial(tracing.fori_version))
@@ -198,7 +198,7 @@ def test_fori_loop_with_traced_n_compiles_once_static_loop_per_n():
     assert (static_log.count, traced_log.count) == (3, 1)
 
 
-@pytest.mark.claim("sec-tracing-loops")
+@pytest.mark.claim("sec-tracing-loops", "clm-tracing-range-traced-n-raises")
 def test_traced_loop_lengths_fail_for_range_and_scan():
     assert isinstance(jitbook.error_of(jax.jit(tracing.python_loop), jnp.ones(2), 3),
                       jax.errors.TracerIntegerConversionError)
@@ -276,7 +276,7 @@ def test_a_python_float_meeting_an_int_array_brings_its_default_float_dtype():
         assert (floats * 2.0).dtype == jnp.float32  # weak: yields to the float32 array
 
 
-@pytest.mark.claim("sec-tracing-cond-vmap")
+@pytest.mark.claim("sec-tracing-cond-vmap", "clm-tracing-cond-vmap-select")
 def test_cond_under_vmap_with_a_batched_predicate_becomes_select_and_runs_both():
     x, ts = jnp.linspace(-1.0, 1.0, 3), jnp.array([1.0, -1.0])
     assert tracing.branches_run(tracing.sin_or_cos_cond, x, 1.0) == ["sin"]
@@ -295,7 +295,7 @@ def test_cond_under_vmap_with_a_batched_predicate_becomes_select_and_runs_both()
     assert unbatched["cond"] == 1
 
 
-@pytest.mark.claim("sec-tracing")
+@pytest.mark.claim("sec-tracing", "clm-tracing-where-nan-gradient")
 def test_where_gives_a_nan_gradient_and_the_double_where_fixes_it():
     assert np.isnan(float(jax.grad(tracing.sqrt_or_zero)(0.0)))
     assert float(jax.grad(tracing.sqrt_or_zero_safe)(0.0)) == 0.0
@@ -303,7 +303,7 @@ def test_where_gives_a_nan_gradient_and_the_double_where_fixes_it():
     assert float(tracing.sqrt_or_zero(0.0)) == float(tracing.sqrt_or_zero_safe(0.0)) == 0.0
 
 
-@pytest.mark.claim("sec-tracing-loops")
+@pytest.mark.claim("sec-tracing-loops", "clm-tracing-fori-while-grad")
 def test_fori_loop_with_traced_n_is_a_while_loop_that_grad_refuses():
     x = jnp.ones(3)
     assert tracing.loop_primitive(tracing.fori_version, x, 3, static_argnums=1) == "scan"
@@ -312,7 +312,7 @@ def test_fori_loop_with_traced_n_is_a_while_loop_that_grad_refuses():
     assert isinstance(err, ValueError) and "Reverse-mode differentiation does not work" in str(err)
 
 
-@pytest.mark.claim("sec-tracing-loops")
+@pytest.mark.claim("sec-tracing-loops", "clm-tracing-masked-scan")
 def test_masked_scan_compiles_once_and_differentiates_like_the_unrolled_loop():
     x = jnp.linspace(-1.0, 1.0, 3)
     grad = jax.jit(jax.grad(lambda v, n: tracing.masked_scan(v, n, 10).sum()))
@@ -326,7 +326,7 @@ def test_masked_scan_compiles_once_and_differentiates_like_the_unrolled_loop():
         tracing.masked_scan(x, 3, 2.5)
 
 
-@pytest.mark.claim("sec-tracing")
+@pytest.mark.claim("sec-tracing", "clm-tracing-shapes-need-size")
 def test_value_dependent_shapes_fail_under_jit_unless_sized():
     values = jnp.array([-1.0, 2.0, -3.0, 4.0])
     assert isinstance(jitbook.raised(jax.jit(tracing.positives), values), jax.errors.NonConcreteBooleanIndexError)
@@ -337,7 +337,7 @@ def test_value_dependent_shapes_fail_under_jit_unless_sized():
     assert padded.tolist() == [2.0, 4.0, 0.0, 0.0]
 
 
-@pytest.mark.claim("sec-tracing-shapes")
+@pytest.mark.claim("sec-tracing-shapes", "clm-tracing-fill-minus-one")
 def test_a_minus_one_fill_index_is_valid_and_repeats_the_last_entry():
     values = jnp.array([-1.0, 2.0, -3.0, 4.0])
     idx = jnp.nonzero(values > 0, size=4, fill_value=-1)[0]
@@ -345,7 +345,7 @@ def test_a_minus_one_fill_index_is_valid_and_repeats_the_last_entry():
     assert values[idx].tolist() == [2.0, 4.0, 4.0, 4.0]
 
 
-@pytest.mark.claim("sec-tracing-side-effects")
+@pytest.mark.claim("sec-tracing-side-effects", "clm-tracing-io-callback-every-call")
 def test_callbacks_run_at_every_call():
     from jax.experimental import io_callback
 
@@ -412,7 +412,7 @@ def test_ordered_debug_print_prints_at_every_call_in_order():
     assert ordered(print_unordered) == (False, False)
 
 
-@pytest.mark.claim("sec-tracing-side-effects")
+@pytest.mark.claim("sec-tracing-side-effects", "clm-tracing-debug-callback-options")
 def test_debug_callback_takes_its_options_in_a_first_call():
     assert "Two-call form (Recommended)" in jax.debug.callback.__doc__
     seen = []
@@ -427,7 +427,7 @@ def test_debug_callback_takes_its_options_in_a_first_call():
     assert seen == [1.0, 2.0, 3.0]
 
 
-# --- issue 21: weak types, tracer names, callbacks, NumPy on tracers ----------------------------------
+# --- weak types, tracer names, callbacks, NumPy on tracers -------------------------------------------
 
 
 @pytest.mark.claim("sec-tracing-tracer", "clm-tr-strong-scalar")
@@ -466,7 +466,7 @@ def test_a_debug_callback_is_kept_and_an_unused_pure_callback_is_dropped():
     assert tracing.unused_callback_stages(jnp.ones(2)) == {"in the jaxpr": True, "in the StableHLO": False}
 
 
-@pytest.mark.claim("sec-tracing-numpy")
+@pytest.mark.claim("sec-tracing-numpy", "clm-tracing-conversions-raise")
 def test_numpy_and_python_conversions_of_a_tracer_raise():
     rows = {r["inside jit"]: r for r in tracing.host_conversions(jnp.arange(3.0))}
     for code in ("np.sin(x)", "np.asarray(x)"):
@@ -476,7 +476,7 @@ def test_numpy_and_python_conversions_of_a_tracer_raise():
         assert rows[code]["raises"] == "ConcretizationTypeError"
 
 
-@pytest.mark.claim("sec-tracing-numpy")
+@pytest.mark.claim("sec-tracing-numpy", "clm-tracing-random-clock-once")
 def test_numpy_random_and_the_clock_are_read_once_while_tracing():
     noisy = jax.jit(tracing.shift_by_noise)
     draws = {float(noisy(0.0)) for _ in range(3)}
@@ -492,7 +492,7 @@ def test_numpy_random_and_the_clock_are_read_once_while_tracing():
     assert float(clocked(0.0)) == first
 
 
-@pytest.mark.claim("sec-tracing-numpy")
+@pytest.mark.claim("sec-tracing-numpy", "clm-tracing-ensure-compile-time-eval")
 def test_ensure_compile_time_eval_computes_while_tracing():
     jaxpr = jax.make_jaxpr(tracing.squares_lookup)(2)
     names = {str(e.primitive) for e in jaxpr.eqns}

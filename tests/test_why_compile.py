@@ -12,7 +12,7 @@ from jitbook.chapters import why_compile
 from jitbook.exercises import check
 
 
-@pytest.mark.claim("sec-why-compile")
+@pytest.mark.claim("sec-why-compile", "clm-why-compile-op-by-op")
 def test_jit_gives_the_op_by_op_result():
     x = jax.random.normal(jax.random.key(0), (50, 20))
     y = why_compile.standardize_softplus(x)
@@ -42,7 +42,7 @@ def test_dispatch_returns_before_the_result_is_ready():
     assert dispatch < blocked / 5  # queueing is a small part of the blocked time
 
 
-@pytest.mark.claim("sec-why-compile")
+@pytest.mark.claim("sec-why-compile", "clm-why-compile-is-ready")
 def test_block_until_ready_waits_for_every_array_in_a_tree():
     a = why_compile.square(1500)
     tree = (why_compile.heavy_matmul(a), {"b": why_compile.heavy_matmul(a)})

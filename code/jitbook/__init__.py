@@ -23,5 +23,4 @@ from jitbook.errors import error_line as error_line  # noqa: E402
 from jitbook.errors import error_of as error_of  # noqa: E402
 from jitbook.errors import raised as raised  # noqa: E402
 from jitbook.site.executed import executed_on as executed_on  # noqa: E402
-from jitbook.size import is_small as is_small  # noqa: E402
 from jitbook.size import pick as pick  # noqa: E402

@@ -47,7 +47,7 @@ def source(obj) -> str:
         raise TypeError(
             "show_source needs a function, class or module defined in a source file, "
             f"got {type(obj).__name__} {obj!r}; pass the object itself "
-            "(jitbook.timing.time_call), not its result."
+            "(jitbook.timing.race), not its result."
         ) from err
 
 
@@ -135,7 +135,8 @@ def numbers(values: Sequence[float], digits: int = 4) -> list[str]:
     values = list(values)
     texts = [number(v, digits) for v in values]
     floats = [
-        (v, t) for v, t in zip(values, texts, strict=True)
+        (v, t)
+        for v, t in zip(values, texts, strict=True)
         if isinstance(v, float) and math.isfinite(v)
     ]
     sizes = [abs(v) for v, _ in floats if v]
@@ -258,7 +259,8 @@ def _rule(width: int, right: bool) -> str:
     return "-" * (width - 1) + ":" if right else ":" + "-" * (width - 1)
 
 
-def _version(dist: str) -> str:
+def version_of(dist: str) -> str:
+    """The installed version of a distribution, or "not installed"."""
     try:
         return metadata.version(dist)
     except metadata.PackageNotFoundError:
@@ -271,7 +273,7 @@ def version_rows() -> list[dict]:
 
     rows = [{"component": "Python", "version": platform.python_version()}]
     rows += [
-        {"component": d, "version": _version(d)}
+        {"component": d, "version": version_of(d)}
         for d in ("jax", "jaxlib", "equinox", "optax", "numpy")
     ]
     device = jax.devices()[0]

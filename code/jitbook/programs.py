@@ -17,6 +17,7 @@ import jax.extend.core
 import numpy as np
 
 from jitbook import timing
+from jitbook.arguments import whole_number
 from jitbook.display import Markdown, clip_lines, table
 
 
@@ -284,10 +285,7 @@ def walk(
     Taught in jaxprs, The road to XLA.
     """
     timing.check_callable(fn, "walk")
-    if not isinstance(excerpt_lines, int) or excerpt_lines < 1:
-        raise ValueError(
-            f"excerpt_lines must be a number of lines >= 1, got {excerpt_lines!r}."
-        )
+    whole_number(excerpt_lines, "excerpt_lines")
     stages = timing.stages(fn, *args, static_argnums=static_argnums, **kwargs)
     return Walk(
         stages, stages.lowered.as_text(), cost_summary(stages.compiled), excerpt_lines

@@ -17,6 +17,7 @@ from typing import Any
 
 import jax
 
+from jitbook.arguments import whole_number
 from jitbook.cache import fresh_jit
 from jitbook.display import Markdown, table
 
@@ -251,16 +252,12 @@ def _check_race(variants, rounds, min_time, max_rounds, per, warmup=1) -> None:
                 f"{type(fn).__name__}; write lambda: f(x), not f(x)."
             )
     for label, value in (("rounds", rounds), ("max_rounds", max_rounds), ("per", per)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{label} must be a whole number >= 1, got {value!r}.")
+        whole_number(value, label)
     if max_rounds < rounds:
         raise ValueError(f"max_rounds ({max_rounds}) is below rounds ({rounds}).")
     if not isinstance(min_time, (int, float)) or not min_time >= 0:
         raise ValueError(f"min_time must be seconds >= 0, got {min_time!r}.")
-    if isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 0:
-        raise ValueError(
-            f"warmup must be a whole number >= 0 of untimed calls, got {warmup!r}."
-        )
+    whole_number(warmup, "warmup", minimum=0)
 
 
 def race(
@@ -300,67 +297,6 @@ def race(
             times[name].append(elapsed)
             spent += elapsed
     return Race(times, per, per_what if per != 1 else "call")
-
-
-# --- one variant, for pages that time a single call
-
-
-@dataclasses.dataclass
-class Timing:
-    """Wall times of one variant's rounds, in seconds."""
-
-    name: str
-    times: list[float]
-
-    @property
-    def median(self) -> float:
-        return statistics.median(self.times)
-
-    @property
-    def min(self) -> float:
-        return min(self.times)
-
-    @property
-    def max(self) -> float:
-        return max(self.times)
-
-    def row(self) -> dict:
-        return Race({self.name: self.times}).rows()[0]
-
-    def _repr_markdown_(self) -> str:
-        return table([self.row()]).text
-
-
-def time_call(
-    fn: Callable, *args, repeats: int = 7, warmup: int = 1, **kwargs
-) -> Timing:
-    """Time ``fn(*args, **kwargs)`` alone: a race of one variant, ``repeats`` rounds.
-
-    For one figure, not a comparison: to compare variants, race them together, since
-    only interleaved rounds make a verdict.
-    """
-    check_callable(fn, "time_call")
-    if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
-        raise ValueError(f"need repeats >= 1, got repeats={repeats!r}.")
-    if isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 0:
-        raise ValueError(f"need warmup >= 0, got warmup={warmup!r}.")
-    name = _name(fn)
-    result = race(
-        {name: lambda: fn(*args, **kwargs)},
-        rounds=repeats,
-        min_time=0.0,
-        max_rounds=repeats,
-        warmup=warmup,
-    )
-    return Timing(name, result.times[name])
-
-
-def timings_table(*timings: Timing) -> Markdown:
-    """Several single-variant timings as one table, in one unit.
-
-    Timed apart, they make no verdict: use ``race`` to compare.
-    """
-    return Race({t.name: t.times for t in timings}).table
 
 
 # --- the first call, split into stages

@@ -41,6 +41,7 @@ from jitbook.chapters.pln.model import (
 )
 from jitbook.chapters.pln.profile import PROGRAMS
 from jitbook.chapters.pln.threads import blas_limited
+from jitbook.paths import ROOT
 
 SIZES = {
     "full": dict(
@@ -70,10 +71,9 @@ def _say(text: str) -> None:
 
 
 def _git_commit() -> str:
-    root = Path(__file__).resolve().parents[3]
     try:
         return subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True,
+            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
             text=True, check=True,
         ).stdout.strip()  # fmt: skip
     except (OSError, subprocess.CalledProcessError):

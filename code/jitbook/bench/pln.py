@@ -9,11 +9,11 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import threading
 from collections.abc import Callable
 from time import perf_counter
 
 from jitbook.display import table
+from jitbook.heartbeat import Heartbeat
 
 PEERS_HELP = (
     "also race PyTorch eager, torch.compile (the fast level's and the tutorial's "
@@ -87,23 +87,17 @@ def _step(what: str, run: Callable, every: float = 30.0):
     """Run one step, saying on stderr what it is, that it is still running at least
     every `every` seconds, and how long it took."""
     print(f"... {what}", file=sys.stderr, flush=True)
-    start, done = perf_counter(), threading.Event()
+    start = perf_counter()
 
-    def beat() -> None:
-        while not done.wait(every):
-            print(
-                f"    {what}: still running, {perf_counter() - start:.0f} s",
-                file=sys.stderr,
-                flush=True,
-            )
+    def say(_: float) -> None:
+        print(
+            f"    {what}: still running, {perf_counter() - start:.0f} s",
+            file=sys.stderr,
+            flush=True,
+        )
 
-    beating = threading.Thread(target=beat, daemon=True)
-    beating.start()
-    try:
+    with Heartbeat(every, say):
         out = run()
-    finally:
-        done.set()
-        beating.join()
     print(
         f"... {what}: done in {perf_counter() - start:.1f} s",
         file=sys.stderr,

@@ -19,6 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jitbook import programs, timing
+from jitbook.arguments import whole_number
 from jitbook.cache import count_compiles, fresh_jit
 from jitbook.chapters.artifacts_export import batch_spec as batch_spec
 from jitbook.chapters.artifacts_export import (
@@ -38,11 +39,7 @@ from jitbook.errors import raised
 def _count(value, what: str, example: str) -> int:
     """``value`` if it is a positive whole number, else a ValueError that says what was
     expected."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(
-            f"{what} must be a positive whole number, e.g. {example}, got {value!r}."
-        )
-    return value
+    return whole_number(value, what, example=example)
 
 
 # --- buffer donation ------------------------------------------------------------------

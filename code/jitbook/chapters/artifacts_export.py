@@ -171,7 +171,7 @@ def persistent_load_counts() -> list[dict]:
     Taught in Keeping, reusing and shipping compiled programs, Saving and shipping a
     program.
     """
-    from jitbook.guard import run_for_json
+    from jitbook.fresh import run_for_json
 
     rows = []
     with tempfile.TemporaryDirectory(prefix="jitbook-persistent-") as folder:

@@ -22,6 +22,7 @@ import optax
 from jax.sharding import AxisType, Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
+from jitbook.arguments import whole_number
 from jitbook.chapters.pln import (
     PLNData,
     closed_form_sigma,
@@ -46,10 +47,7 @@ def use_cpu_devices(n: int) -> None:
 
     Taught in jit across devices and processes, Many devices on one CPU.
     """
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise ValueError(
-            f"the number of CPU devices must be a positive integer, got {n!r}."
-        )
+    whole_number(n, "the number of CPU devices")
     try:
         jax.config.update("jax_num_cpu_devices", n)
     except RuntimeError:

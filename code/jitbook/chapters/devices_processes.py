@@ -12,7 +12,6 @@ import socket
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import jax
 
@@ -24,6 +23,7 @@ from jitbook.chapters.devices import (
     use_cpu_devices,
 )
 from jitbook.chapters.pln import load_oaks
+from jitbook.paths import CODE
 
 # --- more than one process ------------------------------------------------------------
 
@@ -95,9 +95,7 @@ def run_processes(
     port = free_port()
     env = dict(
         os.environ,
-        PYTHONPATH=os.pathsep.join(
-            [str(Path(__file__).resolve().parents[2]), os.environ.get("PYTHONPATH", "")]
-        ),
+        PYTHONPATH=os.pathsep.join([str(CODE), os.environ.get("PYTHONPATH", "")]),
     )
     procs = [
         subprocess.Popen(

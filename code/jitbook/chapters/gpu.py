@@ -25,8 +25,9 @@ from jitbook.chapters.pln.fast import FastState, gram, precision
 from jitbook.chapters.pln.model import Params, init_params, log_stirling
 from jitbook.chapters.pln.radam import radam_init
 from jitbook.display import number
+from jitbook.paths import DATA
 
-DATA_DIR = Path(__file__).resolve().parents[3] / "data" / "gpu"
+DATA_DIR = DATA / "gpu"
 
 # --- compiled loops: what one iteration costs
 

@@ -35,7 +35,7 @@ from jitbook.chapters.methods_layers import (  # the classes of strategies 1 to 
     predict_with,  # noqa: F401
     unflatten_receives,  # noqa: F401
 )
-from jitbook.guard import run_cold
+from jitbook.fresh import run_cold
 
 
 # Strategy 4: Equinox modules.

@@ -23,8 +23,9 @@ import numpy as np
 from jax.experimental import checkify
 
 from jitbook import timing
+from jitbook.arguments import whole_number
 from jitbook.cache import capture_jax_logs, fresh_jit
-from jitbook.guard import run_cold, run_for_json
+from jitbook.fresh import run_cold, run_for_json
 
 # --- state
 
@@ -553,10 +554,10 @@ def dispatch_sweep(
 
     Taught in What trips people up, Explore it.
     """
-    if not sizes or not all(isinstance(n, int) and n > 0 for n in sizes):
-        raise ValueError(
-            f"sizes must be positive whole numbers, e.g. [8, 1000]; got {sizes!r}."
-        )
+    if not sizes:
+        raise ValueError("sizes must name at least one size, e.g. [8, 1000].")
+    for n in sizes:
+        whole_number(n, "each size", example="[8, 1000]")
     rows, panels = [], []
     for n in sizes:
         race = timing.race(dispatch_variants(n), min_time=min_time)

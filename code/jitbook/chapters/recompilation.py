@@ -15,6 +15,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jitbook.arguments import whole_number
 from jitbook.cache import (
     CompileLog,
     capture_jax_logs,
@@ -23,7 +24,7 @@ from jitbook.cache import (
     fresh_jit,
 )
 from jitbook.errors import raised
-from jitbook.guard import run_cold
+from jitbook.fresh import run_cold
 
 # --- static arguments -----------------------------------------------------------------
 
@@ -451,8 +452,7 @@ def next_bucket(n: int, smallest: int = 16) -> int:
 
     Taught in Static arguments and compiling again, Variable sizes: padding to buckets.
     """
-    if not isinstance(n, (int, np.integer)) or n < 1:
-        raise ValueError(f"n must be a positive int (a sequence length), got {n!r}.")
+    whole_number(n, "n (a sequence length)")
     return max(smallest, 1 << (int(n) - 1).bit_length())
 
 

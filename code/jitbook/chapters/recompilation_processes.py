@@ -12,7 +12,7 @@ import tempfile
 import jax
 import jax.numpy as jnp
 
-from jitbook.guard import run_for_json
+from jitbook.fresh import run_for_json
 
 # --- the persistent compilation cache -------------------------------------------------
 

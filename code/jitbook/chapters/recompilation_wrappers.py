@@ -13,9 +13,10 @@ import jax
 import jax.numpy as jnp
 
 from jitbook import timing
+from jitbook.arguments import whole_number
 from jitbook.cache import count_body_runs, count_compiles, count_dispatch_misses
 from jitbook.chapters.recompilation import ScaleBy, own_trace_events, plus_one
-from jitbook.guard import run_cold
+from jitbook.fresh import run_cold
 
 
 def wrapper_race(calls: int = 100, rounds: int = 31) -> "timing.Race":
@@ -26,8 +27,7 @@ def wrapper_race(calls: int = 100, rounds: int = 31) -> "timing.Race":
     Taught in Static arguments and compiling again, The dispatch cache.
     """
     for label, value in (("calls", calls), ("rounds", rounds)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{label} must be a positive int, got {value!r}.")
+        whole_number(value, label)
     reused = jax.jit(plus_one)
     # one wrapper per timed call and per warm-up call, all built before the race
     prebuilt = iter([jax.jit(plus_one) for _ in range(calls * (rounds + 1))])
@@ -73,8 +73,7 @@ def rejit_cost(calls: int = 200) -> dict:
     calls that missed it (0). The difference is the cost of building the wrapper.
     Minimum per call over the rounds of ``wrapper_race``.
     """
-    if isinstance(calls, bool) or not isinstance(calls, int) or calls < 1:
-        raise ValueError(f"calls must be a positive int, got {calls!r}.")
+    whole_number(calls, "calls")
     jax.jit(plus_one)(0)  # compile outside the count
     with count_compiles() as log, count_dispatch_misses() as dispatch:
         race = wrapper_race(calls)
@@ -113,8 +112,7 @@ def dispatch_rows(wrappers: int = 100) -> list[dict]:
 
     Taught in Static arguments and compiling again, The dispatch cache.
     """
-    if isinstance(wrappers, bool) or not isinstance(wrappers, int) or wrappers < 1:
-        raise ValueError(f"wrappers must be a positive int, got {wrappers!r}.")
+    whole_number(wrappers, "wrappers")
     return run_cold(_dispatch_rows, wrappers)
 
 
@@ -211,8 +209,7 @@ def docs_partial_rows(steps: int = 5) -> list[dict]:
 
     Taught in Static arguments and compiling again, jit built inside a loop.
     """
-    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
-        raise ValueError(f"steps must be a positive int, got {steps!r}.")
+    whole_number(steps, "steps")
     return [run_cold(_partial_form_row, label, steps) for label in PARTIAL_FORMS]
 
 
@@ -237,8 +234,7 @@ def equal_objects_counts(objects: int = 100) -> dict:
 
     Measured in a fresh process (``run_cold``): cold caches, the caller's left alone.
     """
-    if isinstance(objects, bool) or not isinstance(objects, int) or objects < 1:
-        raise ValueError(f"objects must be a positive int, got {objects!r}.")
+    whole_number(objects, "objects")
     return run_cold(_equal_objects_counts, objects)
 
 
@@ -270,8 +266,7 @@ def dispatch_cache_holds(callables: int) -> int:
     a fresh process (``run_cold``): filling the cache there evicts nothing of the
     caller's.
     """
-    if isinstance(callables, bool) or not isinstance(callables, int) or callables < 1:
-        raise ValueError(f"callables must be a positive int, got {callables!r}.")
+    whole_number(callables, "callables")
     return run_cold(_dispatch_cache_holds, callables)
 
 

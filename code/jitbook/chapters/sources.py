@@ -15,12 +15,13 @@ import jax.numpy as jnp
 import numpy as np
 
 from jitbook import cache
+from jitbook.arguments import whole_number
 from jitbook.cache import count_compiles
 from jitbook.chapters.pln import seed
 from jitbook.chapters.pln.data import PLNData
 from jitbook.chapters.pln.model import init_params
 from jitbook.errors import error_line, raised
-from jitbook.guard import run_cold
+from jitbook.fresh import run_cold
 
 
 class ValueHashed:
@@ -81,8 +82,7 @@ def blog_loop_compiles(steps: int = 3) -> dict[str, int]:
 
     Taught in Where the sources no longer match, The blog post on jit.
     """
-    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
-        raise ValueError(f"steps must be a positive int, got {steps!r}.")
+    whole_number(steps, "steps")
     loops: dict[str, Callable[[], Callable]] = {
         "jax.jit(partial(add_one))": lambda: jax.jit(functools.partial(add_one)),
         "jax.jit(lambda i: add_one(i))": lambda: jax.jit(lambda i: add_one(i)),
@@ -242,11 +242,11 @@ def ledger_statuses(test: str) -> dict[str, str]:
     """A claim test's recorded status on each ledger release (`data/ledger.json`, a
     stored measurement made by `make ledger`): {release: "holds" | "fails" | ...}."""
     import json
-    from pathlib import Path
 
-    path = Path(__file__).resolve().parents[3] / "data" / "ledger.json"
-    claims = json.loads(path.read_text())["claims"]
-    rows = [row for key, row in claims.items() if key.endswith(f"::{test}")]
+    from jitbook.paths import ROOT
+
+    claims = json.loads((ROOT / "data" / "ledger.json").read_text())["claims"]
+    rows = [row for row in claims.values() if row["test"].endswith(f"::{test}")]
     if not rows:
         raise KeyError(f"no ledger row for a test named {test!r}; run `make ledger`.")
     results = rows[0].get("results", rows[0])

@@ -219,9 +219,10 @@ def sharding_mismatch() -> str:
     """In a fresh process: the mismatch needs four devices, set before JAX starts."""
     import subprocess
     import sys
-    from pathlib import Path
 
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])}
+    from jitbook.paths import CODE
+
+    env = {**os.environ, "PYTHONPATH": str(CODE)}
     out = subprocess.run(
         [sys.executable, "-c", MISMATCH_SCRIPT],
         capture_output=True,

@@ -1,14 +1,16 @@
 """The examples of the first chapter: one function run op by op and compiled, and when
 jit pays off.
 
-``python -m jitbook.chapters.why_compile headline`` races the chapter's headline
-comparison in a process of its own (``guard.in_fresh_process`` starts it with or
-without the guard).
+``python -m jitbook.chapters.why_compile headline|price|fingerprints`` races the
+chapter's headline comparison, or prices the guard, in a process of its own
+(``jitbook.fresh.in_fresh_process`` starts it with or without the guard).
 """
 
 import argparse
+import hashlib
 import json
 import math
+import re
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -18,7 +20,8 @@ import jax.numpy as jnp
 
 from jitbook import timing
 from jitbook.cache import count_compiles, fresh_jit
-from jitbook.guard import run_cold
+from jitbook.fresh import run_cold
+from jitbook.guard import GUARDED_OPTIONS, OPTIONS
 
 
 def standardize_softplus(x: jax.Array) -> jax.Array:
@@ -256,16 +259,119 @@ def size_sweep(
     return table
 
 
+EXPLORER_SHAPE = (8192, 256)  # the largest size why-compile's explorer times
+
+
+def main_programs(
+    rows: int, cols: int, repeat: int, iters: int
+) -> dict[str, tuple[Callable, tuple]]:
+    """The book's main timed programs, each a function and its arguments (all arrays):
+    why-compile's function at the page's size and the explorer's largest, and the PLN
+    levels scan and fast."""
+
+    from jitbook.chapters.pln import device_data, load_oaks
+    from jitbook.chapters.pln.fast import fast_program
+    from jitbook.chapters.pln.levels import scan_program
+
+    data = device_data(load_oaks(repeat))
+    programs = {}
+    for shape in dict.fromkeys([(rows, cols), EXPLORER_SHAPE]):
+        x = jax.random.normal(jax.random.key(0), shape)
+        name = f"standardize_softplus, {shape[0]:,} x {shape[1]:,}"
+        programs[name] = (standardize_softplus, (x,))
+    programs[f"PLN scan level, {iters} iterations"] = (
+        lambda data, lr: scan_program(data, iters, lr)[0],
+        (data, 1.0),
+    )
+    programs[f"PLN fast level, {iters} iterations"] = (
+        lambda data, lr: fast_program(data, iters, lr)[0],
+        (data, 1.0),
+    )
+    return programs
+
+
+def price(rows: int, cols: int, repeat: int, iters: int, min_time: float) -> dict:
+    """Race every main program compiled without the guard against the same program
+    compiled with it (``GUARDED_OPTIONS``, the flag's program): {program: rounds}.
+
+    Run it in a process started without the flag, where jit's default is XLA's.
+    Taught in Why compile?, What the guard costs.
+    """
+    from jitbook.chapters.pln.threads import blas_limited
+
+    out = {}
+    with blas_limited():  # as pln.fit runs the PLN programs
+        for name, (fn, args) in main_programs(rows, cols, repeat, iters).items():
+            plain = jax.jit(fn)
+            guarded = jax.jit(fn, compiler_options=GUARDED_OPTIONS)
+            result = timing.race(
+                {
+                    "without the guard": lambda p=plain, a=args: p(*a),
+                    "with the guard": lambda g=guarded, a=args: g(*a),
+                },
+                rounds=10,
+                min_time=min_time,
+            )
+            out[name] = result.times
+    return out
+
+
+def price_rows(rounds: dict) -> list[dict]:
+    """``price``'s rounds as table rows: each program's minimum without and with the
+    guard, and the verdict.
+
+    Taught in Why compile?, What the guard costs.
+    """
+    rows = []
+    for program, times in rounds.items():
+        raced = timing.Race(times)
+        verdict = raced.verdict("with the guard", "without the guard")
+        rows.append(
+            {
+                "program": program,
+                "without the guard, min (ms)": 1e3 * raced.min("without the guard"),
+                "with the guard, min (ms)": 1e3 * raced.min("with the guard"),
+                "with the guard it was": f"{verdict} without",
+                "rounds": raced.rounds,
+            }
+        )
+    return rows
+
+
+def fingerprints(rows: int, cols: int, repeat: int, iters: int) -> dict:
+    """A hash of each main program's optimized HLO, compiled with each of ``OPTIONS``:
+    equal hashes mean XLA built the same program."""
+
+    out = {}
+    for label, options in OPTIONS.items():
+        out[label] = {}
+        for name, (fn, args) in main_programs(rows, cols, repeat, iters).items():
+            lowered = jax.jit(fn, compiler_options=options).lower(*args)
+            text = re.sub(r"HloModule \S+", "", lowered.compile().as_text())
+            out[label][name] = hashlib.sha256(text.encode()).hexdigest()[:16]
+    return out
+
+
 def main(argv: list[str] | None = None) -> None:
-    """``headline --rows R --cols C``: the headline race's rounds, as JSON."""
+    """``headline|price|fingerprints --rows R --cols C``: the headline race's rounds,
+    the guard's price or its programs' fingerprints, as JSON."""
     parser = argparse.ArgumentParser(prog="python -m jitbook.chapters.why_compile")
-    parser.add_argument("what", choices=["headline"])
+    parser.add_argument("what", choices=["headline", "price", "fingerprints"])
     parser.add_argument("--rows", type=int, default=4000)
     parser.add_argument("--cols", type=int, default=1000)
-    parser.add_argument("--min-time", type=float, default=1.0)
+    parser.add_argument("--repeat", type=int, default=100, help="PLN data repeats")
+    parser.add_argument("--iters", type=int, default=20, help="PLN iterations")
+    parser.add_argument("--min-time", type=float, default=1.0, help="s per race")
     args = parser.parse_args(argv)
-    x = jax.random.normal(jax.random.key(0), (args.rows, args.cols))
-    print(json.dumps(headline(x, args.min_time).times))
+    size = (args.rows, args.cols, args.repeat, args.iters)
+    if args.what == "headline":
+        x = jax.random.normal(jax.random.key(0), (args.rows, args.cols))
+        result = headline(x, args.min_time).times
+    elif args.what == "price":
+        result = price(*size, args.min_time)
+    else:
+        result = fingerprints(*size)
+    print(json.dumps(result))
 
 
 if __name__ == "__main__":

@@ -11,15 +11,18 @@ import time
 from importlib import metadata
 from pathlib import Path
 
+from jitbook.ledger import spans
 from jitbook.ledger.data import (
     LEDGER,
     STATUSES,
     _order,
+    key,
     load,
     locked_jax,
     machine,
     save,
     title,
+    unrun,
 )
 from jitbook.ledger.plugin import classify, one_line
 from jitbook.ledger.venvs import (
@@ -40,11 +43,24 @@ from jitbook.workers import connect, say_dashboard
 
 
 def missing(ledger: dict, release: str) -> list[str]:
-    return [
-        test
-        for test, claim in ledger["claims"].items()
-        if release not in claim.get("results", {})
-    ]
+    """The claims (ledger keys) without a result on ``release``."""
+    return [claim for claim, r in unrun(ledger) if r == release]
+
+
+def rows(claims: dict, old: dict) -> dict:
+    """The ledger's rows for the collected claim tests ({test: [section, span]}): keyed
+    by span, titled by the sentence, each keeping the results stored under its key."""
+    words = {span.id: span.words for span in spans.spans()}
+    out = {}
+    for test, (section, span) in claims.items():
+        claim = key(test, span)
+        out[claim] = {
+            "section": section,
+            "title": title(test, words.get(span)),
+            "test": test,
+            "results": old.get(claim, {}).get("results", {}),
+        }
+    return out
 
 
 def make(args: argparse.Namespace) -> dict:
@@ -58,21 +74,31 @@ def make(args: argparse.Namespace) -> dict:
     print(f"collecting the claim tests (book's venv, jax {installed})", flush=True)
     claims = collect()
     print(
-        f"{len(claims)} claim tests in {len(set(claims.values()))} sections", flush=True
+        f"{len(claims)} claim tests in {len({s for s, _ in claims.values()})} sections",
+        flush=True,
     )
-    old = ledger["claims"]
-    ledger["claims"] = {
-        test: {"section": section, "title": title(test)}
-        | {"results": old.get(test, {}).get("results", {})}
-        for test, section in claims.items()
-    }
+    ledger["claims"] = rows(claims, ledger["claims"])
     ledger["lock"] = lock
     work = {}
-    for release in args.releases or [*RELEASES, lock]:
+    releases = [lock if r == "lock" else r for r in args.releases or [*RELEASES, lock]]
+    for release in releases:
         known = release in ledger["releases"]
-        todo = list(claims) if args.force or not known else missing(ledger, release)
+        todo = [
+            ledger["claims"][claim]["test"]
+            for claim in (
+                ledger["claims"]
+                if args.force or not known
+                else missing(ledger, release)
+            )
+        ]
         if known and not args.force and not args.only_missing:
             todo = []
+        if args.claims:  # a changed claim test: its rows again, whatever they hold
+            todo = [
+                row["test"]
+                for claim, row in ledger["claims"].items()
+                if claim.split("[")[0] in args.claims
+            ]
         if todo:
             work[release] = todo
         else:
@@ -119,8 +145,9 @@ def _record(ledger: dict, done: dict, args: argparse.Namespace) -> None:
     if not results:
         print(f"jax {release}: no claim ran; see the errors above", flush=True)
         return
+    keys = {row["test"]: claim for claim, row in ledger["claims"].items()}
     for test, row in results.items():
-        ledger["claims"][test]["results"][release] = row
+        ledger["claims"][keys[test]]["results"][release] = row
     counts = {s: sum(r["status"] == s for r in results.values()) for s in STATUSES}
     unrun = done["todo"] - len(results)
     print(
@@ -172,16 +199,17 @@ def canary(args: argparse.Namespace) -> list[str]:
         f"{megabytes(folder)} MB (delete it when done)",
         flush=True,
     )
-    claims = collect()
-    results, seconds = run_release(versions["jax"], python, list(claims), args.timeout)
+    claims = rows(collect(), ledger["claims"])
+    tests = [row["test"] for row in claims.values()]
+    results, seconds = run_release(versions["jax"], python, tests, args.timeout)
     moved = []
-    for test in claims:
-        before = ledger["claims"].get(test, {}).get("results", {}).get(lock)
-        now = results.get(test, {"status": "not run", "reason": ""})
+    for claim, row in claims.items():
+        before = row["results"].get(lock)
+        now = results.get(row["test"], {"status": "not run", "reason": ""})
         was = before["status"] if before else "no row"
         if was != now["status"]:
             why = f" ({now['reason']})" if now["reason"] else ""
-            moved.append(f"  {test}: {was} on {lock}, {now['status']} on canary{why}")
+            moved.append(f"  {claim}: {was} on {lock}, {now['status']} on canary{why}")
     print(
         f"canary: jax {versions['jax']} ran {len(results)} claims in {seconds:.0f} s; "
         + (f"{len(moved)} changed against jax {lock}:" if moved else f"none changed "
@@ -190,6 +218,23 @@ def canary(args: argparse.Namespace) -> list[str]:
     )  # fmt: skip
     print("\n".join(moved), flush=True)
     return moved
+
+
+def check(args: argparse.Namespace) -> list[tuple[str, str]]:
+    """Every claim of the suite has a result on every release of the ledger: the
+    check CI runs (``make ledger-check``); ``make test`` only warns about these."""
+    ledger = load(args.output)
+    ledger["claims"] = rows(collect(), ledger["claims"])
+    holes = unrun(ledger)
+    for claim, release in holes:
+        print(f"  {claim}: not run on jax {release}", flush=True)
+    print(
+        f"{len(holes)} claim results missing on the ledger's {len(ledger['releases'])} "
+        "releases"
+        + ('; run make ledger LEDGER_ARGS="--only-missing"' if holes else ""),
+        flush=True,
+    )
+    return holes
 
 
 def merge(ledgers: list[dict]) -> dict:
@@ -219,7 +264,8 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--releases", nargs="+", metavar="X.Y.Z",
-        help=f"JAX releases to run (default: {' '.join(RELEASES)} and the locked one)",
+        help="JAX releases to run, 'lock' for the locked one "
+        f"(default: {' '.join(RELEASES)} and the locked one)",
     )  # fmt: skip
     p.add_argument(
         "--force", action="store_true", help="run releases already in the ledger again"
@@ -227,6 +273,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--only-missing", action="store_true",
         help="in releases already in the ledger, run only the claims without a row",
+    )  # fmt: skip
+    p.add_argument(
+        "--claims", nargs="+", metavar="CLM",
+        help="run only these claims (span ids), rows or not: after changing their test",
     )  # fmt: skip
     p.add_argument(
         "--cache", type=Path, default=CACHE,
@@ -257,6 +307,11 @@ def parser() -> argparse.ArgumentParser:
         help="instead: add the releases and rows of other ledger files (parallel runs)",
     )  # fmt: skip
     p.add_argument(
+        "--check", action="store_true",
+        help="instead: fail when a claim has no result on a release of the ledger "
+        "(what CI runs; make test only warns)",
+    )  # fmt: skip
+    p.add_argument(
         "--canary", action="store_true",
         help="instead: newest jax from the index in a scratch venv; print claims that "
         "changed against the lock (writes nothing)",
@@ -268,6 +323,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     if args.merge:
         save(merge([load(args.output), *map(load, args.merge)]), args.output)
+    elif args.check:
+        return 1 if check(args) else 0
     elif args.canary:
         canary(args)
     else:

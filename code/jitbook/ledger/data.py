@@ -8,10 +8,9 @@ import platform
 from importlib import metadata
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[3]
+from jitbook.paths import DATA, ROOT
 
-
-LEDGER = ROOT / "data" / "ledger.json"
+LEDGER = DATA / "ledger.json"
 
 
 STATUSES = ("holds", "fails", "n/a")
@@ -39,15 +38,54 @@ def locked_jax(root: Path = ROOT) -> str:
     )
 
 
+def key(test: str, span: str | None) -> str:
+    """A claim's row in the ledger: the span of its sentence, with the case of a
+    parametrised test (``clm-x[case]``), so renaming the test keeps the row's history.
+    A test that names no span yet keeps its pytest id."""
+    if span is None:
+        return test
+    _, bracket, case = test.rpartition("::")[2].partition("[")
+    return span + bracket + case
+
+
+def unrun(ledger: dict) -> list[tuple[str, str]]:
+    """(claim, release) pairs of the ledger without a result: what ``--only-missing``
+    runs and ``--check`` refuses."""
+    return [
+        (claim, release)
+        for claim, row in ledger["claims"].items()
+        for release in ledger["releases"]
+        if release not in row.get("results", {})
+    ]
+
+
+def older_gaps(outcomes: dict, path: Path = LEDGER) -> list[str]:
+    """The claims of ``outcomes`` (keyed like the ledger) that some release of the
+    ledger has no result for."""
+    ledger = load(path)
+    return [
+        claim
+        for claim in sorted(outcomes)
+        if any(
+            release not in ledger["claims"].get(claim, {}).get("results", {})
+            for release in ledger["releases"]
+        )
+    ]
+
+
 def lock_disagreements(outcomes: dict, path: Path = LEDGER) -> list[str]:
-    """Claims whose status in this run differs from the ledger's column for this JAX."""
+    """Claims whose status in this run differs from the ledger's column for this JAX;
+    ``outcomes`` is keyed like the ledger (``key``)."""
     ledger = load(path)
     lock = metadata.version("jax")  # the column of the JAX this session ran on
     problems = []
     for test, row in sorted(outcomes.items()):
         stored = ledger["claims"].get(test, {}).get("results", {}).get(lock)
         if stored is None:
-            problems.append(f"  {test}: no row for jax {lock}")
+            problems.append(
+                f"  {test}: no row for jax {lock} (make ledger "
+                'LEDGER_ARGS="--releases lock --only-missing", a minute or two)'
+            )
         elif stored["status"] != row["status"]:
             problems.append(
                 f"  {test}: ledger says {stored['status']}, this run {row['status']}"
@@ -73,11 +111,12 @@ def machine() -> str:
     )
 
 
-def title(test: str) -> str:
-    """A claim's words, from its test's name: ``test_a_b_c[x]`` -> ``a b c [x]``."""
+def title(test: str, words: str | None = None) -> str:
+    """A claim's words: its sentence's, else its test's name (``test_a_b[x]`` ->
+    ``a b [x]``), with the case of a parametrised test."""
     name = test.split("::")[-1].removeprefix("test_")
     base, _, param = name.partition("[")
-    return base.replace("_", " ") + (f" [{param}" if param else "")
+    return (words or base.replace("_", " ")) + (f" [{param}" if param else "")
 
 
 def _order(item) -> tuple:

@@ -209,13 +209,13 @@ def _short(reason: str, width: int = 60) -> str:
     return reason if len(reason) <= width else reason[: width - 1] + "…"
 
 
-def claim_status(ledger: dict, test: str, release: str) -> str | None:
-    """A claim test's status on ``release``; for a parametrised test, the worst of its
+def claim_status(ledger: dict, span: str, release: str) -> str | None:
+    """A claim's status on ``release``; for a parametrised test, the worst of its
     cases (fails before n/a before holds); None when the ledger has no row."""
     rows = [
         claim["results"][release]["status"]
         for name, claim in ledger["claims"].items()
-        if (name == test or name.startswith(test + "[")) and release in claim["results"]
+        if (name == span or name.startswith(span + "[")) and release in claim["results"]
     ]
     for status in ("fails", "n/a", "holds"):
         if status in rows:
@@ -244,8 +244,8 @@ def claim_rows(ledger: dict, root: Path = ROOT) -> list[dict]:
         page = f"{span.page}.qmd" if span.page != "index" else "../index.qmd"
         named = tests.get(span.id, [])
         marks = [
-            " ".join(MARKS[claim_status(ledger, test, r)] for r in names)
-            for test in named
+            " ".join(MARKS[claim_status(ledger, span.id, r)] for r in names)
+            for _ in named
         ]
         in_ledger = any(m.strip() for m in marks)
         rows.append(

@@ -8,7 +8,7 @@ import os
 import re
 import sys
 
-from jitbook.ledger.data import lock_disagreements
+from jitbook.ledger.data import key, lock_disagreements, older_gaps
 
 NEEDS = re.compile(
     r"needs (a newer (jax|equinox|optax)|(jax|equinox|optax|jaxlib) ?>= ?[0-9.]+)",
@@ -45,6 +45,12 @@ def _claim_section(item) -> str | None:
             f"shows it and the sentence's span; got {args!r}."
         )
     return args[0]
+
+
+def _claim_key(item) -> str:
+    """The claim's row in the ledger: its span (and case), else its pytest id."""
+    args = item.get_closest_marker("claim").args
+    return key(item.nodeid, args[1] if len(args) == 2 else None)
 
 
 def one_line(text: str, width: int = 160) -> str:
@@ -95,9 +101,9 @@ def outcome(report) -> dict:
 
 
 def pytest_collection_modifyitems(session, config, items):
-    """Remember which collected tests are claims, and their sections."""
+    """Remember which collected tests are claims: their sections and ledger keys."""
     config._jitbook_claims = {
-        item.nodeid: section
+        item.nodeid: (section, _claim_key(item))
         for item in items
         if (section := _claim_section(item)) is not None
     }
@@ -128,15 +134,14 @@ def pytest_runtest_logreport(report):
     if claims is None or report.nodeid not in claims:
         return
     done = config._jitbook_outcomes
-    if report.nodeid in done or not (
-        report.when == "call" or report.outcome != "passed"
-    ):
+    section, claim = claims[report.nodeid]
+    if claim in done or not (report.when == "call" or report.outcome != "passed"):
         return
     row = outcome(report) | {"seconds": round(report.duration, 2)}
-    done[report.nodeid] = row
+    done[claim] = row
     path = os.environ.get(RECORD_ENV)
     if path:
-        _append(path, {"test": report.nodeid, "section": claims[report.nodeid]} | row)
+        _append(path, {"test": report.nodeid, "section": section} | row)
         jax = os.environ.get("JITBOOK_LEDGER_RELEASE", "?")
         print(
             f"  jax {jax} [{len(done)}/{len(claims)}] {row['status']:5} "
@@ -155,9 +160,19 @@ def pytest_sessionfinish(session, exitstatus):
     config = session.config
     if os.environ.get(RECORD_ENV) or not getattr(config, "_jitbook_outcomes", None):
         return
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    older = older_gaps(config._jitbook_outcomes)
+    if older and reporter:
+        reporter.ensure_newline()
+        reporter.write_line(
+            f"note: {len(older)} claims of this run have no result on some release of "
+            f"the ledger (e.g. {older[0]}); make test needs only the locked one, "
+            "`make ledger-check` (CI) fails on these, and "
+            '`make ledger LEDGER_ARGS="--only-missing"` fills them.',
+            yellow=True,
+        )
     problems = lock_disagreements(config._jitbook_outcomes)
     if problems:
-        reporter = config.pluginmanager.get_plugin("terminalreporter")
         text = "\n".join(
             ["data/ledger.json disagrees with this run's claim tests (make ledger):"]
             + problems

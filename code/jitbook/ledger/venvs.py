@@ -68,14 +68,15 @@ def megabytes(folder: Path) -> int:
 
 
 def collect(python: str = sys.executable, tests: Path = ROOT / "tests") -> dict:
-    """Every claim test of the suite, collected by pytest: {test: section}."""
+    """Every claim test of the suite, collected by pytest: {test: [section, span]}
+    (span None for a test that names none yet)."""
     with _record_file() as path:
         code = (
             "import sys, pytest\n"
             "class Dump:\n"
             "    def pytest_collection_finish(self, session):\n"
             "        import json\n"
-            "        rows = {i.nodeid: m.args[0] for i in session.items\n"
+            "        rows = {i.nodeid: [*m.args, None][:2] for i in session.items\n"
             "                if (m := i.get_closest_marker('claim'))}\n"
             f"        with open({str(path)!r}, 'w') as f:\n"
             "            f.write(json.dumps(rows))\n"
@@ -218,7 +219,7 @@ def run_release(
         env = _env(release) | {RECORD_ENV: str(path), ONLY_ENV: json.dumps(tests)}
         modules = sorted({test.split("::")[0] for test in tests})
         command = [
-            python, "-m", "pytest", "-q", "-p", "jitbook.ledger",
+            python, "-m", "pytest", "-q", "-p", "jitbook.ledger.plugin",
             "-p", "no:cacheprovider",
             "--noconftest", "--continue-on-collection-errors", "-o", "addopts=",
             "-W", "ignore::DeprecationWarning", "-W", "ignore::FutureWarning",

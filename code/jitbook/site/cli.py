@@ -1,5 +1,5 @@
 """``python -m jitbook.site``: run chapters (``run``), Quarto's post-render step
-(``site``), docstring back-links (``backlinks``), a command with timestamps (``timed``).
+(``site``), a command with timestamps (``timed``).
 
     python -m jitbook.site run tracing                 # one chapter, by name or path
     python -m jitbook.site run --all                   # every chapter in _quarto.yml
@@ -19,9 +19,8 @@ from pathlib import Path
 
 from jitbook import size
 from jitbook.site import talk
-from jitbook.site.backlinks import backlink_files, reader_backlinks
 from jitbook.site.downloads import run
-from jitbook.site.harness import ROOT, SITE, ChapterError, chapter_files, chapter_titles
+from jitbook.site.harness import ROOT, SITE, ChapterError, chapter_files
 from jitbook.site.post_render import build_site
 
 
@@ -50,11 +49,6 @@ def main(argv: list[str] | None = None) -> int:
         nargs="?",
         default=Path(os.environ.get("QUARTO_PROJECT_OUTPUT_DIR", SITE)),
     )
-    links_p = sub.add_parser(
-        "backlinks",
-        help="rewrite docstring back-links as 'Taught in Chapter, Section.'",
-    )
-    links_p.add_argument("--check", action="store_true", help="list files, change none")
     timed_p = sub.add_parser(
         "timed",
         help="run a command, its output stamped with the time since it started, and a "
@@ -70,13 +64,6 @@ def main(argv: list[str] | None = None) -> int:
         except FileNotFoundError:
             print(f"timed: no command {args.cmd[0]!r} on PATH", file=sys.stderr)
             return 127
-    if args.command == "backlinks":
-        files, titles = backlink_files(), chapter_titles()
-        for path in files:
-            print(_shown(path))
-            if not args.check:
-                path.write_text(reader_backlinks(path.read_text(), titles))
-        return 1 if args.check and files else 0
     if args.command == "site":
         try:
             written = build_site(ROOT / args.site)

@@ -1,7 +1,5 @@
 """Which JAX executed a page: every chapter says it, read in the kernel that ran it."""
 
-from importlib import metadata
-
 
 def executed_on():
     """The JAX that executed the page, read in its kernel: a line under its set-up.
@@ -11,12 +9,7 @@ def executed_on():
     import jax
 
     from jitbook.display import Markdown
-
-    def version(dist: str) -> str:
-        try:
-            return metadata.version(dist)
-        except metadata.PackageNotFoundError:
-            return "not installed"
+    from jitbook.display import version_of as version
 
     return Markdown(  # short lines: the output column, even once the reference is words
         f"*This page was executed with JAX {jax.__version__} (jaxlib "

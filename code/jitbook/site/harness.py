@@ -16,9 +16,9 @@ import yaml
 from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
 
+from jitbook.paths import ROOT
 from jitbook.site.talk import CellProgress
 
-ROOT = Path(__file__).resolve().parents[3]
 BUILD = ROOT / "_build" / "notebooks"
 SITE = ROOT / "_book"
 CHUNK_START = re.compile(r"^```+\s*\{python[^}]*\}\s*$")

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import nbformat
 
+from jitbook.explore.page import PLOTLY_FILE, plotly_js
 from jitbook.site import harness, search
 from jitbook.site.downloads import label_titles, reader_notebook
-from jitbook.site.explore_page import PLOTLY_FILE, plotly_js
 from jitbook.site.harness import ROOT, chapter_files, chapter_pages, to_notebook
 
 CDN_TRIGGERS = (

@@ -16,6 +16,8 @@ from typing import TextIO
 
 import nbformat
 
+from jitbook.heartbeat import Heartbeat
+
 EVERY = 10.0  # seconds of silence before a progress line
 HEADING = re.compile(r"^#{1,4}\s+(.+?)\s*(?:\{[^}]*\})?\s*$", re.M)
 
@@ -60,29 +62,21 @@ class CellProgress:
     ):
         self.name, self.out, self.every = name, out, every or EVERY
         self.places = _where(nb)
-        self.start = self.said = self.cell_start = time.monotonic()
+        self.start = self.cell_start = time.monotonic()
         self.place = "starting the kernel"
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._beat, daemon=True)
+        self._heartbeat = Heartbeat(self.every, lambda _: self.say(time.monotonic()))
 
     def __enter__(self) -> "CellProgress":
-        self._thread.start()
+        self._heartbeat.__enter__()
         return self
 
     def __exit__(self, *exc) -> None:
-        self._stop.set()
-        self._thread.join()
+        self._heartbeat.__exit__(*exc)
 
     def on_cell_execute(self, cell, cell_index: int) -> None:
         """nbclient calls this as a cell starts."""
         self.place = self.places.get(cell_index, f"cell {cell_index}")
         self.cell_start = time.monotonic()
-
-    def _beat(self) -> None:
-        while not self._stop.wait(min(1.0, self.every)):
-            now = time.monotonic()
-            if now - self.said >= self.every:
-                self.say(now)
 
     def say(self, now: float) -> None:
         """One progress line: where the chapter is, for how long, in all."""
@@ -92,7 +86,6 @@ class CellProgress:
             file=self.out,
             flush=True,
         )
-        self.said = now
 
 
 def stamped(cmd: list[str], every: float = EVERY, out: TextIO = sys.stdout) -> int:
@@ -107,32 +100,40 @@ def stamped(cmd: list[str], every: float = EVERY, out: TextIO = sys.stdout) -> i
         target=_read, args=(proc.stdout, chunks, lock), daemon=True
     )
     reader.start()
-    at_line_start, said, heard, last = True, start, start, ""
+    at_line_start, last = True, ""
+    writing = threading.Lock()  # the heartbeat writes from its own thread
     # a character split between two reads is decoded whole
     decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+
+    def still_running(silent: float) -> None:
+        nonlocal at_line_start
+        with writing:
+            out.write(
+                ("" if at_line_start else "\n")
+                + f"[{clock(time.monotonic() - start)}] ... still running "
+                f"({clock(silent)} since its last output: {last[:100]})\n"
+            )
+            out.flush()
+            at_line_start = True
+
     try:
-        while reader.is_alive() or chunks:
-            reader.join(timeout=0.2)
-            with lock:
-                data, chunks[:] = b"".join(chunks), []
-            now = time.monotonic()
-            if data:
-                for piece in decoder.decode(data).splitlines(keepends=True):
-                    if at_line_start:
-                        out.write(f"[{clock(now - start)}] ")
-                    out.write(piece)
-                    at_line_start = piece.endswith("\n")
-                    last = piece.strip() or last
-                out.flush()
-                said = heard = now
-            elif now - said >= every:
-                out.write(
-                    ("" if at_line_start else "\n")
-                    + f"[{clock(now - start)}] ... still running "
-                    f"({clock(now - heard)} since its last output: {last[:100]})\n"
-                )
-                out.flush()
-                at_line_start, said = True, now
+        with Heartbeat(every, still_running) as heartbeat:
+            while reader.is_alive() or chunks:
+                reader.join(timeout=0.2)
+                with lock:
+                    data, chunks[:] = b"".join(chunks), []
+                if not data:
+                    continue
+                now = time.monotonic()
+                with writing:
+                    for piece in decoder.decode(data).splitlines(keepends=True):
+                        if at_line_start:
+                            out.write(f"[{clock(now - start)}] ")
+                        out.write(piece)
+                        at_line_start = piece.endswith("\n")
+                        last = piece.strip() or last
+                    out.flush()
+                heartbeat.heard()
     finally:
         if proc.poll() is None:  # interrupted: stop it rather than leave it running
             proc.terminate()

@@ -8,6 +8,7 @@ from time import perf_counter
 import numpy as np
 from threadpoolctl import threadpool_limits
 
+from jitbook.arguments import whole_number
 from jitbook.bench.conditions import CONTROL, control_of
 from jitbook.cache import count_compiles
 from jitbook.chapters.pln.converge import newton_program
@@ -17,7 +18,7 @@ from jitbook.chapters.pln.model import neg_elbo_numpy
 from jitbook.chapters.pln.profile import PROGRAMS
 from jitbook.chapters.pln.threads import blas_limited, blas_threads
 from jitbook.display import plural
-from jitbook.guard import run_cold
+from jitbook.fresh import run_cold
 from jitbook.timing import Race, race
 
 # Levels known to be the same compiled loop written differently (their HLO differs only
@@ -28,8 +29,7 @@ PYPLN = "pyPLNmodels fit()"
 
 def _check_rounds(rounds: int, eager_iters: int) -> None:
     for name, value in (("rounds", rounds), ("eager_iters", eager_iters)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name} must be a whole number >= 1, got {value!r}.")
+        whole_number(value, name)
 
 
 def first_fit(data: PLNData, n_iter: int, level: str) -> dict:

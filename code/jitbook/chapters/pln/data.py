@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import NamedTuple
 
 import jax.numpy as jnp
 import numpy as np
 
-DATA_DIR = Path(__file__).resolve().parents[4] / "data" / "oaks"
+from jitbook.arguments import whole_number
+from jitbook.paths import DATA
+
+DATA_DIR = DATA / "oaks"
 
 
 class PLNData(NamedTuple):
@@ -39,15 +41,7 @@ def load_oaks(repeat: int = 1) -> PLNData:
 
     `repeat=TUTORIAL_REPEAT` gives the problem size of the 2023 tutorial.
     """
-    if (
-        isinstance(repeat, bool)
-        or not isinstance(repeat, (int, np.integer))
-        or repeat < 1
-    ):
-        raise ValueError(
-            "repeat must be a positive integer (1 gives the data as measured), got "
-            f"{repeat!r}."
-        )
+    whole_number(repeat, "repeat", example="1 for the data as measured")
     counts = _read_csv("counts.csv")
     offsets = _read_csv("offsets.csv")
     Y = np.repeat(counts, repeat, axis=0)
@@ -137,12 +131,4 @@ def _triple(data) -> tuple:
 def check_n_iter(n_iter) -> int:
     """A positive Python int of iterations, or a clear error (n_iter is the one static
     argument of a fit)."""
-    if (
-        isinstance(n_iter, bool)
-        or not isinstance(n_iter, (int, np.integer))
-        or n_iter < 1
-    ):
-        raise ValueError(
-            f"n_iter must be a positive integer number of iterations, got {n_iter!r}."
-        )
-    return int(n_iter)
+    return whole_number(n_iter, "n_iter")

@@ -30,7 +30,7 @@ from jitbook.chapters.pln.model import (
     neg_elbo,
 )
 from jitbook.chapters.pln.threads import blas_limited
-from jitbook.guard import run_cold
+from jitbook.fresh import run_cold
 
 
 class FitResult(NamedTuple):

@@ -24,6 +24,8 @@ from time import perf_counter
 
 import numpy as np
 
+from jitbook.paths import DATA, ROOT
+
 INSTALL_HINT = (
     "the peers (PyTorch, pyPLNmodels) are an optional extra: `pip install -e .[peers] "
     "--extra-index-url https://download.pytorch.org/whl/cpu` (CPU PyTorch), or point "
@@ -36,7 +38,6 @@ VARIANTS = {
     "PyTorch eager, tutorial's algorithm": ("tutorial", False),
     "torch.compile, tutorial's algorithm": ("tutorial", True),
 }
-SAME_AS = {"fast": "fast", "tutorial": "scan"}
 
 
 def peers_missing() -> str | None:
@@ -427,7 +428,7 @@ class Peer:
 
 # --- the recorded run: data/peers/<name>.json, read by the PLN page
 
-RECORDINGS = Path(__file__).resolve().parents[4] / "data" / "peers"
+RECORDINGS = DATA / "peers"
 
 
 def _cpu_model() -> str:
@@ -443,9 +444,8 @@ def _cpu_model() -> str:
 
 
 def _commit() -> str:
-    root = Path(__file__).resolve().parents[4]  # the book's checkout
     done = subprocess.run(
-        ["git", "-C", str(root), "describe", "--always", "--dirty", "--abbrev=12"],
+        ["git", "-C", str(ROOT), "describe", "--always", "--dirty", "--abbrev=12"],
         capture_output=True,
         text=True,
     )

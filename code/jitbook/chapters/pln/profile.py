@@ -198,7 +198,7 @@ def issue_39103_in_fresh_process() -> dict:
 
     Taught in The PLN model, made fast, Where the time goes.
     """
-    from jitbook.guard import run_for_json
+    from jitbook.fresh import run_for_json
 
     env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
     return run_for_json(["-c", _ISSUE_39103], "the jax#39103 reproducer", env=env)

@@ -17,6 +17,8 @@ from pathlib import Path
 import scipy.linalg  # noqa: F401  loads SciPy's OpenBLAS now: threadpoolctl only limits libraries already loaded
 from threadpoolctl import threadpool_info, threadpool_limits
 
+from jitbook.arguments import whole_number
+
 BLAS_THREADS = 1  # what every fit uses; the chapter measures the default against it
 
 
@@ -34,10 +36,7 @@ def blas_limited(threads: int = BLAS_THREADS) -> threadpool_limits:
 
     Taught in The PLN model, made fast, Two thread pools.
     """
-    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
-        raise ValueError(
-            f"threads must be a positive integer number of threads, got {threads!r}."
-        )
+    whole_number(threads, "threads")
     return threadpool_limits(limits=threads, user_api="blas")
 
 

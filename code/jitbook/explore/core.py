@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 
 from jitbook.display import number
 from jitbook.display import numbers as column_of_numbers
-from jitbook.site import explore_print
-from jitbook.site.explore_page import CONFIG, json_for_script, page_scripts
+from jitbook.explore import printed
+from jitbook.explore.page import CONFIG, json_for_script, page_scripts
 
 METADATA_KEY = "jitbook/explorer"
 PLOTLY_MIME = "application/vnd.plotly.v1+json"
@@ -364,10 +364,8 @@ class Explorer:
             "text/html": self.html(include_scripts=first),
             "text/plain": self.text(),
         }
-        if explore_print.for_print():
-            data["text/markdown"] = explore_print.markdown(
-                self.title, self.figure, self.rows
-            )
+        if printed.for_print():
+            data["text/markdown"] = printed.markdown(self.title, self.figure, self.rows)
         return data, {METADATA_KEY: self.spec()}
 
 

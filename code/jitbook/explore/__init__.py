@@ -13,23 +13,24 @@ ahead of HTML's 50), sliders and menus included; Bokeh needs the separate
 nbconvert both pick ``text/html`` and ignore Plotly's MIME type; plotly.js 4 sets
 ``window.Plotly`` as a plain script (no AMD/require.js branch), so a page works whether
 the CDN require.js and jQuery that Quarto adds are there or stripped. The site loads
-one cartesian plotly.js bundle (1.5 MB, ``explore_page``) with ``defer``.
+one cartesian plotly.js bundle (1.5 MB, ``page``) with ``defer``.
 
 An explorer's HTML has native controls (a range input or a select: keyboard and screen
 readers work for free), a live caption, text panels and a folded table, its text
 equivalent; its JavaScript only picks a precomputed choice and calls ``Plotly.restyle``.
 Nothing recomputes JAX in JavaScript.
 
-The seams: this module builds the four kinds from rows; ``explore_core`` holds the
-explorer and its three renderings; ``explore_axes`` the ticks; ``explore_page`` what
-the page shares (plotly.js, the runtime, the style).
+The seams: this module builds the four kinds from rows; ``core`` holds the
+explorer and its three renderings; ``axes`` the ticks; ``page`` what
+the page shares (plotly.js, the runtime, the style); ``printed`` the PDF's figure.
+Pages import it as ``from jitbook import explore``.
 """
 
 import textwrap
 from collections.abc import Mapping, Sequence
 
-from jitbook.site import explore_axes as axes
-from jitbook.site.explore_core import (  # noqa: F401  (chapters and tests use them here)
+from jitbook.explore import axes
+from jitbook.explore.core import (  # noqa: F401  (chapters and tests use them here)
     HIGHLIGHT,
     METADATA_KEY,
     PLOTLY_MIME,
@@ -42,7 +43,7 @@ from jitbook.site.explore_core import (  # noqa: F401  (chapters and tests use t
     fmt,
     short,
 )
-from jitbook.site.explore_page import plotly_js  # noqa: F401
+from jitbook.explore.page import plotly_js  # noqa: F401
 
 
 def slider(

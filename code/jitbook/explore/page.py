@@ -117,7 +117,7 @@ def page_scripts() -> str:
 
 def plotly_path():
     """The vendored plotly.js bundle (a ``Traversable`` in the installed package)."""
-    return resources.files("jitbook.site").joinpath("vendor", PLOTLY_FILE)
+    return resources.files("jitbook.explore").joinpath("vendor", PLOTLY_FILE)
 
 
 # 1.5 MB, read once per process: the site step and the browser tests want it.
@@ -128,7 +128,7 @@ def plotly_js() -> str:
     digest = hashlib.sha256(data).hexdigest()
     if digest != PLOTLY_SHA256:
         raise RuntimeError(
-            f"jitbook/site/vendor/{PLOTLY_FILE} has sha256 {digest}, not the pinned "
+            f"jitbook/explore/vendor/{PLOTLY_FILE} has sha256 {digest}, not the pinned "
             f"{PLOTLY_SHA256}; restore it (vendor/README.md) or update the pin."
         )
     return data.decode("utf-8")
