@@ -1,5 +1,5 @@
-"""The artifacts chapter's claims about JAX (donation, export, compile cost, jit's knobs), its helpers' input
-checks, and its exercises' wrong answers."""
+"""The artifacts chapter's claims about JAX (donation, export, compile cost, jit's knobs) and its helpers' input
+checks (its exercises: tests/test_exercises.py)."""
 
 import jax
 import jax.numpy as jnp
@@ -8,9 +8,7 @@ import pytest
 from jax import export
 
 import jitbook
-from jitbook import count_compiles
 from jitbook.chapters import artifacts
-from jitbook.exercises import check
 
 # --- buffer donation ---------------------------------------------------------------------------------------
 
@@ -262,51 +260,6 @@ def test_fast_min_max_drops_a_nan_and_unknown_options_are_refused():
     assert fast["result"] == 1.0
     err = jitbook.raised(lambda: jax.jit(jnp.sin, compiler_options={"no_such_option": 1}).lower(1.0).compile())
     assert "No such compile option: 'no_such_option'" in str(err)
-
-
-# --- exercises ------------------------------------------------------------------------------------------------
-
-def test_donate_update_answers():
-    assert check("artifacts.donate-update", jax.jit(artifacts.sgd_update, donate_argnums=0)).passed
-    assert "not a function compiled by jax.jit" in check("artifacts.donate-update", artifacts.sgd_update).message
-    plain = check("artifacts.donate-update", jax.jit(artifacts.sgd_update))
-    assert not plain.passed and "reports 0 aliased bytes" in plain.message
-    # donating the gradient also lets the output alias an argument, but the state lives on
-    gradient = check("artifacts.donate-update", jax.jit(artifacts.sgd_update, donate_argnums=1))
-    assert not gradient.passed and "it was not donated" in gradient.message
-
-
-def test_any_batch_answers():
-    assert check("artifacts.any-batch", _exported()).passed
-    fixed = export.export(jax.jit(artifacts.predict))(W, jnp.ones((7, 3)))
-    report = check("artifacts.any-batch", fixed)
-    assert not report.passed and "with a batch of 1 raised ValueError" in report.message
-    assert "build it with export.export" in check("artifacts.any-batch", jax.jit(artifacts.predict)).message
-
-
-def test_scan_loop_answers():
-    assert check("artifacts.scan-loop", artifacts.scanned_steps).passed
-    unrolled = check("artifacts.scan-loop", artifacts.unrolled_steps)
-    assert not unrolled.passed and "its program grows with n" in unrolled.message
-    wrong = check("artifacts.scan-loop", lambda x, n: artifacts.scanned_steps(x, n + 1))
-    assert not wrong.passed and "damped_steps(x, 3) differs from artifacts.unrolled_steps(x, 3)" in wrong.message
-
-
-def test_table_argument_answers():
-    assert check("artifacts.table-argument", jax.jit(artifacts.apply_table)).passed
-    table = np.ones((64, 64), np.float32)
-    baked = check("artifacts.table-argument", jax.jit(lambda w, x: jnp.asarray(table) @ x))
-    assert not baked.passed and "bytes of constants" in baked.message
-    static = check("artifacts.table-argument", jax.jit(lambda w, x: w @ x, static_argnums=0))
-    assert not static.passed and "could not be traced" in static.message
-
-
-def test_checkers_leave_the_answer_usable():
-    answer = jax.jit(artifacts.apply_table)
-    check("artifacts.table-argument", answer)
-    with count_compiles() as log:
-        answer(jnp.ones((64, 64)), jnp.ones(64))
-    assert log.count_for("apply_table") == 0  # the checker compiled it, and the cache is still there
 
 
 @pytest.mark.claim("sec-artifacts-donation", "clm-artifacts-peak-without-temporaries")

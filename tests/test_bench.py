@@ -1,5 +1,7 @@
 """The benchmark command runs and prints its tables (speed itself is not asserted: that is its output)."""
 
+import json
+
 import pytest
 
 import jitbook
@@ -29,7 +31,7 @@ def test_bench_pln_prints_tables_and_progress(capsys):
     assert "    first fit of namedtuple: " in err and " s so far)" in err
     assert "2 iterations, raced alone" in out
     assert "scan, namedtuple: one compiled loop written differently; they " in out
-    assert "fast was " in out and " scan." in out
+    assert "fast was " in out and " scan (warm; JAX against JAX)." in out
     assert "Donating the state of jit_iteration" in out and "donated was " in out
     assert "Two thread pools" in out and "(limited, as in fit)" in out
     assert "Limited, the loop was " in out
@@ -49,7 +51,7 @@ BAD_FLAGS = [
     (["--profile-levels", "eager"], "argument --profile-levels: 'eager' cannot be profiled; choose from "
                                      "scan, namedtuple, fast (comma-separated)"),
     (["--levels", "scan,warp"], "argument --levels: 'warp' cannot be raced; choose from eager, jit_step"),
-    (["--peer-threads", "-1"], "argument --peer-threads: must be a whole number >= 0"),
+    (["--cores", "0"], "argument --cores: must be a whole number >= 1 (cores both sides are pinned to)"),
     (["--iters", "ten"], "argument --iters: must be a whole number >= 1 (iterations per fit), got 'ten'"),
 ]
 
@@ -72,6 +74,14 @@ def test_record_without_peers_is_refused_before_any_work(monkeypatch):
     monkeypatch.setattr("jitbook.chapters.pln.load_oaks", lambda *a: pytest.fail("work started"))
     with pytest.raises(SystemExit, match="--record writes the peers' run: add --peers-python"):
         bench.main(["pln", "--record"])
+
+
+def test_force_record_without_record_and_too_many_cores_are_refused_before_any_work(monkeypatch):
+    monkeypatch.setattr("jitbook.chapters.pln.load_oaks", lambda *a: pytest.fail("work started"))
+    with pytest.raises(SystemExit, match="--force-record forces --record: add --record NAME"):
+        bench.main(["pln", "--peers", "--force-record"])
+    with pytest.raises(SystemExit, match="--cores must be between 1 and the "):
+        bench.main(["pln", "--peers", "--cores", "4096"])
 
 
 def test_a_long_step_says_it_is_still_running(capsys):
@@ -103,7 +113,9 @@ def test_benchmark_rows_report_compiles_and_per_iteration_times():
     rows, raced = benchmark_levels(load_oaks(1), 4, ["eager", "scan", "fast"], rounds=5,
                                    eager_iters=2)
     eager, scan, fast = rows
-    assert scan["note"] == "" and eager["note"] == "2 iterations, raced alone"
+    assert scan["note"] == "" and eager["note"].startswith("2 iterations, raced alone (warm); a first fit, ")
+    once = float(eager["note"].split("compiles included: ")[1].split()[0])  # the eager fit a user runs
+    assert once == float(f"{eager['first call s'] / 2 * 1e3:.3g}") and eager["compiles"] > 0
     assert scan["ms / iter (min)"] <= scan["ms / iter (median)"] <= scan["ms / iter (max)"]
     assert raced.names == ["scan", "fast"] and raced.rounds >= 5 and raced.per == 4
     assert scan["ms / iter (min)"] == round(raced.min("scan") * 1e3, 2)
@@ -189,3 +201,112 @@ def test_the_donated_iteration_hands_its_state_buffers_to_the_next_state():
     new_state, _ = one_iteration_donated(state, data, 1.0)
     assert state.params.M.is_deleted() and not new_state.params.M.is_deleted()
     assert not data.Y.is_deleted()
+
+
+# --- a race against another process knows when it cannot tell (fake conditions, passed in)
+
+from jitbook.bench import conditions  # noqa: E402
+from jitbook.chapters.pln import peers  # noqa: E402
+
+TIES = [0.100, 0.102, 0.099, 0.101, 0.100]  # one variant's rounds, and its control's
+
+
+def fit_record(**changes) -> dict:
+    """A recording fit to compare: quiet, both sides on cores 0-1 with 2 threads, the
+    controls tied, the peer's Timer agreeing with the race."""
+    record = {
+        "cpu": {"model": "test", "cores": 2},
+        "per": 10,
+        "race": {
+            "fast": [0.050, 0.051, 0.050, 0.052, 0.050],
+            "fast (control)": [0.051, 0.050, 0.050, 0.050, 0.052],
+            "torch.compile": TIES,
+            "torch.compile (control)": TIES[::-1],
+            "PyTorch eager": [0.5, 0.51, 0.5, 0.52, 0.5],
+        },
+        "conditions": {
+            "load": {"before": [0.4, 0.5, 0.6], "after": [0.5, 0.5, 0.6],
+                     "highest 1-minute": 0.9, "readings": 12},
+            "JAX": {"cores": [0, 1], "XLA intra-op threads": 2,
+                    "OpenBLAS threads inside a fit": 1, "env": {"OMP_WAIT_POLICY": "PASSIVE"}},
+            "peer": {"cores": [0, 1], "torch threads": 2, "torch interop threads": 1,
+                     "env": {"OMP_WAIT_POLICY": "PASSIVE", "OPENBLAS_NUM_THREADS": "2"}},
+        },
+        "cross-check": {"torch.compile": {"race median s / iter": 0.0100,
+                                          "timer median s / iter": 0.0098}},
+    }
+    for path, value in changes.items():
+        *outer, last = path.split(">")
+        target = record
+        for key in outer:
+            target = target[key]
+        target[last] = value
+    return record
+
+
+def test_a_quiet_matched_race_with_tied_controls_is_fit_to_compare():
+    assert conditions.unfit_reasons(fit_record()) == []
+    rows = peers.verdict_rows(fit_record())
+    assert [r["warm verdict"] for r in rows] == ["fast was 2.0 times faster than torch.compile",
+                                                 "fast was 10 times faster than PyTorch eager"]
+
+
+UNFIT = [
+    ({"conditions>load>highest 1-minute": 2.0}, "the load average reached 2 on 2 cores"),
+    ({"conditions>load>before": [3.5, 1, 1]}, "the load average reached 3.5 on 2 cores"),
+    ({"conditions>load>after": [2.1, 1, 1]}, "the load average reached 2.1 on 2 cores"),
+    ({"conditions>peer>cores": [0]}, "JAX ran on cores [0, 1], the peer on [0]"),
+    ({"conditions>peer>torch threads": 1}, "the intra-op pools differ: XLA 2 threads, PyTorch 1"),
+    ({"race>fast (control)": [0.1] * 5}, "the control failed: fast was 2.0 times faster than itself"),
+    ({"race>torch.compile (control)": [0.2] * 5}, "the control failed: torch.compile was 2.0 times faster"),
+    ({"cross-check>torch.compile>timer median s / iter": 0.003},
+     "torch.compile timed alone by torch.utils.benchmark.Timer differs from its time in the race by 3.3"),
+]
+
+
+@pytest.mark.parametrize("changes, why", UNFIT, ids=[w[:40] for _, w in UNFIT])
+def test_a_race_unfit_to_compare_says_why_and_draws_no_verdict(changes, why):
+    record = fit_record(**changes)
+    reasons = conditions.unfit_reasons(record)
+    assert any(why in r for r in reasons), reasons
+    assert all(r["warm verdict"] == "none: not fit to compare" for r in peers.verdict_rows(record))
+
+
+def test_a_race_without_controls_cannot_tell():
+    record = fit_record()
+    del record["race"]["fast (control)"], record["race"]["torch.compile (control)"]
+    assert conditions.unfit_reasons(record) == ["no control was raced (no side raced against itself)"]
+
+
+def test_the_load_is_read_before_during_and_after_a_race():
+    readings = iter([(0.5, 0.4, 0.3), (1.7, 0, 0), (2.5, 0, 0), (2.6, 0, 0), (0.8, 0.7, 0.6)])
+    last = (0.8, 0.7, 0.6)
+    import time
+
+    with conditions.LoadWatch(every=0.05, read=lambda: next(readings, last)) as load:
+        time.sleep(0.3)
+    got = load.record()
+    assert got["before"] == [0.5, 0.4, 0.3] and got["highest 1-minute"] == 2.6
+    assert got["readings"] >= 4
+
+
+def test_an_unfit_race_is_not_recorded_unless_forced_and_then_marked(tmp_path):
+    unfit = fit_record(**{"conditions>load>highest 1-minute": 9.0, "date": "2026-01-01"})
+    with pytest.raises(ValueError, match="not recorded, the race was not fit to compare: the load"):
+        peers.write_record(unfit, "x", folder=tmp_path)
+    assert not (tmp_path / "x.json").exists()
+    written = json.loads(peers.write_record(unfit, "x", forced=True, folder=tmp_path).read_text())
+    assert written["fit to compare"] is False and written["unfit because"][0].startswith("the load")
+    fit = json.loads(peers.write_record(fit_record(date="d"), "y", folder=tmp_path).read_text())
+    assert fit["fit to compare"] is True and fit["unfit because"] == []
+
+
+@pytest.mark.parametrize("name", ["default-threads", "one-thread", "newton"])
+def test_the_recordings_made_under_load_are_unfit_and_draw_no_verdict(name):
+    record = peers.recording(name)
+    reasons = conditions.unfit_reasons(record)
+    assert record["fit to compare"] is False and record["unfit because"] == reasons
+    assert any(r.startswith("the load average reached") for r in reasons)
+    assert any(r.startswith("the thread pools were not matched") for r in reasons)
+    assert all(r["warm verdict"] == "none: not fit to compare" for r in peers.verdict_rows(record))
+    assert peers.newton_verdict(record) is None

@@ -1,8 +1,6 @@
 """The classroom: student notebooks hold no solutions, grading re-runs the checks, and the chapters keep the form."""
 
 import ast
-import copy
-import csv
 import io
 import json
 import re

@@ -1,4 +1,4 @@
-"""The devices chapter's claims about JAX, its helpers' input checks, and its exercises' wrong answers.
+"""The devices chapter's claims about JAX and its helpers' input checks (its exercises: tests/test_exercises.py).
 
 This process started JAX with one device, so the claims that need several run in one subprocess with four
 simulated CPU devices (``FACTS``), and the multi-process claims in two more processes.
@@ -25,7 +25,6 @@ FACTS = textwrap.dedent('''
     from jax.sharding import NamedSharding, PartitionSpec as P
     from jitbook.chapters import devices, pln
     from jitbook import errors
-    from jitbook.exercises import check
 
     facts = {"device count": jax.device_count()}
     facts["late jax error"] = errors.error_line(errors.error_of(jax.config.update, "jax_num_cpu_devices", 8))
@@ -107,30 +106,6 @@ FACTS = textwrap.dedent('''
     except ValueError as err:
         facts["uneven rows"] = str(err)
 
-    def verdict(id, answer):
-        report = check(id, answer)
-        return [report.passed, report.message]
-
-    axis = "data"
-    rows = NamedSharding(mesh, P(axis, None))
-    facts["exercises"] = {
-        "batch right": verdict("devices.batch-axis", P(axis, None)),
-        "batch features": verdict("devices.batch-axis", P(None, axis)),
-        "batch replicated": verdict("devices.batch-axis", P()),
-        "batch not a spec": verdict("devices.batch-axis", ("data", None)),
-        "one right": verdict("devices.one-sharding", lambda v: jax.device_put(v, rows)),
-        "one identity": verdict("devices.one-sharding", lambda v: v),
-        "one gathered": verdict("devices.one-sharding", lambda v: jax.device_put(v, jax.devices()[0])),
-        "psum right": verdict("devices.psum", jax.shard_map(lambda a, b: jax.lax.psum(a @ b, axis), mesh=mesh,
-                                                            in_specs=(P(None, axis), P(axis, None)), out_specs=P())),
-        "psum plain": verdict("devices.psum", lambda a, b: a @ b),
-        "psum forgot": verdict("devices.psum", jax.shard_map(lambda a, b: a @ b, mesh=mesh, check_vma=False,
-                                                             in_specs=(P(None, axis), P(axis, None)), out_specs=P())),
-        "stats right": verdict("devices.column-stats", lambda v: (jnp.mean(v, 0), jnp.cov(v.T))),
-        "stats ddof0": verdict("devices.column-stats", lambda v: (jnp.mean(v, 0), jnp.cov(v.T, bias=True))),
-        "stats gathered": verdict("devices.column-stats", lambda v: (
-            jnp.mean(v, 0), jnp.cov(jax.lax.with_sharding_constraint(v, NamedSharding(mesh, P())).T))),
-    }
     print("FACTS " + json.dumps(facts))
 ''')
 
@@ -367,30 +342,6 @@ def test_a_failing_process_stops_the_run_with_a_clear_error():
 def test_a_run_past_its_time_limit_is_stopped():
     with pytest.raises(RuntimeError, match="did not finish within 0.5 s and was stopped"):
         devices_processes.run_processes(timeout=0.5)
-
-
-# --- exercises --------------------------------------------------------------------------------------------
-
-def test_reference_answers_pass_and_wrong_answers_are_told_why(facts):
-    ex = facts["exercises"]
-    for right in ("batch right", "one right", "psum right", "stats right"):
-        assert ex[right] == [True, ""], right
-    assert "devices exchange data" in ex["batch features"][1]
-    assert "the batch axis is not on the mesh" in ex["batch replicated"][1]
-    assert "PartitionSpec" in ex["batch not a spec"][1]
-    assert "compiled 3 times" in ex["one identity"][1]
-    assert "1 device(s) out of 4" in ex["one gathered"][1]
-    assert "no shard_map" in ex["psum plain"][1]
-    assert "differ from a @ b" in ex["psum forgot"][1]
-    assert "n - 1" in ex["stats ddof0"][1]
-    assert "all-gather" in ex["stats gathered"][1]
-
-
-def test_the_exercises_say_they_need_several_devices():
-    from jitbook.exercises import check
-
-    report = check("devices.batch-axis", None)
-    assert not report.passed and "need several" in report.message
 
 
 def test_picture_draws_with_rich_or_says_it_is_missing():

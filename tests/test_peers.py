@@ -18,6 +18,7 @@ import pytest
 
 import jitbook
 from jitbook import bench, display
+from jitbook.bench import conditions
 from jitbook.chapters.pln import (
     closed_form_sigma,
     fit,
@@ -114,13 +115,21 @@ for line in sys.stdin:
     if msg["op"] == "setup":
         with np.load(msg["data"]) as a:
             state["shape"], state["d"] = a["Y"].shape, a["X"].shape[1]
-        answer = {{"python": "3.11.0", "torch": "fake", "pyPLNmodels": "fake", "torch threads": 1,
-                  "torch interop threads": 1, "variants": {variants}}}
+        cores = msg.get("cores") or [0]
+        answer = {{"python": "3.11.0", "torch": "fake", "pyPLNmodels": "fake", "torch threads": len(cores),
+                  "torch interop threads": 1, "cores": cores, "variants": {variants},
+                  "env": {{"OMP_WAIT_POLICY": "PASSIVE"}}}}
     elif msg["op"] == "call":
         start, first = time.perf_counter(), msg["name"] not in state
         state[msg["name"]] = True
         time.sleep(0.3 if first and msg["name"].startswith("torch.compile") else 0.01)
         answer = {{"seconds": time.perf_counter() - start}}
+    elif msg["op"] == "timer":
+        time.sleep(0.01)
+        answer = {{"median s": 0.01, "measurements": 1}}
+    elif msg["op"] == "pypln race":
+        time.sleep(0.01)
+        answer = {{"seconds": 0.01}}
     elif msg["op"] == "pypln":
         n, p = state["shape"]
         np.savez(msg["out"], B=np.zeros((state["d"], p)), M=np.zeros((n, p)) + 0.5, S=np.ones((n, p)))
@@ -139,32 +148,65 @@ def fake_peer(tmp_path):
     return str(path)
 
 
-def test_bench_with_a_peer_fills_every_timing_cell_and_gives_verdicts(fake_peer, tmp_path, capsys,
-                                                                      monkeypatch):
+def run_with_fake_peer(fake_peer, *flags) -> None:
+    """The bench with the fake peer; the cores it pins this process to are given back
+    after it."""
+    allowed = os.sched_getaffinity(0)
+    try:
+        bench.main(["pln", "--n-repeat", "1", "--iters", "3", "--rounds", "5", "--levels", "scan,fast",
+                    "--profile-levels", "", "--newton-iters", "5", "--peers-python", fake_peer, *flags])
+    finally:
+        os.sched_setaffinity(0, allowed)
+
+
+def table_rows(out: str) -> dict:
+    """The levels table (the first one printed): its rows by their first cell."""
+    lines = out[out.index("| level |"):].split("\n\n")[0].splitlines()
+    rows = {line.split("|")[1].strip(): [c.strip() for c in line.split("|")[2:-1]] for line in lines}
+    return {name: dict(zip(rows["level"], cells, strict=True)) for name, cells in rows.items()}
+
+
+def test_bench_with_a_peer_fills_every_timing_cell_and_prints_conditions_controls_and_cross_checks(
+        fake_peer, tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(peers, "RECORDINGS", tmp_path / "recorded")
-    bench.main(["pln", "--n-repeat", "1", "--iters", "3", "--rounds", "5", "--levels", "scan,fast",
-                "--profile-levels", "", "--newton-iters", "5", "--peers-python", fake_peer,
-                "--record", "fake"])
+    run_with_fake_peer(fake_peer, "--cores", "1", "--record", "fake", "--force-record")
     out, err = capsys.readouterr()
-    rows = {line.split("|")[1].strip(): [c.strip() for c in line.split("|")[2:-1]]
-            for line in out.splitlines() if line.startswith("| ")}
-    header = rows.pop("level")
+    rows = table_rows(out)
     for name in ("scan", "fast", *peers.VARIANTS):
-        cells = dict(zip(header, rows[name], strict=True))
         for column in ("first call s", "ms / iter (min)", "ms / iter (median)", "ms / iter (max)"):
-            assert float(cells[column]) > 0, (name, column)
-        assert cells["rounds"] == "5"
-    assert float(dict(zip(header, rows["torch.compile"], strict=True))["compile s"]) > 0.2  # first call minus median
-    assert "fast was " in out and " than torch.compile." in out or "about the same here as torch.compile." in out
-    assert "scan was " in out and "PyTorch eager, tutorial's algorithm." in out
-    assert "in the same interleaved rounds" in out
+            assert float(rows[name][column]) > 0, (name, column)
+        assert rows[name]["rounds"] == "5"
+    assert float(rows["torch.compile"]["compile s"]) > 0.2  # first call minus median
+    assert "in the same interleaved rounds" in out and "Conditions: " in out
+    assert "| fast against itself |" in out and "| torch.compile against itself |" in out
+    assert "torch.utils.benchmark.Timer" in out
+    assert "One-off, compiles included (one run each, no verdict): Newton " in out
     assert "first call of torch.compile: " in err and "pyPLNmodels' own fit (its target): done in" in err
     recorded = json.loads((tmp_path / "recorded" / "fake.json").read_text())
-    for key in ("date", "book commit", "machine", "cpu", "load average at start",
-                "load average at end", "peer", "race", "rows", "newton", "pypln", "wall s"):
+    for key in ("date", "book commit", "machine", "cpu", "load average at start", "conditions",
+                "load average at end", "peer", "race", "rows", "newton", "pypln", "wall s", "cross-check"):
         assert key in recorded, key
-    assert recorded["peer"]["torch"] == "fake" and recorded["race"]["torch.compile"]
-    assert recorded["command"].endswith("--record fake")
+    cond = recorded["conditions"]
+    assert cond["JAX"]["cores"] == cond["peer"]["cores"] and len(cond["peer"]["cores"]) == 1
+    assert recorded["race"]["fast (control)"] and recorded["race"]["torch.compile (control)"]
+    reasons = conditions.unfit_reasons(recorded)
+    assert recorded["fit to compare"] is (not reasons) and recorded["unfit because"] == reasons
+    said_verdicts = " than torch.compile (warm; whole loop" in out or "about the same here as torch.compile" in out
+    assert said_verdicts is (not reasons)
+    assert ("No verdict: this race cannot tell, because " in out) is bool(reasons)
+    assert recorded["command"].endswith("--record fake --force-record")
+
+
+def test_a_race_on_a_busy_machine_prints_no_verdict_and_is_not_recorded(fake_peer, tmp_path, capsys,
+                                                                        monkeypatch):
+    monkeypatch.setattr(peers, "RECORDINGS", tmp_path / "recorded")
+    monkeypatch.setattr(os, "getloadavg", lambda: (7.5, 6.0, 5.0))  # the machine's reading, faked
+    with pytest.raises(SystemExit, match="Not recorded: the race was not fit to compare"):
+        run_with_fake_peer(fake_peer, "--record", "busy")
+    out = capsys.readouterr().out
+    assert "No verdict: this race cannot tell, because the load average reached 7.5 on " in out
+    assert " times faster than " not in out.split("Conditions: ")[1].split("Two thread pools")[0]
+    assert not (tmp_path / "recorded").exists()
 
 
 def test_a_peer_without_torch_is_said_before_any_jax_work(capsys):
@@ -197,21 +239,58 @@ def page_section() -> str:
     return text[start : text.index("## Exercises", start)]
 
 
-def test_the_pln_page_reads_the_recording():
-    """The section's cells and inline values run on the newest recording alone (no torch here)."""
-    section, recorded = page_section(), peers.recording("default-threads")
-    assert recorded is not None, "data/peers/default-threads.json is missing"
+VERDICT_WORDS = re.compile(r"times faster than|times slower than|about the same here as")
+
+
+def run_page_section() -> tuple[dict, list[str]]:
+    """The section's cells and inline values, run as the page runs them."""
     namespace = {"jitbook": jitbook, "display": display}
-    for cell in re.findall(r"```\{python\}\n(.*?)```", section, re.S):
+    for cell in re.findall(r"```\{python\}\n(.*?)```", page_section(), re.S):
         exec(cell, namespace)
-    inline = [str(eval(expr, namespace)) for expr in re.findall(r"`\{python\} (.+?)`", section)]
+    inline = [str(eval(expr, namespace)) for expr in re.findall(r"`\{python\} (.+?)`", page_section())]
+    return namespace, inline
+
+
+def test_the_pln_page_reads_the_recordings_and_draws_no_verdict_from_unfit_ones():
+    """The section's cells and inline values run on the recordings alone (no torch here); made under
+    load with unmatched threads, they give no verdict, and the page says why."""
+    recorded = peers.recording("default-threads")
+    assert recorded is not None, "data/peers/default-threads.json is missing"
+    namespace, inline = run_page_section()
     assert namespace["recorded"] == recorded and recorded["date"][:10] in inline[0]
     assert recorded["book commit"] in inline and recorded["peer"]["torch"] in inline
     assert {row["PyTorch"] for row in namespace["peer_rows"]} == set(peers.VARIANTS)
-    assert namespace["claim_answer"].startswith("on this CPU")
+    said = " ".join(inline) + " ".join(r["warm verdict"] for r in namespace["peer_rows"])
+    assert not VERDICT_WORDS.search(said), "a verdict drawn from an unfit recording"
+    assert "the load average reached 10.67 on 2 cores" in said and "thread pools were not matched" in said
+    assert namespace["claim_answer"].startswith("this page cannot answer the tutorial's claim")
+    assert "No verdict: the load average reached" in namespace["newton_words"]
     remade = peers.remake(recorded, "peers-venv/bin/python")
     assert all(len(line) <= 88 for line in remade.splitlines()), "the page's column"
     assert "--peers-python peers-venv/bin/python" in remade.replace(" \\\n    ", " ")
+    assert "--peer-threads" not in remade
+
+
+def made_fit(record: dict) -> dict:
+    """`record` as if raced on a quiet machine with matched budgets and tied controls."""
+    race = dict(record["race"])
+    race |= {"fast (control)": race["fast"][::-1], "torch.compile (control)": race["torch.compile"][::-1]}
+    side = {"cores": [0, 1], "env": {"OMP_WAIT_POLICY": "PASSIVE"}}
+    return record | {"race": race, "conditions": {
+        "load": {"before": [0.5] * 3, "after": [0.5] * 3, "highest 1-minute": 0.6, "readings": 9},
+        "JAX": side | {"XLA intra-op threads": 2, "OpenBLAS threads inside a fit": 1},
+        "peer": side | {"torch threads": 2, "torch interop threads": 1},
+    }}
+
+
+def test_the_pln_page_gives_warm_verdicts_from_a_recording_fit_to_compare(monkeypatch):
+    fit = {name: made_fit(peers.recording(name)) for name in ("default-threads", "one-thread", "newton")}
+    assert all(not conditions.unfit_reasons(r) for r in fit.values())
+    monkeypatch.setattr(peers, "recording", fit.get)
+    namespace, inline = run_page_section()
+    assert namespace["claim_answer"].startswith("warm, pairing by pairing: ")
+    assert VERDICT_WORDS.search(namespace["claim_answer"])
+    assert "Warm, the Newton fit was " in namespace["newton_words"]
 
 
 @pytest.mark.parametrize("name", ["default-threads", "one-thread", "newton"])

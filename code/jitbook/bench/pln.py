@@ -18,7 +18,9 @@ from jitbook.display import table
 PEERS_HELP = (
     "also race PyTorch eager, torch.compile (the fast level's and the tutorial's "
     "algorithms) and pyPLNmodels' fit, in this interpreter (optional: pip install -e "
-    ".[peers])"
+    ".[peers]); both sides get the same cores and threads (--cores), each is raced "
+    "against itself as a control, and no verdict is printed when the load reached the "
+    "cores or a control failed"
 )
 
 
@@ -179,10 +181,11 @@ def add_parser(sub) -> None:
         help="race the peers in this interpreter (a Python with torch, pyPLNmodels)",
     )
     add(
-        "--peer-threads",
-        type=_whole(0, "threads PyTorch may use; 0: its own choice"),
-        default=0,
-        help="threads PyTorch may use in the peers (0: torch's own choice)",
+        "--cores",
+        type=_whole(1, "cores both sides are pinned to"),
+        default=len(os.sched_getaffinity(0)),
+        help="with the peers: pin JAX and PyTorch to the same first N cores this "
+        "process may use, N threads in each side's intra-op pool",
     )
     add(
         "--record",
@@ -191,7 +194,13 @@ def add_parser(sub) -> None:
         default=None,
         metavar="NAME",
         help="write the run to data/peers/NAME.json (default NAME: the date); needs "
-        "the peers",
+        "the peers, and refuses a run not fit to compare",
+    )
+    add(
+        "--force-record",
+        action="store_true",
+        help="with --record: write a run not fit to compare all the same, marked unfit "
+        "(a page reading it draws no verdict)",
     )
     pln.set_defaults(run=run)
 
@@ -219,9 +228,10 @@ def _how_long() -> str:
     )
 
 
-def _start_peer(args, data):
-    """The peers' interpreter, started and asked to set up before any JAX work, so a
-    missing torch is said at once. None: no peers."""
+def _start_peer(args, data, cores):
+    """The peers' interpreter, started (pinned to `cores`, its pools sized to them) and
+    asked to set up before any JAX work, so a missing torch is said at once. None: no
+    peers."""
     from jitbook.chapters.pln import peers
 
     if args.peers_python is None and not args.peers:
@@ -238,37 +248,159 @@ def _start_peer(args, data):
     try:
         return _step(
             f"peers: starting {python}",
-            lambda: peers.Peer(python, data, args.iters, threads=args.peer_threads),
+            lambda: peers.Peer(python, data, args.iters, cores=cores),
         )
     except RuntimeError as err:
         raise SystemExit(f"--peers-python {python}: {err}") from None
 
 
+# The variants that race against themselves: one JAX level, one peer.
+CONTROLS = ("fast", "torch.compile")
+
+
 def run(args: argparse.Namespace) -> None:
     """The whole benchmark: levels (and peers) raced, donation, threads, profiles,
-    Newton against pyPLNmodels; `--record` writes the peers' run."""
-    if args.record is not None and not (args.peers or args.peers_python):
+    Newton against pyPLNmodels; with the peers, the conditions and controls decide
+    whether a verdict is printed and `--record` writes."""
+    racing_peers = args.peers or args.peers_python
+    if args.record is not None and not racing_peers:
         raise SystemExit(
             "--record writes the peers' run: add --peers-python PATH (or --peers)"
         )
+    if args.force_record and args.record is None:
+        raise SystemExit("--force-record forces --record: add --record NAME")
     args.newton_iters = getattr(args, "newton_iters", 5 * args.iters)
+    from jitbook.bench import conditions
     from jitbook.chapters.pln import load_oaks, peers
 
     start, say = perf_counter(), _say(perf_counter())
+    jax_side = None
+    if racing_peers:  # pinned before JAX starts its backend, which sizes XLA's pool
+        try:
+            cores = conditions.budget(args.cores)
+        except ValueError as err:
+            raise SystemExit(str(err)) from None
+        jax_side = conditions.pin_jax(cores) | {"OpenBLAS threads inside a fit": 1}
     raw = load_oaks(args.n_repeat)
-    peer = _start_peer(args, raw)
+    peer = _start_peer(args, raw, jax_side and jax_side["cores"])
     record = peers.start_record(sys.argv[1:] if args.argv is None else args.argv)
-    try:
-        out = _levels(args, raw, peer, say)
-        if args.newton_iters:
-            out |= _newton(args, raw, peer, say)
-    finally:
-        if peer is not None:
-            peer.close()
+    with conditions.LoadWatch() as load:
+        try:
+            out = _levels(args, raw, peer, say)
+            if args.newton_iters:
+                out |= _newton(args, raw, peer, say)
+            if peer is not None:
+                out["cross-check"] = _cross_check(peer, out, say)
+        finally:
+            if peer is not None:
+                peer.close()
+    record |= out | {"load average at end": load.after, "wall s": 0.0}
+    if peer is not None:
+        record["conditions"] = {
+            "load": load.record(),
+            "JAX": jax_side,
+            "peer": {
+                k: peer.info[k]
+                for k in ("cores", "env", "torch threads", "torch interop threads")
+            },
+        }
+    reasons = _verdicts(record, peer is not None)
     _extras(args, raw, say)
+    record["wall s"] = round(perf_counter() - start, 1)
     if args.record is not None and peer is not None:
-        path = peers.write_record(record, out, args.record, perf_counter() - start)
-        print(f"\nRecorded in {path}")
+        if reasons and not args.force_record:
+            raise SystemExit(
+                "\nNot recorded: the race was not fit to compare (see why above). "
+                "Run it on a quiet machine, or add --force-record to keep it marked "
+                "unfit."
+            )
+        path = peers.write_record(record, args.record, forced=args.force_record)
+        print(f"\nRecorded in {path}" + (" (marked unfit)" * bool(reasons)))
+
+
+def _verdicts(record: dict, against_peers: bool) -> list[str]:
+    """Print the conditions, the controls and the verdicts, or no verdict and why;
+    the reasons (empty: fit to compare)."""
+    from jitbook.bench import conditions
+    from jitbook.chapters.pln import peers
+
+    reasons = conditions.unfit_reasons(record) if against_peers else []
+    if against_peers:
+        load = record["conditions"]["load"]
+        print(
+            f"\nConditions: {record['cpu']['cores']} cores; 1-minute load average "
+            f"{load['before'][0]:g} before, {load['highest 1-minute']:g} at most "
+            f"({load['readings']} readings), {load['after'][0]:g} after\n"
+        )
+        print(table(conditions.conditions_rows(record)))
+        print("\nControls: each raced against itself, in the same rounds\n")
+        print(table(_control_rows(record)))
+        print("\nEach PyTorch fit alone, timed by its own library's tool\n")
+        print(table(_cross_rows(record)))
+    if reasons:
+        print(
+            "\nNo verdict: this race cannot tell, because " + "; ".join(reasons) + "."
+        )
+        return reasons
+    raced = peers.recorded_race(record)
+    pairing = {(a, b): p for a, b, p in peers.PAIRS}
+    print()
+    for (a, b), v in peers.verdicts(raced).items():
+        print(f"{a} was {v} {b} (warm; {pairing[a, b]}).")
+    newton = peers.newton_verdict(record) if "newton" in record else None
+    if newton is not None:
+        print(f"Newton to that loss was {newton} pyPLNmodels' fit (warm).")
+    return reasons
+
+
+def _control_rows(record: dict) -> list[dict]:
+    from jitbook.bench.conditions import CONTROL
+    from jitbook.timing import verdict_from_rounds
+
+    race = record["race"]
+    return [
+        {
+            "control": f"{name.removesuffix(CONTROL)} against itself",
+            "verdict": str(
+                verdict_from_rounds(race[name.removesuffix(CONTROL)], race[name])
+            ),
+            "should be": "about the same here as",
+        }
+        for name in race
+        if name.endswith(CONTROL)
+    ]
+
+
+def _cross_rows(record: dict) -> list[dict]:
+    return [
+        {
+            "peer": name,
+            "ms / iter in the race (median)": round(c["race median s / iter"] * 1e3, 3),
+            "ms / iter alone, torch.utils.benchmark.Timer (median)": round(
+                c["timer median s / iter"] * 1e3, 3
+            ),
+        }
+        for name, c in record.get("cross-check", {}).items()
+    ]
+
+
+def _cross_check(peer, out: dict, say) -> dict:
+    """Each peer variant timed alone by PyTorch's own tool, with the race's threads,
+    beside its median in the race."""
+    from jitbook.timing import Race
+
+    raced, checked = Race(out["race"], out["per"]), {}
+    for name in peer.variants:
+        alone = _step(
+            f"{name} alone, torch.utils.benchmark.Timer",
+            lambda name=name: peer.timer(name),
+        )
+        checked[name] = {
+            "race median s / iter": raced.median(name),
+            "timer median s / iter": alone["median s"] / out["per"],
+            "timer measurements": alone["measurements"],
+        }
+    return checked
 
 
 def _levels(args, raw, peer, say) -> dict:
@@ -294,6 +426,7 @@ def _levels(args, raw, peer, say) -> dict:
             args.min_time,
             peer,
             say,
+            controls=CONTROLS if peer is not None else (),
         ),
     )
     caption = None if peer is None else peers.caption(peer.info, peer.python)
@@ -308,29 +441,26 @@ def _levels(args, raw, peer, say) -> dict:
                 else "they disagree: the machine was noisy."
             )
         )
-    verdicts = [f"{a} was {v} {b}." for (a, b), v in peers.verdicts(raced).items()]
-    print("\n".join(verdicts))
     return {
         "n": n,
         "p": p,
         "rows": rows,
         "race": raced.times,
         "per": raced.per,
-        "verdicts": verdicts,
         "peer": None if peer is None else peer.info,
     }
 
 
 def _newton(args, raw, peer, say) -> dict:
     from jitbook.chapters.pln import device_data
-    from jitbook.chapters.pln.bench import PYPLN, newton_time_to_target
+    from jitbook.chapters.pln.bench import newton_time_to_target
     from jitbook.chapters.pln.converge import (
         PYPLN_REFERENCE_NEG_ELBO,
         PYPLN_REFERENCE_REPEAT,
     )
     from jitbook.chapters.pln.peers import pypln_loss
 
-    data, pypln, fits = device_data(raw), None, []
+    data, pypln = device_data(raw), None
     if peer is not None:
         pypln = _step("pyPLNmodels' own fit (its target)", peer.pypln)
         target = pypln_loss(pypln, raw)
@@ -348,7 +478,7 @@ def _newton(args, raw, peer, say) -> dict:
             target,
             args.newton_iters,
             args.rounds,
-            None if peer is None else (lambda: fits.append(peer.pypln())),
+            None if peer is None else peer.pypln_race,
             say,
         ),
     )
@@ -359,10 +489,16 @@ def _newton(args, raw, peer, say) -> dict:
         out["pypln"] = {
             k: pypln[k] for k in ("seconds", "iterations", "elbo", "version")
         }
-        if row["iterations to target"]:
-            verdict = raced.verdict("Newton", PYPLN)
-            print(f"Newton to that loss was {verdict} {PYPLN} ({raced.rounds} rounds).")
-            out["newton verdict"] = str(verdict)
+        # one-off: what a user who runs the fit once waits for, compiles included;
+        # one run each, so no verdict
+        ran = row["seconds to target"] or row["ms / iter"] * row["iterations"] / 1e3
+        once = row["compile s"] + ran
+        print(
+            f"One-off, compiles included (one run each, no verdict): Newton "
+            f"{once:.2f} s ({row['compile s']:.2f} s compiling, {ran:.2f} s running), "
+            f"pyPLNmodels' first fit {pypln['seconds']:.2f} s."
+        )
+        out["one-off s"] = {"Newton": once, "pyPLNmodels fit()": pypln["seconds"]}
     return out
 
 

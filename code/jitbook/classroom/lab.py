@@ -5,7 +5,7 @@ import re
 from pathlib import Path
 
 from jitbook.classroom.plan import chapter_exercises
-from jitbook.exercises import registry
+from jitbook.exercises import registry, start
 from jitbook.site import harness
 
 # ---- the students' JupyterLab --------------------------------------------------------
@@ -70,9 +70,33 @@ def exercise_rows() -> list[dict]:
                     "id": f"`{id}`",
                     "topic": ex.topic,
                     "difficulty": "★" * ex.difficulty + "☆" * (3 - ex.difficulty),
+                    **evidence_of(id),
                 }
             )
     return rows
+
+
+EVIDENCE = {
+    "export": "its exported program, run by the grader",
+    "lower": "its lowered program's text",
+    "call": "its values on inputs drawn per student",
+    "probe": "a probe beside the student's code",
+}
+
+
+def evidence_of(exercise_id: str) -> dict[str, str]:
+    """What an exercise is judged on, read from the requests its checker makes, and
+    whether code written against the grader could fake it (only what a probe reports,
+    beyond handing over the answer's own result, can be)."""
+    _, requests = start(registry()[exercise_id], seed=0)
+    kinds = sorted({r["kind"] for r in requests}, key=list(EVIDENCE).index)
+    from jitbook.evidence.probes import HANDS_OVER
+
+    probes = sorted({r["probe"] for r in requests if r["kind"] == "probe"} - HANDS_OVER)
+    fakeable = (
+        f"only the self-reported checks ({', '.join(probes)})" if probes else "no"
+    )
+    return {"judged on": "; ".join(EVIDENCE[k] for k in kinds), "fakeable": fakeable}
 
 
 def exercise_counts() -> dict[str, int]:

@@ -176,8 +176,10 @@ def _limit(seconds: float | None):
 
 
 def _one_line(err: BaseException) -> str:
-    first = (str(err).strip().splitlines() or [""])[0][:500]
-    return f"{type(err).__name__}: {first}" if first else type(err).__name__
+    """``TypeError: first line``, going on past a first line that ends in a colon."""
+    from jitbook.errors import error_line
+
+    return error_line(err)[:600]
 
 
 def _student_line(err: BaseException) -> str:

@@ -346,10 +346,7 @@ def _failed_message(request: dict, failed: read.Failed) -> str:
             f"`{request['answer']} = jax.jit(...)`."
         )
     if request["kind"] == "export":
-        return (
-            f"jax.export could not export your answer ({failed.message}){line}; the "
-            "answer must be a function made by jax.jit that traces at these shapes."
-        )
+        return f"tracing your function to export it raised {failed.message}{line}"
     if request["kind"] == "lower":
         return f"lowering your function under jax.jit raised {failed.message}{line}"
     return f"calling your function raised {failed.message}{line}"
@@ -386,7 +383,9 @@ def finish(checker, requests: list[dict], evidence: list) -> None:
         if isinstance(item, read.Failed) and not request.get("allow_error"):
             raise Wrong(_failed_message(request, item), details=item.message)
         if not isinstance(item, read.Failed | KIND_OF[request["kind"]]):
-            raise Wrong("the evidence for this answer is not what the grader asked for.")
+            raise Wrong(
+                "the evidence for this answer is not what the grader asked for."
+            )
     try:
         checker.send(got)
     except StopIteration:
@@ -451,7 +450,9 @@ def check(
         )
     ex = exercises[exercise_id]
     limit = ex.time_limit if time_limit is None else time_limit
-    names = vars(__main__) if answer is _MISSING else {ex.answer: answer}
+    names = (
+        vars(__main__) if answer is _MISSING else {**vars(__main__), ex.answer: answer}
+    )
 
     def decide() -> None:
         checker, requests = start(ex, secrets.randbits(32))

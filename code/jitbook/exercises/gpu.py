@@ -1,5 +1,6 @@
-"""Exercises of the chapter "jit on a GPU": each checker reads the answer's compiled or
-lowered program on the CPU (trip count, precision per dot, kernels)."""
+"""Exercises of the chapter "jit on a GPU": each checker reads the answer's exported
+program (trip count, precision per dot) or asks it about compiled programs drawn per
+student, all on the CPU."""
 
 import re
 
@@ -8,23 +9,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from jitbook.chapters import gpu
+from jitbook.display import plural
 
-from . import Wrong, call_answer, exercise, expect
-
-
-def _text(fn, *args, compiled: bool = True) -> str:
-    if not hasattr(fn, "lower"):
-        raise Wrong(
-            f"the answer is a {type(fn).__name__}, not a function compiled by jax.jit "
-            "(it has no .lower)."
-        )
-    try:
-        lowered = fn.lower(*args)
-        return lowered.compile().as_text() if compiled else lowered.as_text()
-    except Exception as err:  # noqa: BLE001  a failed lowering is the student's
-        raise Wrong(
-            f"jit could not lower your function: {err}".split("\n")[0]
-        ) from None
+from . import ask, exercise, expect, judge
 
 
 @exercise(
@@ -35,29 +22,49 @@ def _text(fn, *args, compiled: bool = True) -> str:
     hint="A fori_loop whose bounds are Python ints at trace time has a known trip "
     "count: make n static (static_argnums) so it is a Python int inside.",
 )
-def _static_trip_count(answer):
-    x = jnp.ones(16, jnp.float32)
-    text = _text(answer, x, 50)
-    got = np.asarray(call_answer(answer, x, 50))
-    want = np.asarray(x) * np.float32(0.999) ** 50
+def _static_trip_count(rng):
+    size, n = int(rng.integers(4, 40)), int(rng.integers(20, 90))
+    x = rng.uniform(0.5, 2.0, size).astype(np.float32)
+    (program,) = yield [ask.export(ask.spec((size,)), n)]
+    traced = len(program.in_avals) > 1
+    args = (x, np.int32(n)) if traced else (x,)
     expect(
-        np.allclose(got, want, rtol=1e-5),
-        "decays x by 0.999 per iteration, n times",
-        "decay(x, 50) is not x * 0.999**50.",
+        judge.agrees(program(*args), x.astype(np.float64) * 0.999**n, atol=1e-5),
+        f"decays x by 0.999 per iteration, n = {n} times",
+        f"decay(x, {n}) is not x * 0.999**{n}.",
     )
-    try:
-        count = gpu.trip_count(text)
-    except ValueError:
-        raise Wrong(
-            "the compiled program has no while loop: keep the loop (lax.fori_loop), "
-            "so the trip count is something XLA reads."
-        ) from None
     expect(
-        count == 50,
-        "XLA knows the loop runs 50 times",
-        "the compiled while loop has no known trip count: n reached the loop as a "
-        "traced value. Mark it static when you jit decay.",
+        program.ops()["while"] >= 1,
+        "keeps the loop (a while loop in the program)",
+        "the program has no while loop: keep the loop (lax.fori_loop), so the trip "
+        "count is something XLA reads.",
     )
+    expect(
+        not traced,
+        "n is not an input of the program",
+        "n reached the program as an input (a traced value), so the loop tests its "
+        "condition at every turn. Mark it static when you jit decay.",
+    )
+    compiled = jax.jit(program.exported.call).lower(x).compile().as_text()
+    expect(
+        gpu.trip_count(compiled) == n,
+        f"XLA knows the loop runs {n} times",
+        f"compiled here, the while loop has no known trip count of {n}: the loop's "
+        "bounds must be Python ints when decay is traced.",
+    )
+
+
+def _dot_precisions(text: str) -> dict[tuple[str, str], str]:
+    """(operand shapes, result shape) -> the precision of each ``dot_general``."""
+    found = {}
+    for line in text.splitlines():
+        if "dot_general" in line and "->" in line:
+            prec = re.search(r"precision = \[(\w+), (\w+)\]", line)
+            shape = re.search(r"->\s*tensor<([0-9x]+)x\w+>", line)
+            found[shape.group(1) if shape else "?"] = (
+                prec.group(1) if prec else "DEFAULT"
+            )
+    return found
 
 
 @exercise(
@@ -68,50 +75,88 @@ def _static_trip_count(answer):
     hint="jnp.matmul(a, b, precision='highest') sets the precision of that one "
     "product; a jax.default_matmul_precision block would set both.",
 )
-def _one_exact_dot(answer):
-    rng = np.random.default_rng(0)
-    M = jnp.asarray(rng.standard_normal((8, 4)), jnp.float32)
-    Omega = jnp.asarray(rng.standard_normal((4, 4)), jnp.float32)
-    gram, step = call_answer(answer, M, Omega)
+def _one_exact_dot(rng):
+    p = int(rng.integers(2, 9))
+    n = p + int(rng.integers(1, 30))  # n != p: the two products differ in shape
+    M = rng.standard_normal((n, p)).astype(np.float32)
+    Omega = rng.standard_normal((p, p)).astype(np.float32)
+    (program,) = yield [ask.export(ask.spec((n, p)), ask.spec((p, p)))]
+    got = program(M, Omega)
+    M64 = M.astype(np.float64)
     expect(
-        np.allclose(gram, M.T @ M, atol=1e-4)
-        and np.allclose(step, M @ Omega, atol=1e-4),
+        type(got) in (tuple, list)
+        and len(got) == 2
+        and judge.agrees(got[0], M64.T @ M64, atol=1e-4)
+        and judge.agrees(got[1], M64 @ Omega, atol=1e-4),
         "returns M^T M and M Omega",
-        "gram_and_step(M, Omega) must return (M.T @ M, M @ Omega).",
+        f"for a {n} x {p} M, gram_and_step(M, Omega) must return (M.T @ M, M @ Omega).",
     )
-    lines = [ln for ln in _text(answer, M, Omega, compiled=False).splitlines()]
-    found = {}
-    for line in lines:
-        if "dot_general" in line and "->" in line:
-            prec = re.search(r"precision = \[(\w+), (\w+)\]", line)
-            shape = re.search(r"->\s*tensor<(\d+(?:x\d+)*)xf32>", line)
-            key = shape.group(1) if shape else "?"
-            found[key] = prec.group(1) if prec else "DEFAULT"
+    found = _dot_precisions(program.text)
+    gram, step = f"{p}x{p}", f"{n}x{p}"
     expect(
-        found.get("4x4") == "HIGHEST",
+        found.get(gram) == "HIGHEST",
         "M^T M is computed at precision HIGHEST",
-        f"the product M.T @ M has precision {found.get('4x4', 'DEFAULT')}; ask for "
+        f"the product M.T @ M has precision {found.get(gram, 'DEFAULT')}; ask for "
         "'highest' on that one product.",
     )
     expect(
-        found.get("8x4") == "DEFAULT",
+        found.get(step) == "DEFAULT",
         "M Omega keeps the default precision",
-        f"the product M @ Omega has precision {found.get('8x4')}: only M^T M should "
+        f"the product M @ Omega has precision {found.get(step)}: only M^T M should "
         "change.",
     )
 
 
-def _programs() -> list[tuple[str, str]]:
-    x = jnp.ones((64, 64), jnp.float32)
-    fns = {
-        "one elementwise kernel": jax.jit(lambda x: jnp.tanh(x) * 2 + 1),
-        "a product and a sum": jax.jit(lambda x: jnp.sum(x @ x, axis=0) + x[0]),
-        "a sort between two passes": jax.jit(lambda x: jnp.sort(jnp.exp(x)) - x),
-        "a loop of walled kernels": jax.jit(
-            lambda x: gpu.scan_unrolled(x, 8, unroll=4, fusable=False)
+def _blocks(rng) -> dict:
+    """Building blocks of the programs to count: each a function of a square matrix."""
+    k = int(rng.integers(40, 80))
+    unroll = int(rng.integers(1, 4))  # a while loop stays, unrolled or not by XLA
+    return {
+        "elementwise kernels": lambda x: jnp.tanh(x) * 2 + 1,
+        "a product and a sum": lambda x: x @ x + jnp.sum(x, axis=0),
+        "a sort between two passes": lambda x: jnp.sort(jnp.exp(x)) - x,
+        f"a loop of {k} walled kernels": lambda x: gpu.scan_unrolled(
+            x, k, unroll=unroll, fusable=False
         ),
+        "a cumulative sum": lambda x: jnp.cumsum(jnp.cos(x), axis=0) * x,
     }
-    return [(name, fn.lower(x).compile().as_text()) for name, fn in fns.items()]
+
+
+def _programs(rng) -> list[tuple[str, str]]:
+    """Compiled programs drawn per student: one to three blocks chained, at a drawn
+    size."""
+    size = int(rng.integers(8, 96))
+    blocks = list(_blocks(rng).items())
+    loop = next(i for i, (name, _) in enumerate(blocks) if name.startswith("a loop"))
+    made = []
+    for turn in range(4):
+        picked = list(rng.choice(len(blocks), size=int(rng.integers(1, 4))))
+        if turn == 0 and loop not in picked:  # fusions in a loop body, at least once
+            picked[int(rng.integers(len(picked)))] = loop
+        parts = [blocks[i] for i in picked]
+
+        def chained(x, parts=parts):
+            for _, fn in parts:
+                x = fn(x)
+            return x
+
+        x = jax.ShapeDtypeStruct((size, size), jnp.float32)
+        text = jax.jit(chained).lower(x).compile().as_text()
+        made.append((" then ".join(name for name, _ in parts), _without_sources(text)))
+    return made
+
+
+_SOURCES = re.compile(
+    r", metadata=\{[^{}]*\}"
+    r"|\n\n(FileNames|FunctionNames|FileLocations|StackFrames)\n.*?(?=\n\n|\Z)",
+    re.S,
+)
+
+
+def _without_sources(hlo: str) -> str:
+    """The program without where it was traced from (paths and lines of this process),
+    so a seed draws the same text in every process."""
+    return _SOURCES.sub("", hlo)
 
 
 @exercise(
@@ -122,18 +167,20 @@ def _programs() -> list[tuple[str, str]]:
     hint="In compiled.as_text(), find the block that starts with ENTRY and count its "
     "lines whose instruction is fusion(...).",
 )
-def _kernel_count(answer):
-    for name, text in _programs():
+def _kernel_count(rng):
+    programs = _programs(rng)
+    results = yield [ask.call(text) for _, text in programs]
+    for (name, text), got in zip(programs, results, strict=True):
         want = sum(gpu.opcode(ln) == "fusion" for ln in gpu.kernels(text))
-        got = call_answer(answer, text)
+        got = judge.number(got, "count_fusions")
         expect(
-            isinstance(got, (int, np.integer)) and not isinstance(got, bool),
+            type(got) is int,
             "returns a whole number",
             f"count_fusions returned a {type(got).__name__}; return an int.",
         )
         expect(
             got == want,
-            f"{name}: {want} fusions in the entry computation",
+            f"{name}: {plural(want, 'fusion')} in the entry computation",
             f"for {name}, count_fusions says {got}; the ENTRY computation has {want} "
             "fusion instructions (count only the ENTRY block, not the fused "
             "computations it calls).",

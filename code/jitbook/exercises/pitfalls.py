@@ -1,122 +1,122 @@
-"""Exercises of the chapter "What trips people up".
-
-Checkers count compiles only on shapes the kernel has not seen, so they never clear the
-student's caches.
-"""
-
-import itertools
+"""Exercises of the chapter "What trips people up": the key and the donated buffer are
+read off the exported program, which the grader runs itself; checkify's answers are
+the values a jitted call returns on indices drawn per student."""
 
 import jax
-import jax.numpy as jnp
 import numpy as np
-from jax.experimental import checkify
 
-from . import call_answer, exercise, expect, judge
+from jitbook.evidence import read
 
-_sizes = itertools.count(11)
-
-
-def _fresh_size() -> int:
-    """A new array length at each check: a shape no earlier run compiled."""
-    return next(_sizes)
+from . import Wrong, ask, exercise, expect, judge
 
 
 @exercise("pitfalls.key-argument", "jitter", "random keys as arguments", 1)
-def _key_argument(answer):
+def _key_argument(rng):
     """Take the key as a second argument and draw with jax.random.normal(key, x.shape);
     never read a key from a global inside a jitted function.
     """
-    judge.expect_jitted(answer, "jitter")
-    x = jnp.linspace(0.0, 1.0, _fresh_size())
-    k1, k2 = jax.random.split(jax.random.key(3))
-    with judge.compiles_of(answer) as counted:
-        a, b, again = (
-            judge.array(call_answer(answer, x, k), "jitter(x, key)")
-            for k in (k1, k2, k1)
-        )
-    judge.expect_agrees(
-        a,
-        x + 0.1 * jax.random.normal(k1, x.shape),
+    size = int(rng.integers(4, 40))
+    x = rng.normal(size=size).astype(np.float32)
+    (program,) = yield [ask.export(ask.spec((size,)), ask.spec((2,), "uint32"))]
+    seeds = [int(s) for s in rng.integers(0, 2**31, size=2)]
+    raw = [np.asarray(jax.random.key_data(jax.random.key(s))) for s in seeds]
+    first, second, again = program(x, raw[0]), program(x, raw[1]), program(x, raw[0])
+    want = x + 0.1 * np.asarray(jax.random.normal(jax.random.key(seeds[0]), x.shape))
+    expect(
+        not judge.agrees(first, second),
+        "one program: a new key gives new noise",
+        "the compiled jitter gave the same noise for two different keys: is the key "
+        "read from a global (a constant baked in at tracing) instead of the argument?",
+    )
+    expect(
+        judge.agrees(first, want, atol=1e-5),
         "adds 0.1 * jax.random.normal(key, x.shape)",
         "jitter(x, key) should be x + 0.1 * jax.random.normal(key, x.shape).",
-        atol=1e-6,
     )
     expect(
-        not np.allclose(a, b),
-        "a new key gives new noise",
-        "two different keys gave the same noise: is the key read from a global "
-        "(a constant baked in at tracing) instead of the argument?",
-    )
-    expect(
-        np.array_equal(a, again),
+        np.array_equal(first, again),
         "the same key gives the same noise",
         "the same key gave different noise: draw only with jax.random and the key.",
-    )
-    judge.expect_compiles(
-        counted,
-        1,
-        "new keys do not compile again",
-        "three calls compiled jitter {count} times; keys are arrays, pass them as "
-        "traced arguments (not static).",
     )
 
 
 @exercise("pitfalls.donate-step", "decay", "donation", 2)
-def _donate_step(answer):
+def _donate_step(rng):
     """jax.jit(lambda state: 0.9 * state, donate_argnums=0): the output has the input's
     shape and dtype, so XLA can write it into the input's buffer.
     """
-    judge.expect_jitted(answer, "decay")
-    n = _fresh_size()
-    state = jnp.linspace(1.0, 2.0, n)
-    before = np.asarray(state, np.float64)
-    out = judge.array(call_answer(answer, state), "decay(state)")
-    want = 0.9 * before  # made after the call: the reference never meets the answer
+    size = int(rng.integers(4, 64))
+    state = rng.normal(size=size).astype(np.float32)
+    (program,) = yield [ask.export(ask.spec((size,)))]
     judge.expect_agrees(
-        out, want, "returns 0.9 * state", "decay(state) should return 0.9 * state."
+        program(state),
+        0.9 * state,
+        "returns 0.9 * state",
+        "decay(state) should return 0.9 * state.",
     )
-    stats = answer.lower(jnp.ones(n)).compile().memory_analysis()
+    main = next(
+        (line for line in program.text.splitlines() if "func public @main" in line), ""
+    )
+    donated = "tf.aliasing_output" in main or "jax.buffer_donor" in main
     expect(
-        stats.alias_size_in_bytes >= 4 * n,
-        "the compiled program writes its output into the donated input",
-        f"XLA aliases {stats.alias_size_in_bytes} bytes of {4 * n}: no input was "
-        "donated; pass donate_argnums=0 to jax.jit.",
+        donated,
+        "the program writes its output into the donated input",
+        "the exported decay donates no input (its program has no tf.aliasing_output "
+        "or jax.buffer_donor on the state): pass donate_argnums=0 to jax.jit.",
     )
-    expect(
-        state.is_deleted(),
-        "the caller's array is gone after the call",
-        "the input array survived the call, so it was not donated.",
-    )
+
+
+def _indices(rng, size: int) -> tuple[int, int, int]:
+    """An index in bounds, one counted from the end, one past the end."""
+    inside = int(rng.integers(0, size))
+    return inside, -int(rng.integers(1, size + 1)), size + int(rng.integers(0, 5))
 
 
 @exercise("pitfalls.checked-take", "safe_take", "checkify", 2)
-def _checked_take(answer):
+def _checked_take(rng):
     """checkify.checkify(jax.jit(lambda x, i: x[i]), errors=checkify.index_checks)
     returns a function giving (error, value).
     """
-    n = _fresh_size()
-    x = jnp.arange(n, dtype=jnp.float32)
-    result = call_answer(answer, x, 2)
+    size = int(rng.integers(5, 30))
+    x = rng.normal(size=size).astype(np.float32)
+    indices = _indices(rng, size)
+    error, value = (("__getitem__", (0,)), ("get", ())), (("__getitem__", (1,)),)
+    asked = [ask.call(x, indices[0], jit=True)]
+    for i in indices:
+        asked += [
+            ask.call(x, i, jit=True, then=error, allow_error=True),
+            ask.call(x, i, jit=True, then=value, allow_error=True),
+        ]
+    pair, *got = yield asked
     expect(
-        type(result) is tuple
-        and len(result) == 2
-        and type(result[0]) is checkify.Error,
-        "returns (error, value) as checkify does",
-        f"safe_take(x, i) returned {type(result).__name__}; return what a "
+        type(pair) is tuple
+        and len(pair) == 2
+        and getattr(pair[0], "type_name", "") == "Error",
+        "returns (error, value) as checkify does, under jax.jit",
+        f"jax.jit(safe_take)(x, i) returned {type(pair).__name__}; return what a "
         "checkify-wrapped function returns, a pair (error, value).",
     )
-    err, value = result
-    expect(
-        err.get() is None and judge.number(value, "safe_take") == 2.0,
-        "an index in bounds gives the entry and no error",
-        f"safe_take(x, 2) should give x[2] = 2.0 and no error, got {value} and "
-        f"{err.get()!r}.",
-    )
-    err, value = call_answer(answer, x, n + 3)
-    message = err.get() or ""
-    expect(
-        "out-of-bounds" in message,
-        "an index out of bounds is reported",
-        f"safe_take(x, {n + 3}) reported no error (the value was clamped to "
-        f"{float(value)}); pass errors=checkify.index_checks to checkify.",
-    )
+    for i, message, got_value in zip(indices, got[::2], got[1::2], strict=True):
+        failed = next(
+            (g for g in (message, got_value) if isinstance(g, read.Failed)), None
+        )
+        if failed is not None or type(message) not in (str, type(None)):
+            raise Wrong(
+                f"for safe_take(x, {i}), reading error.get() and the value raised "
+                f"{failed.message if failed else type(message).__name__}."
+            )
+        if -size <= i < size:
+            expect(
+                message is None and judge.agrees(got_value, x[i], atol=0),
+                f"index {i} (in bounds): the entry, no error",
+                f"safe_take(x, {i}) on {size} entries should give x[{i}] = {x[i]:.4g} "
+                f"and no error, got {got_value} and {message!r}.",
+            )
+        else:
+            expect(
+                "out-of-bounds" in (message or ""),
+                f"index {i} (out of bounds): an error",
+                f"safe_take(x, {i}) on {size} entries reported no error (the value "
+                f"was clamped to {float(got_value):.4g}); pass "
+                "errors=checkify.index_checks to checkify.",
+            )

@@ -1,14 +1,16 @@
-"""Exercises of the chapter "Static arguments and compiling again": each checker counts
-the answer's compiles."""
+"""Exercises of the chapter "Static arguments and compiling again": each is judged on
+the compiled program (what stays an input, what it computes on the grader's inputs)
+or on plain values, never on a count a student's process reports, except where
+padding happens outside any program."""
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jitbook.cache import count_compiles, fresh_jit
-from jitbook.chapters import recompilation
+from jitbook.cache import fresh_jit
+from jitbook.evidence import read
 
-from . import Wrong, call_answer, error_line, exercise, expect, judge
+from . import Wrong, _failed_message, ask, error_line, exercise, expect, judge
 
 
 def _sgd_step(w, x, y, lr):
@@ -27,32 +29,49 @@ def _poly_eval(coeffs, x):
     return y
 
 
+def _program(item, request: dict, argument: str, kind: str = "float32"):
+    """The exported program, or a message saying why ``argument`` could not stay an
+    input of it (jit holds it static) or why the export failed."""
+    if not isinstance(item, read.Failed):
+        return item
+    if item.missing or item.placeholder or "ShapeDtypeStruct" not in item.message:
+        raise Wrong(_failed_message(request, item), details=item.message)
+    raise Wrong(
+        f"{request['answer']} could not be compiled with {argument} as a traced "
+        f"{kind} scalar: jit treats {argument} as static, so it is a constant of each "
+        f"program rather than an input; pass {argument} as an ordinary (traced) "
+        "argument of jax.jit.",
+        details=item.message,
+    )
+
+
 @exercise("recompilation.lr-traced", "train_step", "static vs traced arguments", 1)
-def _lr_traced(answer):
+def _lr_traced(rng):
     """A learning rate is a number that changes, not a choice of program: let jit trace
     it.
     """
-    judge.expect_jitted(answer, "train_step")
-    rng = np.random.default_rng(0)
-    x, y, w = (
-        jnp.asarray(rng.normal(size=s), jnp.float32) for s in ((16, 3), (16,), (3,))
+    rows, cols = int(rng.integers(8, 40)), int(rng.integers(2, 8))
+    x = rng.normal(size=(rows, cols)).astype(np.float32)
+    y = rng.normal(size=rows).astype(np.float32)
+    w = rng.normal(size=cols).astype(np.float32)
+    shapes = [ask.spec((cols,)), ask.spec((rows, cols)), ask.spec((rows,))]
+    asked = ask.export(*shapes, ask.spec(()), answer="train_step", allow_error=True)
+    (program,) = yield [asked]
+    program = _program(program, asked, "lr")
+    expect(
+        len(program.in_avals) == 4 and program.in_avals[3].shape == (),
+        "lr stays an input of the one compiled program",
+        "the exported train_step does not take (w, x, y, lr) as its four inputs; keep "
+        "the signature of sgd_step.",
     )
-    schedule = [0.1, 0.05, 0.01]
-    with judge.compiles_of(answer) as counted:
-        got = [judge.array(call_answer(answer, w, x, y, lr)) for lr in schedule]
-    for lr, g in zip(schedule, got, strict=True):
+    for lr in np.round(rng.uniform(0.001, 0.5, size=2), 4).astype(np.float32):
+        got = program(w, x, y, lr)
         expect(
-            judge.agrees(g, _sgd_step(w, x, y, lr), atol=1e-6),
-            f"lr={lr}: same step as sgd_step",
-            f"with lr={lr} your step differs from sgd_step(w, x, y, lr).",
+            judge.agrees(got, _sgd_step(w, x, y, lr), atol=1e-5),
+            f"one program, run with lr={lr:g}, takes sgd_step's step",
+            f"the compiled train_step, run with lr={lr:g} on a {rows} x {cols} "
+            "problem, does not give sgd_step(w, x, y, lr).",
         )
-    judge.expect_compiles(
-        counted,
-        1,
-        "compiles at most once for three learning rates",
-        f"it compiled {{count}} times for {len(schedule)} learning rates {schedule}: "
-        "a static lr makes one program per value; pass it as a traced argument.",
-    )
 
 
 def _clip_reference(v: np.ndarray, max_norm: float) -> np.ndarray:
@@ -60,111 +79,170 @@ def _clip_reference(v: np.ndarray, max_norm: float) -> np.ndarray:
     return v * min(1.0, max_norm / norm) if norm > 0 else v
 
 
+def _rounded(values) -> list[float]:
+    return [round(float(v), 4) for v in np.ravel(values)]
+
+
 @exercise("recompilation.clip-norm", "clip_norm", "jnp.where instead of Python if", 2)
-def _clip_norm(answer):
+def _clip_norm(rng):
     """Compute both outcomes and choose with jnp.where(norm > max_norm, scaled, v);
     keep max_norm traced.
     """
-    judge.expect_jitted(answer, "clip_norm")
-    v = jnp.asarray([3.0, 4.0, 0.0], jnp.float32)  # norm 5
-    limits = [1.0, 2.5, 10.0]
-    with judge.compiles_of(answer) as counted:
-        got = [judge.array(call_answer(answer, v, m)) for m in limits]
-    for m, g in zip(limits, got, strict=True):
-        want = _clip_reference(np.asarray(v), m)
+    size = int(rng.integers(3, 12))
+    v = rng.normal(size=size).astype(np.float32)
+    asked = ask.export(
+        ask.spec((size,)), ask.spec(()), answer="clip_norm", allow_error=True
+    )
+    (program,) = yield [asked]
+    program = _program(program, asked, "max_norm")
+    norm = float(np.linalg.norm(v))
+    for factor in (0.3, 0.8, 1.5, 4.0):
+        limit = np.float32(round(norm * factor * float(rng.uniform(0.95, 1.05)), 3))
+        got, want = program(v, limit), _clip_reference(v, float(limit))
+        side = "below" if limit < norm else "above"
         expect(
-            judge.agrees(g, want),
-            f"max_norm={m}: right result",
-            f"clip_norm([3, 4, 0], {m}) returned {g.tolist()}, expected "
-            f"{want.tolist()}.",
+            judge.agrees(got, want, atol=1e-5),
+            f"one program, max_norm={limit:g} ({side} the norm): right result",
+            f"the compiled clip_norm, run with max_norm={limit:g} on a vector of norm "
+            f"{norm:.4g}, returned {_rounded(got)}, expected {_rounded(want)}.",
         )
-    judge.expect_compiles(
-        counted,
-        1,
-        "compiles at most once for three limits",
-        "it compiled {count} times for 3 values of max_norm: it must be traced, "
-        "not static.",
-    )
 
 
-@exercise("recompilation.buckets", "padded_mean", "padding to buckets", 2)
-def _buckets(answer):
-    """Pad with NumPy to the next power of two outside jit; pass the true length (or a
-    mask) to the jitted part, which divides by it.
+@exercise("recompilation.buckets", "pad_to_bucket", "padding to buckets", 2)
+def _buckets(rng):
+    """Pad with NumPy (np.zeros, then copy x in) to the next power of two outside jit;
+    pass the true length to the jitted bucket_mean, which divides by it.
     """
-    judge.expect_function(answer, "padded_mean")
-    lengths = recompilation.stream_lengths(60, 200, seed=3)
-    rng = np.random.default_rng(4)
-    limit = 10
-    with count_compiles() as log:
-        for n in lengths:
-            x = rng.normal(size=n).astype(np.float32)
-            out = call_answer(answer, x)
-            if not judge.is_array(out):
-                raise Wrong(
-                    f"padded_mean returned a {type(out).__name__}, not a jax.Array: "
-                    "the mean must come from a jitted JAX function (NumPy only pads), "
-                    "since the exercise is about how often that function compiles."
-                )
-            got = judge.number(out, "padded_mean")
-            want = float(np.mean(x.astype(np.float64)))
-            if abs(got - want) > 1e-5:
-                raise Wrong(
-                    f"for a sequence of length {n} padded_mean returned {got:.6g}, the "
-                    f"mean is {want:.6g}; "
-                    f"divide by the true length, not the padded one."
-                )
-            if log.count > limit:
-                names = sorted(set(log.compiles))
-                raise Wrong(
-                    f"after {lengths.index(n) + 1} lengths it had already compiled "
-                    f"{log.count} times "
-                    f"(programs: {', '.join(names)}); pad to a few bucket sizes, and "
-                    "pad with NumPy: "
-                    f"eager jnp operations compile once per shape too."
-                )
+    lengths = [1, 200, *map(int, rng.integers(1, 201, size=58))]
+    xs = [rng.normal(size=n).astype(np.float32) for n in lengths]
+    sizes = sorted(int(s) for s in rng.choice([16, 32, 64, 128, 256], 2, replace=False))
+    exports = [
+        ask.export(
+            ask.spec((s,)),
+            ask.spec((), "int32"),
+            answer="bucket_mean",
+            allow_error=True,
+        )
+        for s in sizes
+    ]
+    asked = [ask.probe("compiles_during", xs), *map(ask.call, map(ask.numpy, xs))]
+    got = yield asked + exports
+    compiles, padded, programs = got[0], got[1 : 1 + len(xs)], got[1 + len(xs) :]
+    programs = [
+        _program(p, r, "n", "int32") for p, r in zip(programs, exports, strict=True)
+    ]
+    shapes = [_padding_problem(x, out) for x, out in zip(xs, padded, strict=True)]
     expect(
-        log.count <= limit,
-        f"right means for {len(lengths)} lengths, with {log.count} compiles "
-        f"(at most {limit})",
-        f"it compiled {log.count} times; at most {limit} allowed.",
+        not any(shapes),
+        f"{len(lengths)} sequences padded: x, then zeros, and len(x)",
+        next(filter(None, shapes), ""),
     )
+    buckets = sorted({len(out[0]) for out in padded})
+    expect(
+        len(buckets) <= 10,
+        f"{len(lengths)} lengths pad to {len(buckets)} shapes (at most 10)",
+        f"{len(lengths)} lengths between 1 and 200 were padded to {len(buckets)} "
+        f"different lengths ({', '.join(map(str, buckets[:12]))}, ...): each one is "
+        "a compile of bucket_mean; pad to the next power of two instead.",
+    )
+    for size, program in zip(sizes, programs, strict=True):
+        expect(
+            len(program.in_avals) == 2 and program.in_avals[1].shape == (),
+            "the length stays an input of bucket_mean's program",
+            "the exported bucket_mean does not take (padded, n) as its two inputs; "
+            "pass the true length as a traced argument, not a static one.",
+        )
+        for n in sorted({size, int(rng.integers(1, size)), int(rng.integers(1, size))}):
+            values = rng.normal(size=n).astype(np.float32)
+            array = np.zeros(size, np.float32)
+            array[:n] = values
+            mean = judge.number(program(array, np.int32(n)), "bucket_mean")
+            want = float(np.mean(values.astype(np.float64)))
+            expect(
+                abs(mean - want) <= 1e-5 * max(1.0, abs(want)),
+                f"bucket_mean at {size}, n={n}: the mean of the first n entries",
+                f"bucket_mean on {n} values padded with zeros to {size} returned "
+                f"{mean:.6g}, the mean is {want:.6g}; divide by the true length n, "
+                "not the padded one.",
+            )
+    expect(
+        compiles == 0,
+        "pad_to_bucket compiles nothing (pads with NumPy)",
+        f"pad_to_bucket compiled {compiles} XLA programs over {len(lengths)} "
+        "lengths: eager jnp operations compile once per shape too; pad with NumPy "
+        "(np.zeros, then padded[:len(x)] = x).",
+        self_reported=True,
+    )
+
+
+def _padding_problem(x: np.ndarray, out) -> str:
+    """What is wrong with pad_to_bucket's answer for ``x`` ("" if nothing)."""
+    if not (
+        type(out) is tuple
+        and len(out) == 2
+        and isinstance(out[0], np.ndarray)
+        and out[0].ndim == 1
+        and type(out[1]) is int
+    ):
+        return (
+            f"pad_to_bucket returned {type(out).__name__}; return a pair: the padded "
+            "1-D array and the true length len(x) as an int."
+        )
+    array, length, n = *out, len(x)
+    if length == n and len(array) >= n and np.array_equal(array[:n], x):
+        return "" if not np.any(array[n:]) else "pad with zeros: bucket_mean sums them."
+    return (
+        f"for a sequence of length {n}, pad_to_bucket returned an array of length "
+        f"{len(array)} and length {length}; the array must start with x, the rest "
+        "zeros, and the length must be len(x)."
+    )
+
+
+def _coefficients(rng) -> list:
+    """Two to five coefficients, some whole (given as ints in the list)."""
+    drawn = np.round(rng.uniform(-3, 3, size=int(rng.integers(2, 6))), 2)
+    drawn[int(rng.integers(len(drawn)))] = float(rng.integers(1, 4))
+    return [int(c) if c.is_integer() else float(c) for c in drawn]
 
 
 @exercise("recompilation.static-coeffs", "as_static", "hashable static arguments", 2)
-def _static_coeffs(answer):
+def _static_coeffs(rng):
     """A static argument must be hashable and compare equal when it means the same
     thing: a tuple of floats.
     """
-    x = jnp.linspace(-1.0, 1.0, 5)
+    coeffs, other = _coefficients(rng), _coefficients(rng)
+    array = np.asarray(coeffs, np.float64)
+    got = yield [ask.call(coeffs), ask.call(ask.numpy(array)), ask.call(other)]
+    x = np.linspace(-1.0, 1.0, int(rng.integers(4, 9))).astype(np.float32)
     evaluate = fresh_jit(_poly_eval, static_argnums=0)
-    with judge.compiles_of(evaluate) as counted:
-        for coeffs in ([1.0, 2.0, 3.0], np.array([1.0, 2.0, 3.0])):
-            static = call_answer(answer, coeffs)
-            try:
-                got = evaluate(static, x)
-            except (TypeError, ValueError) as err:
-                raise Wrong(
-                    f"jit refused as_static({coeffs!r}) as a static argument: "
-                    f"{error_line(err)}"
-                ) from None
+    values = []
+    for given, static in zip((coeffs, "np.array(...)", other), got, strict=True):
+        judge.plain(static, "as_static")
+        try:
+            values.append(np.asarray(evaluate(static, x)))
+        except (TypeError, ValueError) as err:
             expect(
-                judge.agrees(got, np.polyval([1.0, 2.0, 3.0], np.asarray(x))),
-                f"as_static({type(coeffs).__name__}) evaluates 1x^2 + 2x + 3",
-                f"evaluating as_static({coeffs!r}) gave {np.asarray(got).tolist()}.",
+                False,
+                "",
+                f"jit refused as_static({given!r}) as a static argument: "
+                f"{error_line(err)}",
             )
-    judge.expect_compiles(
-        counted,
-        1,
-        "a list and an array of the same coefficients share one compile",
-        "the same coefficients, once from a list and once from an array, compiled "
-        "{count} times: equal coefficients must give equal, equally hashed static "
-        "values.",
-    )
-    other = evaluate(call_answer(answer, [0.5, -1.0]), x)
     expect(
-        judge.agrees(other, 0.5 * np.asarray(x) - 1.0),
-        "different coefficients give a new, right result",
-        f"as_static([0.5, -1.0]) evaluated to {np.asarray(other).tolist()}: a stale "
-        "program was reused.",
+        judge.agrees(values[0], np.polyval(coeffs, x), atol=1e-4),
+        "evaluates the polynomial of the given coefficients",
+        f"poly_eval(as_static({coeffs!r}), x) evaluated to {values[0].tolist()}.",
+    )
+    expect(
+        got[0] == got[1] and hash(got[0]) == hash(got[1]),
+        "a list and an array of the same coefficients give equal, equally hashed "
+        "values (one program)",
+        f"as_static({coeffs!r}) and as_static(np.array({coeffs!r})) gave {got[0]!r} "
+        f"and {got[1]!r}: jit compiles again unless they are equal and hash equal; "
+        "turn each coefficient into a float.",
+    )
+    expect(
+        got[2] != got[0] and judge.agrees(values[2], np.polyval(other, x), atol=1e-4),
+        "other coefficients give another value and their own results",
+        f"as_static({other!r}) evaluated to {values[2].tolist()}: different "
+        "coefficients must give a different static value.",
     )

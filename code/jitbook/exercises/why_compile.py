@@ -24,6 +24,7 @@ def _ready(rng):
         "returns what fn returned, structure and values",
         "for a function returning (array, {'b': array}) the result came back "
         "changed; return what fn returned.",
+        self_reported=True,
     )
     expect(
         waits["ready"],

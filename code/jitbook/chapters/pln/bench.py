@@ -8,6 +8,7 @@ from time import perf_counter
 import numpy as np
 from threadpoolctl import threadpool_limits
 
+from jitbook.bench.conditions import CONTROL, control_of
 from jitbook.cache import count_compiles
 from jitbook.chapters.pln.converge import newton_program
 from jitbook.chapters.pln.data import PLNData, check_n_iter, device_data
@@ -63,6 +64,7 @@ def benchmark_levels(
     min_time: float = 0.0,
     peer=None,
     say=None,
+    controls=(),
 ) -> tuple[list[dict], Race]:
     """Every level's first fit (cold caches), then warm fits raced in rounds.
 
@@ -86,7 +88,16 @@ def benchmark_levels(
     }
     if peer is not None:
         rows += [_peer_first(peer, name, say) for name in peer.variants]
-        variants |= {name: lambda name=name: peer.call(name) for name in peer.variants}
+        variants |= {
+            name: lambda name=name: peer.call(name)
+            for name in [*peer.variants, *map(control_of, controls)]
+            if name.removesuffix(CONTROL) in peer.variants
+        }
+    variants |= {
+        control_of(lv): variants[lv]
+        for lv in controls
+        if lv in levels and lv != "eager"
+    }
     # the first fits ran in processes of their own: the race warms every level here
     raced = race(talking(variants, say), rounds=rounds, min_time=min_time, per=n_iter)
     eager = None
@@ -101,8 +112,13 @@ def benchmark_levels(
     for row in rows:
         lv = row["level"]
         row.update(_per_iter(eager if lv == "eager" else raced, lv))
-        if lv == "eager" and k != n_iter:
-            row["note"] = f"{k} iterations, raced alone"
+        if lv == "eager":
+            # an eager fit compiles as it goes: a real one pays its first fit's rate
+            once = row["first call s"] / k * 1e3
+            row["note"] = (
+                f"{k} iterations, raced alone (warm); a first fit, compiles included: "
+                f"{once:.3g} ms / iter"
+            )
         elif lv in getattr(peer, "variants", ()):
             _peer_columns(row, peer, raced.median(lv) * n_iter)
         else:

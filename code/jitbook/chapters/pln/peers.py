@@ -107,9 +107,11 @@ def _radam(params, grads, mu, nu, count, lr: float):
     return tuple(new_x), tuple(new_m), tuple(new_v), count
 
 
-def _fast_step(params, opt, Omega, aux, data, lr: float):
+def _fast_step(params, opt, Omega, aux, data, lr: float, checked: bool = True):
     """One iteration of `fast.py`'s loop body: loss and gradients by hand, a RAdam
-    step, Omega from a Cholesky factor of the closed-form Sigma."""
+    step, Omega from a Cholesky factor of the closed-form Sigma. ``checked=False``
+    factorises with `cholesky_ex`, which leaves the error check to the caller and so,
+    on a GPU, does not wait for the device at every step as `cholesky` does."""
     import torch
 
     B, M, S = params
@@ -128,7 +130,11 @@ def _fast_step(params, opt, Omega, aux, data, lr: float):
     params, mu, nu, count = _radam(params, grads, *opt, lr)
     B, M, S = params
     gram = M.T @ M + torch.diag(torch.sum(S * S, dim=0))
-    L = torch.linalg.cholesky(gram / n)
+    L = (
+        torch.linalg.cholesky(gram / n)
+        if checked
+        else torch.linalg.cholesky_ex(gram / n)[0]
+    )
     logdet = -2.0 * torch.sum(torch.log(torch.diagonal(L)))
     aux = (gram, logdet, XtY, const)
     return -(elbo + const), params, (mu, nu, count), torch.cholesky_inverse(L), aux
@@ -229,30 +235,60 @@ def pypln_loss(pypln: dict, data) -> float:
 
 
 def _setup(state: dict, msg: dict) -> dict:
+    """Pin this process to the race's cores and size torch's pools to them before any
+    torch work; what it got, for the record."""
     missing = peers_missing()
     if missing:
         return {"error": missing}
     import pyPLNmodels
     import torch
 
-    if msg.get("threads"):
-        torch.set_num_threads(msg["threads"])
+    cores = msg.get("cores")
+    if cores:
+        os.sched_setaffinity(0, cores)
+        torch.set_num_threads(len(cores))
+        torch.set_num_interop_threads(1)  # no inter-op work here: one idle thread
     with np.load(msg["data"]) as a:
         state["data"] = (a["Y"], a["O"], a["X"])
     state["n_iter"], state["lr"] = msg["n_iter"], msg.get("lr", 1.0)
+    env = (
+        "OMP_NUM_THREADS",
+        "OPENBLAS_NUM_THREADS",
+        "MKL_NUM_THREADS",
+        "OMP_WAIT_POLICY",
+    )
     return {
         "python": sys.version.split()[0],
         "torch": torch.__version__,
         "pyPLNmodels": pyPLNmodels.__version__,
         "torch threads": torch.get_num_threads(),
-        "torch threads set by --peer-threads": bool(msg.get("threads")),
         "torch interop threads": torch.get_num_interop_threads(),
+        "cores": sorted(os.sched_getaffinity(0)),
+        "env": {k: os.environ.get(k) for k in env},
         "variants": list(VARIANTS),
     }
 
 
+def _timer(state: dict, name: str, min_run_time: float) -> dict:
+    """Variant `name` timed alone by PyTorch's own tool, with the same threads as in
+    the race: the cross-check of its time in the race."""
+    import torch
+    from torch.utils.benchmark import Timer
+
+    algorithm, compiled = VARIANTS[name]
+    args = (state["data"], state["n_iter"], state["lr"], compiled, algorithm)
+    timer = Timer(
+        "run_torch(*args)",
+        globals={"run_torch": run_torch, "args": args},
+        num_threads=torch.get_num_threads(),
+    )
+    m = timer.blocked_autorange(min_run_time=min_run_time)
+    return {"median s": m.median, "measurements": len(m.times)}
+
+
 def handle(state: dict, msg: dict) -> dict:
-    """Answer one request: setup, call (one fit of a variant), pypln, ping."""
+    """Answer one request: setup, call (one fit of a variant), timer (one variant
+    timed alone), pypln (its fit and parameters), pypln race (its fit alone), ping."""
     op = msg.get("op")
     if op == "setup":
         return _setup(state, msg)
@@ -260,6 +296,15 @@ def handle(state: dict, msg: dict) -> dict:
         algorithm, compiled = VARIANTS[msg["name"]]
         start = perf_counter()
         run_torch(state["data"], state["n_iter"], state["lr"], compiled, algorithm)
+        return {"seconds": perf_counter() - start}
+    if op == "timer":
+        return _timer(state, msg["name"], msg.get("min_run_time", 1.0))
+    if op == "pypln race":  # what a user runs: the model built and fitted, nothing else
+        import pyPLNmodels
+
+        Y, O, X = (np.asarray(a, np.float32) for a in state["data"])
+        start = perf_counter()
+        pyPLNmodels.Pln(Y, exog=X, offsets=O, add_const=False).fit()
         return {"seconds": perf_counter() - start}
     if op == "pypln":
         fit = fit_pypln(state["data"])
@@ -288,10 +333,11 @@ class Peer:
     """A peer process (``python`` running this file's ``serve``), asked one fit at a
     time, so its fits join the rounds of the JAX levels."""
 
-    def __init__(
-        self, python: str, data, n_iter: int, lr: float = 1.0, threads: int = 0
-    ):
+    def __init__(self, python: str, data, n_iter: int, lr: float = 1.0, cores=None):
+        from jitbook.bench.conditions import peer_env
+
         self.python, self._tmp = python, tempfile.TemporaryDirectory()
+        env = os.environ | (peer_env(cores) if cores else {})
         self._log = open(Path(self._tmp.name, "stderr.txt"), "w+")
         # -P: do not put this file's folder on sys.path, where data.py and profile.py
         # would shadow other modules
@@ -301,12 +347,13 @@ class Peer:
             stdout=subprocess.PIPE,
             stderr=self._log,
             text=True,
+            env=env,
         )
         src = Path(self._tmp.name, "data.npz")
         np.savez(src, **dict(zip("YOX", (np.asarray(a) for a in data), strict=True)))
         try:
             self.info = self.ask(
-                op="setup", data=str(src), n_iter=n_iter, lr=lr, threads=threads
+                op="setup", data=str(src), n_iter=n_iter, lr=lr, cores=cores
             )
         except BaseException:
             self.close()
@@ -335,8 +382,19 @@ class Peer:
         return "the peer process ended: " + self._log.read()[-2000:]
 
     def call(self, name: str) -> float:
-        """One fit of variant ``name``; the seconds it took there."""
-        return self.ask(op="call", name=name)["seconds"]
+        """One fit of variant ``name`` (or of its control); the seconds it took
+        there."""
+        from jitbook.bench.conditions import CONTROL
+
+        return self.ask(op="call", name=name.removesuffix(CONTROL))["seconds"]
+
+    def timer(self, name: str, min_run_time: float = 1.0) -> dict:
+        """Variant ``name`` timed alone there by ``torch.utils.benchmark.Timer``."""
+        return self.ask(op="timer", name=name, min_run_time=min_run_time)
+
+    def pypln_race(self) -> float:
+        """pyPLNmodels' model built and fitted there, nothing else; its seconds."""
+        return self.ask(op="pypln race")["seconds"]
 
     def pypln(self) -> dict:
         """pyPLNmodels' default fit, there: its figures and (B, M, S)."""
@@ -418,13 +476,23 @@ def start_record(argv: list[str]) -> dict:
     }
 
 
-def write_record(record: dict, out: dict, name: str, wall: float) -> Path:
-    """Write the run (provenance, rows, every round's times) to data/peers/NAME.json."""
-    record = record | out
-    record["load average at end"] = [round(x, 2) for x in os.getloadavg()]
-    record["wall s"] = round(wall, 1)
-    RECORDINGS.mkdir(parents=True, exist_ok=True)
-    path = RECORDINGS / f"{name or record['date'][:10]}.json"
+def write_record(
+    record: dict, name: str, forced: bool = False, folder: Path | None = None
+) -> Path:
+    """Write the run (provenance, conditions, every round's times) to
+    data/peers/NAME.json; a run not fit to compare is written only when `forced`, and
+    then marked unfit, with why."""
+    from jitbook.bench.conditions import unfit_reasons
+
+    reasons = unfit_reasons(record)
+    if reasons and not forced:
+        raise ValueError(
+            "not recorded, the race was not fit to compare: " + "; ".join(reasons)
+        )
+    record = record | {"fit to compare": not reasons, "unfit because": reasons}
+    folder = folder or RECORDINGS
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{name or record['date'][:10]}.json"
     path.write_text(json.dumps(record, indent=1, default=float) + "\n")
     return path
 
@@ -448,46 +516,74 @@ def recorded_race(record: dict):
     return Race(record["race"], record["per"], "iter")
 
 
-# The comparisons the bench and the page make: a JAX level against the peers that run
-# its algorithm.
+# The comparisons the bench and the page make, each named by its pairing: what runs as
+# one program on each side. JAX's scan and fast levels compile the whole loop; PyTorch
+# offers no compiled whole loop here, so its best is a compiled step in a Python loop.
+WHOLE = "whole loop: JAX's one compiled loop against PyTorch's Python loop"
 PAIRS = [
-    ("jit_step", "PyTorch eager, tutorial's algorithm"),
-    ("fast", "PyTorch eager"),
-    ("fast", "torch.compile"),
-    ("scan", "PyTorch eager, tutorial's algorithm"),
-    ("scan", "torch.compile, tutorial's algorithm"),
-    ("fast", "scan"),
-    ("scan", "jit_iteration"),
-    ("scan", "jit_step"),
+    (
+        "jit_iteration",
+        "torch.compile, tutorial's algorithm",
+        "per step: a compiled iteration called from a Python loop on both sides",
+    ),
+    (
+        "jit_step",
+        "PyTorch eager, tutorial's algorithm",
+        "per step: a Python loop over "
+        "each step's pieces on both sides (JAX's jitted, PyTorch's eager)",
+    ),
+    ("fast", "torch.compile", WHOLE + ", its step compiled"),
+    ("fast", "PyTorch eager", WHOLE + ", eager"),
+    ("scan", "torch.compile, tutorial's algorithm", WHOLE + ", its step compiled"),
+    ("scan", "PyTorch eager, tutorial's algorithm", WHOLE + ", eager"),
+    ("fast", "scan", "JAX against JAX"),
+    ("scan", "jit_iteration", "JAX against JAX"),
+    ("scan", "jit_step", "JAX against JAX"),
 ]
 
 
 def verdicts(raced) -> dict[tuple[str, str], object]:
-    """Every pair of `PAIRS` both of whose members ran: its verdict."""
+    """Every pair of `PAIRS` both of whose members ran: its verdict (warm: compiles
+    apart)."""
     return {
         (a, b): raced.verdict(a, b)
-        for a, b in PAIRS
+        for a, b, _ in PAIRS
         if a in raced.names and b in raced.names
     }
 
 
 def verdict_rows(record: dict) -> list[dict]:
-    """The recorded answer, level by level: each JAX level against the PyTorch peers
-    that run its algorithm, by the book's verdict rule.
+    """The recorded answer, pairing by pairing: each JAX level against the PyTorch
+    fits of its algorithm, by the book's verdict rule; no verdict at all when the
+    recording was not fit to compare (`unfit_reasons`).
 
     Taught in A worked example, PyTorch on a CPU.
     """
-    raced = recorded_race(record)
+    from jitbook.bench.conditions import unfit_reasons
+
+    fit, raced = not unfit_reasons(record), recorded_race(record)
+    pairing = {(a, b): p for a, b, p in PAIRS}
     return [
         {
+            "pairing": pairing[a, b],
             "JAX level": a,
-            "was": v.phrase,
             "PyTorch": b,
-            "rounds the JAX level won": f"{v.wins} of {v.rounds}",
+            "warm verdict": f"{a} was {v} {b}" if fit else "none: not fit to compare",
         }
         for (a, b), v in verdicts(raced).items()
         if b in VARIANTS
     ]
+
+
+def newton_verdict(record: dict):
+    """The recorded Newton fit against pyPLNmodels' (warm), or None where the run did
+    not reach its loss or was not fit to compare."""
+    from jitbook.bench.conditions import unfit_reasons
+
+    row = record.get("newton")
+    if not row or not row["iterations to target"] or unfit_reasons(record):
+        return None
+    return newton_race(record).verdict("Newton", "pyPLNmodels fit()")
 
 
 def newton_race(record: dict):
@@ -501,6 +597,9 @@ def remake(record: dict, python: str) -> str:
     """The shell lines that remake `record`: a venv with the peers, then its command
     with that venv's Python."""
     argv = shlex.split(record["command"])
+    if "--peer-threads" in argv:  # older runs; --cores now sets both sides' budget
+        at = argv.index("--peer-threads")
+        del argv[at : at + 2]
     at = argv.index("--peers-python") + 1
     argv[at] = python
     venv = python.rsplit("/bin/", 1)[0]
