@@ -328,17 +328,23 @@ def sections(page: Path) -> tuple[list, list[tuple[str, list]]]:
     """A page as (set-up cells, [(section, its cells)]): the code cells before the first
     ``##`` heading, then each ``##`` or ``###`` section's code cells, inline helpers included."""
     nb = harness._with_inline_cells(harness.to_notebook(page))
-    setup, found, current, exprs = [], [], None, []
+    setup, found, current, exprs, home = [], [], None, [], None
     for cell in nb.cells:
-        if cell.metadata.get("jitbook", {}).get("inline_helper"):
-            cell.metadata["jitbook"]["expressions"] = exprs
         if cell.cell_type == "markdown":
             exprs = [e.strip() for e in harness.INLINE.findall(cell.source)]
-            headings = HEADING.findall(cell.source)
-            if headings:
-                title, anchor = headings[-1]
-                current = (anchor or title, [])
+            first = harness.INLINE.search(cell.source)
+            home = (
+                current  # the helper goes with the section its first expression is in
+            )
+            for heading in HEADING.finditer(cell.source):
+                current = (heading.group(2) or heading.group(1), [])
                 found.append(current)
+                if first and heading.start() < first.start():
+                    home = current
+            continue
+        if cell.metadata.get("jitbook", {}).get("inline_helper"):
+            cell.metadata["jitbook"]["expressions"] = exprs
+            (setup if home is None else home[1]).append(cell)
             continue
         if "skip-execution" in cell.metadata.get("tags", []):
             continue
@@ -374,10 +380,10 @@ def inline_values(cells) -> list[tuple[str, str]]:
 
 
 # A quoted count: a whole number, maybe with its noun ("16 programs"); timings, rounds and
-# verdicts are measurements of the moment and are not compared.
+# verdicts are measurements of the moment and are not compared (a race's compile count is).
 COUNT = re.compile(r"^-?\d[\d,]*( [a-z]+)?$")
 MOMENT = re.compile(
-    r"time|_s\b|_us|_ms|ms\b|second|speed|race|round|median|min\(|duration|verdict|faster|slower|ratio",
+    r"time|_s\b|_us|_ms|ms\b|second|speed|\brounds?\b|\.rounds|median|min\(|duration|verdict|faster|slower|ratio",
     re.I,
 )
 

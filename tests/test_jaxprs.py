@@ -413,3 +413,22 @@ def test_xla_inlines_the_nested_jit():
     assert [r["opcode"] for r in rows].count("fusion") == 1
     text = lowered.compile().as_text()
     assert "jit(outer)/jit(inner)/sin" in text and "jit(outer)/add" in text
+
+
+@pytest.mark.claim("sec-jaxprs-shapes", "clm-jaxprs-no-tracing-two-points")
+def test_no_tracing_refuses_a_trace_start_and_a_dispatch_miss_without_a_trace():
+    from jitbook.chapters import recompilation_wrappers
+
+    def doubled(v):
+        return v * 2.0
+
+    x = jnp.ones(3)
+    with jax.no_tracing(True), pytest.raises(RuntimeError, match="re-tracing"):
+        jax.make_jaxpr(doubled)(x)  # no jit, no dispatch cache: a trace starts
+    noted = jax.jit(recompilation_wrappers.plus_one_noted)
+    noted(0)  # warm: its calls miss the dispatch cache but never trace again
+    with count_compiles() as log:
+        noted(0)
+    assert log.trace_events == []
+    with jax.no_tracing(True), pytest.raises(RuntimeError):
+        noted(0)

@@ -488,7 +488,7 @@ def test_the_tutorials_jit_and_caching_example_as_written():
         jax.clear_caches()
         with count_compiles() as log:
             assert int(g(10, 5)) == 15
-        counts.append(log.count_for("unjitted_loop_body") + log.count_for("<lambda>"))
+        counts.append(sum(name in ("unjitted_loop_body", "<lambda>") for name in log.compiles))
     assert counts == [5, 5, 1]
 
 

@@ -454,6 +454,15 @@ def test_a_dynamic_jaxpr_tracer_prints_as_jit_tracer_under_jit_and_make_jaxpr():
         ("JitTracer(~float32[])", "DynamicJaxprTracer"),
         ("JitTracer(float32[2])", "DynamicJaxprTracer"),
     ]
+    # the bodies of cond and scan too; partial evaluation's tracer is another class
+    seen.clear()
+    jax.jit(lambda v: jax.lax.cond(v > 0, note, note, v))(1.0)
+    jax.lax.scan(lambda c, _: (note(c), None), 1.0, length=2)
+    assert {kind for _, kind in seen} == {"DynamicJaxprTracer"} and len(seen) >= 2, seen
+    from jax._src.interpreters import partial_eval as pe
+
+    assert pe.JaxprTracer is not pe.DynamicJaxprTracer
+    assert issubclass(pe.JaxprTracer, jax.core.Tracer)
 
 
 @pytest.mark.claim("sec-tracing-side-effects", "clm-tr-pure-callback-dce")
