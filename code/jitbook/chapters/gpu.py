@@ -26,7 +26,7 @@ from jitbook.chapters.pln.model import Params, init_params, log_stirling
 from jitbook.chapters.pln.radam import radam_init
 from jitbook.display import number
 
-DATA_DIR = Path(__file__).resolve().parents[3] / "data" / "gpu"
+DATA_DIR = Path(__file__).parents[1] / "data" / "gpu"  # package data
 
 # --- compiled loops: what one iteration costs
 

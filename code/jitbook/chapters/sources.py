@@ -238,7 +238,7 @@ def ledger_statuses(test: str) -> dict[str, str]:
     import json
     from pathlib import Path
 
-    path = Path(__file__).resolve().parents[3] / "data" / "ledger.json"
+    path = Path(__file__).parents[1] / "data" / "ledger.json"  # package data
     claims = json.loads(path.read_text())["claims"]
     rows = [row for key, row in claims.items() if key.endswith(f"::{test}")]
     if not rows:

@@ -11,7 +11,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[3]
 
 
-LEDGER = ROOT / "data" / "ledger.json"
+# Package data (code/jitbook/data links to the checkout's data/): pip installs it.
+LEDGER = Path(__file__).parents[1] / "data" / "ledger.json"
 
 
 STATUSES = ("holds", "fails", "n/a")

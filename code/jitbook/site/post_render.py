@@ -1,5 +1,6 @@
 """Quarto's post-render step: offline pages (no remote scripts), one shared, late
-plotly.js, solutions and listings out of search, a download beside every chapter."""
+plotly.js, solutions and listings out of search, a download beside every chapter
+and the wheel its first cell installs."""
 
 import re
 import shutil
@@ -7,8 +8,13 @@ from pathlib import Path
 
 import nbformat
 
-from jitbook.site import harness, search
-from jitbook.site.downloads import label_titles, reader_notebook
+from jitbook.site import harness, search, wheel
+from jitbook.site.downloads import (
+    label_titles,
+    reader_notebook,
+    site_address,
+    with_setup,
+)
 from jitbook.site.explore_page import PLOTLY_FILE, plotly_js
 from jitbook.site.harness import ROOT, chapter_files, chapter_pages, to_notebook
 
@@ -185,6 +191,8 @@ def build_site(site: Path, root: Path = ROOT) -> list[Path]:
     titles, written, missing = label_titles(root), [], []
     target = site / "notebooks"
     target.mkdir(exist_ok=True)
+    package = wheel.build(target, root).name  # what each download's first cell installs
+    address = site_address(root)
     for qmd in chapter_pages(root):
         kept, path = quarto_notebook(qmd), target / f"{qmd.stem}.ipynb"
         if kept is not None:
@@ -202,9 +210,9 @@ def build_site(site: Path, root: Path = ROOT) -> list[Path]:
             continue
         nb = reader_notebook(nb, titles)
         nb.metadata["jitbook"] = {"source": qmd.name}
-        nbformat.write(nb, path)
         harness.BUILD.mkdir(parents=True, exist_ok=True)
-        nbformat.write(nb, harness.BUILD / path.name)
+        nbformat.write(nb, harness.BUILD / path.name)  # `make lab`: jitbook installed
+        nbformat.write(with_setup(nb, package, address), path)
         written.append(path)
     _drop_kept_notebooks(root)
     if missing:

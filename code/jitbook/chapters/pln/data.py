@@ -8,7 +8,8 @@ from typing import NamedTuple
 import jax.numpy as jnp
 import numpy as np
 
-DATA_DIR = Path(__file__).resolve().parents[4] / "data" / "oaks"
+# Package data (code/jitbook/data links to the checkout's data/): pip installs it.
+DATA_DIR = Path(__file__).parents[2] / "data" / "oaks"
 
 
 class PLNData(NamedTuple):
@@ -24,7 +25,8 @@ def _read_csv(name: str) -> np.ndarray:
     path = DATA_DIR / name
     if not path.exists():
         raise FileNotFoundError(
-            f"{path} is missing: the oaks CSVs ship in the repository's data/oaks/."
+            f"{path} is missing: the oaks CSVs ship in the package "
+            "(jitbook/data/oaks, the repository's data/oaks/): reinstall jitbook."
         )
     return np.loadtxt(path, delimiter=",", skiprows=1, dtype=np.float64)
 

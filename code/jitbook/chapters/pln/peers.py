@@ -369,7 +369,7 @@ class Peer:
 
 # --- the recorded run: data/peers/<name>.json, read by the PLN page
 
-RECORDINGS = Path(__file__).resolve().parents[4] / "data" / "peers"
+RECORDINGS = Path(__file__).parents[2] / "data" / "peers"  # package data
 
 
 def _cpu_model() -> str:
