@@ -79,6 +79,21 @@ def offline_html(html: str) -> str:
     return LEFT_CELL.sub(lambda m: f"<{m.group(1)}{m.group(2) or ''}", light)
 
 
+# Quarto links the book's PDF from every page (`downloads: [pdf]`) whether or not a PDF
+# was made: only `make pdf` makes one.
+PDF_TOOL = re.compile(
+    r'<a href="[^"]*?([^"/]+\.pdf)"[^>]*\bclass="quarto-navigation-tool[^"]*"[^>]*>'
+    r'\s*<i class="bi bi-file-pdf"></i>\s*</a>\s*'
+)
+
+
+def without_missing_pdf(html: str, site: Path) -> str:
+    """A page without its "Download PDF" link when the site has no such PDF."""
+    return PDF_TOOL.sub(
+        lambda m: m.group(0) if (site / m.group(1)).exists() else "", html
+    )
+
+
 PLOTLY_LIB = "site_libs/plotly/" + PLOTLY_FILE
 # Where `make pdf` renders the book (`--output-dir`: a render into _book would replace
 # the site); the site step copies the PDF from there into every site it builds.
@@ -185,13 +200,14 @@ def build_site(site: Path, root: Path = ROOT) -> list[Path]:
     for page in site.rglob("*.html"):
         text = page.read_text()
         light = shared_plotly(offline_html(text), page.relative_to(site), site)
+        light = without_missing_pdf(light, site)
         if light != text:
             page.write_text(light)
     unsearchable(site, root)
     titles, written, missing = label_titles(root), [], []
     target = site / "notebooks"
     target.mkdir(exist_ok=True)
-    package = wheel.build(target, root).name  # what each download's first cell installs
+    package = wheel.build(target).name  # what each download's first cell installs
     address = site_address(root)
     for qmd in chapter_pages(root):
         kept, path = quarto_notebook(qmd), target / f"{qmd.stem}.ipynb"
