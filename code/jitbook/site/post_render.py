@@ -8,7 +8,7 @@ from pathlib import Path
 
 import nbformat
 
-from jitbook.site import harness, search, wheel
+from jitbook.site import search, wheel
 from jitbook.site.downloads import (
     label_titles,
     reader_notebook,
@@ -209,6 +209,9 @@ def build_site(site: Path, root: Path = ROOT) -> list[Path]:
     target.mkdir(exist_ok=True)
     package = wheel.build(target).name  # what each download's first cell installs
     address = site_address(root)
+    # `make lab`'s copies, beside the site: _book/ refreshes _build/notebooks/; a render
+    # into another folder (the tests') leaves the reader's copies as they were.
+    lab = site.parent / "_build" / "notebooks"
     for qmd in chapter_pages(root):
         kept, path = quarto_notebook(qmd), target / f"{qmd.stem}.ipynb"
         if kept is not None:
@@ -226,8 +229,8 @@ def build_site(site: Path, root: Path = ROOT) -> list[Path]:
             continue
         nb = reader_notebook(nb, titles)
         nb.metadata["jitbook"] = {"source": qmd.name}
-        harness.BUILD.mkdir(parents=True, exist_ok=True)
-        nbformat.write(nb, harness.BUILD / path.name)  # `make lab`: jitbook installed
+        lab.mkdir(parents=True, exist_ok=True)
+        nbformat.write(nb, lab / path.name)  # `make lab`: jitbook installed
         nbformat.write(with_setup(nb, package, address), path)
         written.append(path)
     _drop_kept_notebooks(root)
