@@ -87,6 +87,7 @@ pdf: setup  ## the whole book as one PDF in _build/pdf/ (runs every chapter agai
 PORT ?= 8000
 serve:  ## serve _book/ at http://127.0.0.1:8000/ until Ctrl-C (another port: PORT=8001)
 	@test -f _book/index.html || { echo "No site in _book/: run 'make book' first (it needs Quarto)."; exit 1; }
+	@case '$(PORT)' in ''|*[!0-9]*) echo "PORT=$(PORT) is not a port number: give a number from 1024 to 65535, e.g. 'make serve PORT=8001'."; exit 2;; esac
 	@$(PY) -c "import socket; socket.create_server(('127.0.0.1', $(PORT))).close()" 2>/dev/null || \
 		{ echo "Port $(PORT) is taken (another 'make serve'?): stop that server or pick another port, e.g. 'make serve PORT=8001'."; exit 1; }
 	@echo "Serving the book at http://127.0.0.1:$(PORT)/ (Ctrl-C stops it)"

@@ -127,6 +127,36 @@ function Div(div)
   end
 end
 
+-- The wheel the post-render step writes beside the notebooks (jitbook.site.wheel), named by pyproject's version.
+local function wheel_name()
+  local dir = (quarto.project and quarto.project.directory) or "."
+  local file = io.open(pandoc.path.join({dir, "pyproject.toml"}), "r")
+  if not file then
+    return nil
+  end
+  local version = file:read("a"):match('\nversion = "([^"]+)"')
+  file:close()
+  return version and ("jitbook-" .. version .. "-py3-none-any.whl") or nil
+end
+
+-- The site's public address (`site-url` under `book:` in _quarto.yml), or nil for a site read where it was built.
+function site_url(doc)
+  local book = doc.meta.book
+  local url = book and book["site-url"] and pandoc.utils.stringify(book["site-url"]) or ""
+  return url ~= "" and url or nil
+end
+
+-- Colab opens notebooks from GitHub: a site published with `quarto publish gh-pages` at
+-- https://OWNER.github.io/REPO/ has its notebooks on the gh-pages branch of OWNER/REPO. Other hosts: no link.
+function colab_url(url, stem)
+  local owner, repo = (url or ""):match("^https://([%w%-]+)%.github%.io/([%w%-%._]+)")
+  if not owner then
+    return nil
+  end
+  return "https://colab.research.google.com/github/" .. owner .. "/" .. repo
+    .. "/blob/gh-pages/notebooks/" .. stem .. ".ipynb"
+end
+
 function Pandoc(doc)
   local input = quarto.doc.input_file or ""
   if not quarto.doc.is_format("html") then
@@ -141,7 +171,20 @@ function Pandoc(doc)
     local link = pandoc.Link({pandoc.Str("Download this chapter as a Jupyter notebook")},
                              "../notebooks/" .. stem .. ".ipynb", "",
                              pandoc.Attr("", {}, {download = stem .. ".ipynb", ["data-noresolveinput"] = "1"}))
-    table.insert(blocks, pandoc.Div({pandoc.Para({link})}, pandoc.Attr("", {"notebook-link"})))
+    local line = pandoc.Inlines({link})
+    local wheel = wheel_name()
+    if wheel then
+      -- The notebook's first cell installs the package from this file when it lies beside it.
+      line:extend({pandoc.Str(" (its first cell installs "), pandoc.Link({pandoc.Code("jitbook")},
+        "../notebooks/" .. wheel, "", pandoc.Attr("", {}, {download = wheel, ["data-noresolveinput"] = "1"})),
+        pandoc.Str(" from the folder beside it")})
+      line:insert(pandoc.Str(site_url(doc) and " or from this site)" or ")"))
+    end
+    local colab = colab_url(site_url(doc), stem)
+    if colab then
+      line:extend({pandoc.Str(" · "), pandoc.Link({pandoc.Str("Open in Colab")}, colab)})
+    end
+    table.insert(blocks, pandoc.Div({pandoc.Para(line)}, pandoc.Attr("", {"notebook-link"})))
   end
   local contents = page_contents(doc)
   if contents then

@@ -11,7 +11,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from jitbook.site import cli, harness, talk
+from jitbook.site import cli, harness, talk, wheel
 
 ROOT = harness.ROOT
 REF = re.compile(r"(?<![\w@])@((?:sec|fig|tbl|lst|exr)-[\w-]+)")
@@ -191,11 +191,17 @@ def test_notebook_link_filter_links_each_chapter_to_its_notebook(tmp_path):
                         'is_format = function(f) return f == "html" end}}\n'
                         + (ROOT / "filters" / "notebook-link.lua").read_text())
         return subprocess.run(["pandoc", "-f", "markdown", "-t", "html", "--lua-filter", str(shim)],
-                              input=text, capture_output=True, text=True, check=True,
+                              input=text, capture_output=True, text=True, check=True, cwd=ROOT,
                               env={**os.environ, "JITBOOK_SMALL": small}).stdout
 
     chapter = run("/book/chapters/tracing.qmd")
     assert 'href="../notebooks/tracing.ipynb"' in chapter
+    assert f'href="../notebooks/{wheel.wheel_name()}"' in chapter, "the wheel its first cell installs is linked"
+    assert "colab" not in chapter.lower(), "no Colab link without a public address"
+    hosted = run("/book/chapters/tracing.qmd", text="---\nbook:\n  site-url: https://someone.github.io/jit-book/\n---\n# T\n")
+    assert ('href="https://colab.research.google.com/github/someone/jit-book/blob/gh-pages/notebooks/tracing.ipynb"'
+            in hosted) and "or from this site" in hosted
+    assert "colab" not in run("/book/chapters/tracing.qmd", text="---\nbook:\n  site-url: https://example.org/b/\n---\n# T\n")
     assert chapter.index("<h1") < chapter.index("notebook-link"), "the link goes under the chapter title"
     assert "notebooks" not in run("/book/index.qmd")
     assert "problem-size" not in chapter and "small problem sizes" in run("/book/chapters/tracing.qmd", small="1")

@@ -9,8 +9,11 @@ does, served over HTTP, at 1280 px and at 390 px: no sideways scrolling, light p
 outside, a clean build.
 """
 
+import io
 import json
+import re
 import shutil
+import sys
 from pathlib import Path
 
 import nbformat
@@ -19,7 +22,7 @@ from nbconvert import HTMLExporter
 
 import processes
 from jitbook import explore
-from jitbook.site import harness, post_render
+from jitbook.site import harness, post_render, talk
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
@@ -258,10 +261,26 @@ SITE_LIMIT = 15_000_000  # bytes of the whole site, notebooks included
 WIDTHS = (1280, 390)
 
 
+class Tee(io.StringIO):
+    """Keeps what is written and says it on the terminal too, past pytest's capture: a render of
+    the whole book takes many minutes, and a silent test looks hung."""
+
+    def __init__(self, config: pytest.Config):
+        super().__init__()
+        self.capture = config.pluginmanager.getplugin("capturemanager")
+
+    def write(self, text: str) -> int:
+        with self.capture.global_and_fixture_disabled():
+            sys.stdout.write(text)
+            sys.stdout.flush()
+        return super().write(text)
+
+
 @pytest.fixture(scope="module")
-def site(tmp_path_factory):
+def site(tmp_path_factory, pytestconfig):
     """The book rendered once by ``quarto render`` as a reader would type it (no QUARTO_PYTHON: the
-    project's ``_environment`` names the venv), with what it printed and ``git status`` around it."""
+    project's ``_environment`` names the venv), with what it printed and ``git status`` around it.
+    It renders into a folder of its own: the reader's ``_book/`` and ``_build/notebooks/`` stay."""
     import subprocess
 
     quarto = shutil.which("quarto")
@@ -272,11 +291,14 @@ def site(tmp_path_factory):
     status = ["git", "status", "--porcelain", "--untracked-files=all"]
     before = subprocess.run(status, cwd=harness.ROOT, capture_output=True, text=True).stdout
     out = tmp_path_factory.mktemp("site") / "_book"
-    run = subprocess.run([quarto, "render", "--to", "html", "--output-dir", str(out)], cwd=harness.ROOT,
-                         capture_output=True, text=True, env=env)
+    log = Tee(pytestconfig)
+    log.write(f"\nquarto render into {out} (each line stamped with the time since it started):\n")
+    code = talk.stamped([quarto, "render", "--to", "html", "--output-dir", str(out)], out=log,
+                        cwd=harness.ROOT, env=env)
     after = subprocess.run(status, cwd=harness.ROOT, capture_output=True, text=True).stdout
-    assert run.returncode == 0, f"quarto render failed:\n{run.stderr[-4000:]}"
-    return {"dir": out, "log": run.stdout + run.stderr, "before": before, "after": after}
+    assert code == 0, f"quarto render failed:\n{log.getvalue()[-4000:]}"
+    text = re.sub(r"^\[\d+:\d\d\] (\.\.\. still running .*\n)?", "", log.getvalue(), flags=re.M)
+    return {"dir": out, "log": text, "before": before, "after": after}
 
 
 def test_quarto_builds_an_offline_site_with_every_download(site):

@@ -14,7 +14,7 @@ import nbformat
 import pytest
 
 from jitbook import display, explore
-from jitbook.site import cli, downloads, harness, post_render
+from jitbook.site import cli, downloads, harness, post_render, wheel
 
 ROOT = harness.ROOT
 WIDTH = display.COLUMN
@@ -296,7 +296,6 @@ def test_site_step_gives_every_chapter_its_notebook_and_strips_the_cdn(tmp_path,
     shutil.copytree(ROOT / "chapters", root / "chapters")
     shutil.copy(ROOT / "_quarto.yml", root / "_quarto.yml")
     shutil.copy(ROOT / "index.qmd", root / "index.qmd")
-    monkeypatch.setattr(harness, "BUILD", tmp_path / "_build")
     site = _fake_render(root, tmp_path)
     with_code = [q for q in harness.chapter_pages(root) if post_render.has_code(q)]
     nbformat.write(harness.to_notebook(root / "index.qmd"), root / "index.quarto_ipynb")
@@ -308,7 +307,15 @@ def test_site_step_gives_every_chapter_its_notebook_and_strips_the_cdn(tmp_path,
     assert not list(root.rglob("*.quarto_ipynb*")), "kept notebooks are cleaned up"
     for page in site.rglob("*.html"):
         assert post_render.remote_loads(page.read_text()) == [], page.name
-    assert sorted(p.name for p in (tmp_path / "_build").iterdir()) == sorted(p.name for p in written)
+    lab = tmp_path / "_build" / "notebooks"  # beside the site rendered into tmp_path, not the checkout's
+    assert sorted(p.name for p in lab.iterdir()) == sorted(p.name for p in written)
+    assert (site / "notebooks" / wheel.wheel_name()).is_file(), "the wheel the downloads install lies beside them"
+    for path in written:  # the site's download starts with the setup; `make lab`'s copy needs none
+        download = nbformat.read(path, as_version=4)
+        first = next(c for c in download.cells if c.cell_type == "code")
+        assert first.metadata.get("jitbook", {}).get("setup") and wheel.wheel_name() in first.source, path.name
+        copy = nbformat.read(lab / path.name, as_version=4)
+        assert not any(c.metadata.get("jitbook", {}).get("setup") for c in copy.cells), path.name
 
     (site / "notebooks" / f"{with_code[0].stem}.ipynb").unlink()
     with pytest.raises(FileNotFoundError, match=rf"no executed notebook for chapters/{with_code[0].stem}.qmd"):
@@ -438,12 +445,21 @@ def test_the_pdf_render_writes_no_downloads_and_the_site_links_its_pdf(tmp_path,
     (pdf_dir / "JIT-with-JAX.pdf").write_bytes(b"%PDF-1.7")
     assert post_render.build_site(pdf_dir, root) == [] and not kept.exists(), "a PDF render: no downloads"
     monkeypatch.setattr(post_render, "PDF_DIR", pdf_dir)
-    monkeypatch.setattr(harness, "BUILD", tmp_path / "_build" / "notebooks")
     site = _fake_render(root, tmp_path)
     for qmd in harness.chapter_pages(root):
         nbformat.write(harness.to_notebook(qmd), qmd.with_suffix(".quarto_ipynb"))
     post_render.build_site(site, root)
     assert (site / "JIT-with-JAX.pdf").read_bytes() == b"%PDF-1.7", "the sidebar's Download PDF resolves"
+
+
+def test_a_site_without_its_pdf_does_not_link_one(tmp_path):
+    tool = ('<a href="../JIT-with-JAX.pdf" title="Download PDF" class="quarto-navigation-tool px-1" '
+            'aria-label="Download PDF"><i class="bi bi-file-pdf"></i></a>')
+    page = f'<div class="sidebar-tools-main">{tool}\n<a href="" class="quarto-color-scheme-toggle"></a></div>'
+    assert "Download PDF" not in post_render.without_missing_pdf(page, tmp_path), "`make book` alone: no PDF"
+    assert "quarto-color-scheme-toggle" in post_render.without_missing_pdf(page, tmp_path)
+    (tmp_path / "JIT-with-JAX.pdf").write_bytes(b"%PDF-1.7")
+    assert post_render.without_missing_pdf(page, tmp_path) == page, "after `make pdf`: the link stays"
 
 
 def test_pages_drop_the_left_alignment_pandoc_writes_on_every_cell():

@@ -480,6 +480,10 @@ def memory(cfg: dict, data) -> dict:
 
 # --- the run
 
+# Under the build folder (git ignores _build/): a trial run never shows in `git status`;
+# a run the book cites is written with --out data/gpu/NAME.json.
+DEFAULT_OUT = Path("_build") / "gpu" / "run.json"
+
 
 def run(args) -> dict:
     """Every section asked for, in order, the JSON rewritten after each one."""
@@ -488,8 +492,9 @@ def run(args) -> dict:
     unknown = sorted(set(only) - set(SECTIONS))
     if unknown:
         raise SystemExit(f"unknown section(s) {unknown}; choose from {SECTIONS}")
-    out_path = Path(args.out) if args.out else gpu.DATA_DIR / "run.json"
+    out_path = Path(args.out or DEFAULT_OUT)
     out_path.parent.mkdir(parents=True, exist_ok=True)
+    _say(f"writing {out_path}")
     argv = (["--small"] if args.small else []) + (
         ["--only", args.only] if args.only else []
     )
@@ -530,7 +535,7 @@ def add_parser(sub) -> None:
     """The ``gpu`` subcommand of ``python -m jitbook.bench``."""
     p = sub.add_parser("gpu", help="jit on this device (a GPU if JAX has one): JSON")
     p.add_argument("--small", action="store_true", help="toy sizes (the CPU tests)")
-    p.add_argument("--out", default="", help="the JSON to write (data/gpu/run.json)")
+    p.add_argument("--out", default="", help=f"the JSON to write ({DEFAULT_OUT})")
     p.add_argument("--only", default="", help=f"comma-separated of {SECTIONS}")
     p.add_argument("--commit", default="", help="the book's commit, if no git here")
     p.set_defaults(run=lambda args: run(args))

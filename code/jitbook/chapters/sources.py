@@ -243,9 +243,9 @@ def ledger_statuses(test: str) -> dict[str, str]:
     stored measurement made by `make ledger`): {release: "holds" | "fails" | ...}."""
     import json
 
-    from jitbook.paths import ROOT
+    from jitbook.paths import DATA
 
-    claims = json.loads((ROOT / "data" / "ledger.json").read_text())["claims"]
+    claims = json.loads((DATA / "ledger.json").read_text())["claims"]
     rows = [row for row in claims.values() if row["test"].endswith(f"::{test}")]
     if not rows:
         raise KeyError(f"no ledger row for a test named {test!r}; run `make ledger`.")

@@ -310,7 +310,6 @@ class Explorer:
         spec = {
             "captions": self.captions,
             "labels": self.labels,
-            "panels": [list(p.values()) for p in self.panels],
             "updates": self.updates,
             "traces": self.traces,
             "figure": figure,
@@ -346,10 +345,15 @@ class Explorer:
             "<tr>" + "".join(f"<td>{e(cell)}</td>" for cell in row) + "</tr>"
             for row in cells
         )
+        # the panels' one copy on the page: the runtime shows choice i's k-th text from
+        # the <pre> with id {ident}-text-i-k
         text = "".join(
             f"<p><strong>{e(label)}</strong></p>"
-            + "".join(f"<p>{e(t)}</p><pre>{e(v)}</pre>" for t, v in p.items())
-            for label, p in zip(self.labels, self.panels, strict=True)
+            + "".join(
+                f'<p>{e(t)}</p><pre id="{self.ident}-text-{i}-{k}">{e(v)}</pre>'
+                for k, (t, v) in enumerate(p.items())
+            )
+            for i, (label, p) in enumerate(zip(self.labels, self.panels, strict=True))
             if p
         )
         return (

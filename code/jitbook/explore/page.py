@@ -40,8 +40,10 @@ window.jitbookExplorer = function (id) {
     if (control.type === "range") {
       control.setAttribute("aria-valuetext", spec.labels[i]);
     }
-    spec.panels[i].forEach(function (text, k) {
-      document.getElementById(id + "-panel-" + k).textContent = text;
+    // Each choice's panel text is on the page once, in the table below the figure.
+    root.querySelectorAll("[id^='" + id + "-panel-']").forEach(function (panel, k) {
+      var text = document.getElementById(id + "-text-" + i + "-" + k);
+      panel.textContent = text ? text.textContent : "";
     });
     if (drawn) {
       window.Plotly.restyle(plot, spec.updates[i], spec.traces);

@@ -164,6 +164,50 @@ def reader_notebook(
     return nb
 
 
+SETUP = """\
+# Setup: this notebook imports `jitbook`, the book's package, at the versions the
+# book ran with. Where it is installed (the book's checkout) this cell does nothing;
+# elsewhere (Jupyter, Colab) it installs the wheel beside this notebook or on the site.
+import importlib.util
+import pathlib
+import subprocess
+import sys
+
+WHEEL = "{wheel}"
+SITE = {site!r}  # the book's public address, if it has one
+if importlib.util.find_spec("jitbook") is None:
+    local = pathlib.Path(WHEEL)
+    if not local.exists() and SITE is None:
+        raise FileNotFoundError(
+            f"{{WHEEL}} is not in {{pathlib.Path.cwd()}}: download it from the page "
+            "this notebook came from (the link beside 'Download this chapter') into "
+            "this folder, then run this cell again."
+        )
+    source = str(local) if local.exists() else SITE + WHEEL
+    pip = [sys.executable, "-m", "pip", "install", "--quiet", source]
+    subprocess.run(pip, check=True)"""
+
+
+def site_address(root: Path = ROOT) -> str | None:
+    """The site's public address (``site-url`` under ``book:`` in ``_quarto.yml``),
+    ending in ``/``; None for a site read only where it was built."""
+    url = harness.book_config(root).get("book", {}).get("site-url")
+    return str(url).rstrip("/") + "/" if url else None
+
+
+def with_setup(
+    nb: nbformat.NotebookNode, wheel: str, site: str | None
+) -> nbformat.NotebookNode:
+    """The notebook with a first code cell that installs ``wheel`` where ``jitbook`` is
+    missing: from the notebook's folder, else from ``site`` + ``notebooks/``."""
+    address = site + "notebooks/" if site else None
+    cell = nbformat.v4.new_code_cell(SETUP.format(wheel=wheel, site=address))
+    cell.metadata["jitbook"] = {"setup": True}
+    code = [i for i, c in enumerate(nb.cells) if c.cell_type == "code"]
+    nb.cells.insert(code[0] if code else len(nb.cells), cell)
+    return nb
+
+
 # Quarto 1.7 adds require.js and jQuery from a CDN to a page whose notebook has any of
 # these outputs (src/core/jupyter/widgets.ts); the site step removes those tags, so the
 # book's HTML outputs must not need them.

@@ -1,5 +1,6 @@
 """Quarto's post-render step: offline pages (no remote scripts), one shared, late
-plotly.js, solutions and listings out of search, a download beside every chapter."""
+plotly.js, solutions and listings out of search, a download beside every chapter
+and the wheel its first cell installs."""
 
 import re
 import shutil
@@ -8,8 +9,13 @@ from pathlib import Path
 import nbformat
 
 from jitbook.explore.page import PLOTLY_FILE, plotly_js
-from jitbook.site import harness, search
-from jitbook.site.downloads import label_titles, reader_notebook
+from jitbook.site import search, wheel
+from jitbook.site.downloads import (
+    label_titles,
+    reader_notebook,
+    site_address,
+    with_setup,
+)
 from jitbook.site.harness import ROOT, chapter_files, chapter_pages, to_notebook
 
 CDN_TRIGGERS = (
@@ -71,6 +77,21 @@ def offline_html(html: str) -> str:
     cell (the theme aligns cells left; the ledger's matrix weighed 110 kB of it)."""
     light = JQUERY_SHIM.sub("", REMOTE_TAG.sub("", html))
     return LEFT_CELL.sub(lambda m: f"<{m.group(1)}{m.group(2) or ''}", light)
+
+
+# Quarto links the book's PDF from every page (`downloads: [pdf]`) whether or not a PDF
+# was made: only `make pdf` makes one.
+PDF_TOOL = re.compile(
+    r'<a href="[^"]*?([^"/]+\.pdf)"[^>]*\bclass="quarto-navigation-tool[^"]*"[^>]*>'
+    r'\s*<i class="bi bi-file-pdf"></i>\s*</a>\s*'
+)
+
+
+def without_missing_pdf(html: str, site: Path) -> str:
+    """A page without its "Download PDF" link when the site has no such PDF."""
+    return PDF_TOOL.sub(
+        lambda m: m.group(0) if (site / m.group(1)).exists() else "", html
+    )
 
 
 PLOTLY_LIB = "site_libs/plotly/" + PLOTLY_FILE
@@ -179,12 +200,18 @@ def build_site(site: Path, root: Path = ROOT) -> list[Path]:
     for page in site.rglob("*.html"):
         text = page.read_text()
         light = shared_plotly(offline_html(text), page.relative_to(site), site)
+        light = without_missing_pdf(light, site)
         if light != text:
             page.write_text(light)
     unsearchable(site, root)
     titles, written, missing = label_titles(root), [], []
     target = site / "notebooks"
     target.mkdir(exist_ok=True)
+    package = wheel.build(target).name  # what each download's first cell installs
+    address = site_address(root)
+    # `make lab`'s copies, beside the site: _book/ refreshes _build/notebooks/; a render
+    # into another folder (the tests') leaves the reader's copies as they were.
+    lab = site.parent / "_build" / "notebooks"
     for qmd in chapter_pages(root):
         kept, path = quarto_notebook(qmd), target / f"{qmd.stem}.ipynb"
         if kept is not None:
@@ -202,9 +229,9 @@ def build_site(site: Path, root: Path = ROOT) -> list[Path]:
             continue
         nb = reader_notebook(nb, titles)
         nb.metadata["jitbook"] = {"source": qmd.name}
-        nbformat.write(nb, path)
-        harness.BUILD.mkdir(parents=True, exist_ok=True)
-        nbformat.write(nb, harness.BUILD / path.name)
+        lab.mkdir(parents=True, exist_ok=True)
+        nbformat.write(nb, lab / path.name)  # `make lab`: jitbook installed
+        nbformat.write(with_setup(nb, package, address), path)
         written.append(path)
     _drop_kept_notebooks(root)
     if missing:

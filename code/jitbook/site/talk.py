@@ -88,12 +88,16 @@ class CellProgress:
         )
 
 
-def stamped(cmd: list[str], every: float = EVERY, out: TextIO = sys.stdout) -> int:
+def stamped(
+    cmd: list[str], every: float = EVERY, out: TextIO = sys.stdout, **popen
+) -> int:
     """Run ``cmd``, each line of its output (stdout and stderr) prefixed by the time
     since it started, and a line saying it is still running after ``every`` s of
-    silence; return its exit status."""
+    silence; return its exit status. ``popen``: ``cwd``, ``env`` for ``Popen``."""
     start = time.monotonic()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, **popen
+    )
     chunks: list[bytes] = []
     lock = threading.Lock()
     reader = threading.Thread(

@@ -26,7 +26,8 @@ def _read_csv(name: str) -> np.ndarray:
     path = DATA_DIR / name
     if not path.exists():
         raise FileNotFoundError(
-            f"{path} is missing: the oaks CSVs ship in the repository's data/oaks/."
+            f"{path} is missing: the oaks CSVs ship in the package "
+            "(jitbook/data/oaks, the repository's data/oaks/): reinstall jitbook."
         )
     return np.loadtxt(path, delimiter=",", skiprows=1, dtype=np.float64)
 
