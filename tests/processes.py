@@ -39,7 +39,11 @@ def _stat(pid: int) -> tuple[str, int, int] | None:
 
 
 def _pids() -> list[int]:
-    return [int(p.name) for p in PROC.iterdir() if p.name.isdigit()] if PROC.exists() else []
+    return (
+        [int(p.name) for p in PROC.iterdir() if p.name.isdigit()]
+        if PROC.exists()
+        else []
+    )
 
 
 def descendants(pid: int) -> list[tuple[int, int]]:
@@ -60,7 +64,9 @@ def descendants(pid: int) -> list[tuple[int, int]]:
 def _signal(proc: subprocess.Popen, tree: list[tuple[int, int]], sig: int) -> None:
     """Send ``sig`` to the process group of ``proc`` and to each process of ``tree`` still alive."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, sig)  # the group outlives its leader's pid only while a member lives
+        os.killpg(
+            proc.pid, sig
+        )  # the group outlives its leader's pid only while a member lives
     for pid, started in tree:
         stat = _stat(pid)
         if stat is not None and stat[2] == started:
@@ -88,7 +94,9 @@ def stop(proc: subprocess.Popen, grace: float = 10.0) -> int | None:
 
 
 @contextlib.contextmanager
-def running(cmd: list[str], grace: float = 10.0, **kwargs) -> Iterator[subprocess.Popen]:
+def running(
+    cmd: list[str], grace: float = 10.0, **kwargs
+) -> Iterator[subprocess.Popen]:
     """``Popen(cmd, **kwargs)`` in a session of its own, stopped and reaped when the block ends."""
     proc = subprocess.Popen(cmd, start_new_session=True, **kwargs)
     try:
@@ -103,7 +111,9 @@ def lines_until(stream, marker: str, timeout: float) -> list[str]:
     got: queue.Queue = queue.Queue()
 
     def read() -> None:
-        with contextlib.suppress(ValueError, OSError):  # stop() may close the stream first
+        with contextlib.suppress(
+            ValueError, OSError
+        ):  # stop() may close the stream first
             for line in iter(stream.readline, ""):
                 got.put(line)
         got.put("")
@@ -167,7 +177,13 @@ def kill(pids) -> None:
 
 def _describe(pid: int) -> str:
     try:
-        cmd = (PROC / str(pid) / "cmdline").read_bytes().replace(b"\0", b" ").decode().strip()
+        cmd = (
+            (PROC / str(pid) / "cmdline")
+            .read_bytes()
+            .replace(b"\0", b" ")
+            .decode()
+            .strip()
+        )
     except OSError:
         cmd = "?"
     stat = _stat(pid)

@@ -25,8 +25,15 @@ from jitbook import explore
 from jitbook.site import harness, post_render, talk
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-        "--disable-sync", "--no-first-run"]
+ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 # nbconvert's lab template with its CDN scripts (require.js, MathJax, mermaid, widgets) left out.
 OFFLINE_TEMPLATE = """{%- extends 'lab/index.html.j2' -%}
 {%- block html_head_js -%}{%- endblock html_head_js -%}
@@ -38,14 +45,25 @@ OFFLINE_TEMPLATE = """{%- extends 'lab/index.html.j2' -%}
 
 def chapters() -> list[Path]:
     """The book's chapters: every page in a part, not the preface or the appendices."""
-    appendices = {harness.ROOT / p for p in harness.book_config()["book"].get("appendices", [])}
-    return [p for p in harness.chapter_files() if p.parent.name == "chapters" and p not in appendices]
+    appendices = {
+        harness.ROOT / p for p in harness.book_config()["book"].get("appendices", [])
+    }
+    return [
+        p
+        for p in harness.chapter_files()
+        if p.parent.name == "chapters" and p not in appendices
+    ]
 
 
 def explorer_specs(nb: nbformat.NotebookNode) -> list[dict]:
     """What the notebook's explorers hold: the data the browser must show, read from the outputs' metadata."""
-    return [out["metadata"][explore.METADATA_KEY] for cell in nb.cells if cell.cell_type == "code"
-            for out in cell.get("outputs", []) if explore.METADATA_KEY in out.get("metadata", {})]
+    return [
+        out["metadata"][explore.METADATA_KEY]
+        for cell in nb.cells
+        if cell.cell_type == "code"
+        for out in cell.get("outputs", [])
+        if explore.METADATA_KEY in out.get("metadata", {})
+    ]
 
 
 def export(nb: nbformat.NotebookNode, folder: Path) -> Path:
@@ -57,7 +75,9 @@ def export(nb: nbformat.NotebookNode, folder: Path) -> Path:
     lib = folder / post_render.PLOTLY_LIB
     lib.parent.mkdir(parents=True, exist_ok=True)
     lib.write_text(explore.plotly_js(), encoding="utf-8")
-    body = body.replace("<head>", f'<head><script src="{post_render.PLOTLY_LIB}"></script>', 1)
+    body = body.replace(
+        "<head>", f'<head><script src="{post_render.PLOTLY_LIB}"></script>', 1
+    )
     path = folder / "page.html"
     path.write_text(body, encoding="utf-8")
     return path
@@ -65,9 +85,13 @@ def export(nb: nbformat.NotebookNode, folder: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def browser():
-    sync_api = pytest.importorskip("playwright.sync_api", reason="Playwright for Python is not installed")
+    sync_api = pytest.importorskip(
+        "playwright.sync_api", reason="Playwright for Python is not installed"
+    )
     if not Path(CHROMIUM).exists():
-        pytest.skip("no chromium on this machine (Debian's `chromium` package; .ci/run installs it)")
+        pytest.skip(
+            "no chromium on this machine (Debian's `chromium` package; .ci/run installs it)"
+        )
     with sync_api.sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
         try:
@@ -96,24 +120,31 @@ def open_offline(browser, path: Path):
 
 def plot_state(page, spec: dict) -> dict:
     """The plotted value of each restyled property of each restyled trace, read from the live Plotly figure."""
-    return page.evaluate("""([id, traces, keys]) => {
+    return page.evaluate(
+        """([id, traces, keys]) => {
         const gd = document.getElementById(id + "-plot");
         const out = {};
         for (const key of keys) {
             out[key] = traces.map(t => key.split(".").reduce((node, name) => node == null ? node : node[name], gd.data[t]));
         }
         return out;
-    }""", [spec["id"], spec["traces"], list(spec["updates"][0])])
+    }""",
+        [spec["id"], spec["traces"], list(spec["updates"][0])],
+    )
 
 
 def assert_shows(page, spec: dict, i: int) -> None:
     root = page.locator(f"#{spec['id']}")
-    assert root.get_attribute("data-choice") == str(i), f"{spec['title']}: the control did not move to choice {i}"
+    assert root.get_attribute("data-choice") == str(i), (
+        f"{spec['title']}: the control did not move to choice {i}"
+    )
     assert page.locator(f"#{spec['id']}-caption").text_content() == spec["captions"][i]
     for k, text in enumerate(spec["panels"][i]):
         assert page.locator(f"#{spec['id']}-panel-{k}").text_content() == text
     # JSON round trip: the page holds numbers as JSON numbers, the spec as Python floats.
-    assert json.loads(json.dumps(plot_state(page, spec))) == json.loads(json.dumps(spec["updates"][i]))
+    assert json.loads(json.dumps(plot_state(page, spec))) == json.loads(
+        json.dumps(spec["updates"][i])
+    )
 
 
 def move(page, spec: dict) -> list[int]:
@@ -132,7 +163,9 @@ def move(page, spec: dict) -> list[int]:
         assert_shows(page, spec, last)
         visited.append(last)
     else:
-        page.keyboard.press("End" if last else "Home")  # a closed select moves its choice with the keys
+        page.keyboard.press(
+            "End" if last else "Home"
+        )  # a closed select moves its choice with the keys
         assert_shows(page, spec, last)
         visited.append(last)
         for choice in range(last + 1):
@@ -144,12 +177,18 @@ def move(page, spec: dict) -> list[int]:
 
 @pytest.mark.chapter
 @pytest.mark.parametrize("page_path", chapters(), ids=lambda p: p.name)
-def test_explorers_move_and_show_the_computed_values_offline(page_path, browser, executed, tmp_path):
+def test_explorers_move_and_show_the_computed_values_offline(
+    page_path, browser, executed, tmp_path
+):
     nb = executed(page_path)
     specs = explorer_specs(nb)
-    assert specs, f"{page_path.name} has no explorer: add one with jitbook.explore before its Exercises"
+    assert specs, (
+        f"{page_path.name} has no explorer: add one with jitbook.explore before its Exercises"
+    )
     page, remote, errors = open_offline(browser, export(nb, tmp_path))
-    assert page.evaluate("typeof window.Plotly") == "object", "plotly.js did not load from the page itself"
+    assert page.evaluate("typeof window.Plotly") == "object", (
+        "plotly.js did not load from the page itself"
+    )
     for spec in specs:
         page.wait_for_selector(f"#{spec['id']}-plot .main-svg", state="attached")
         assert_shows(page, spec, spec["start"])
@@ -163,7 +202,9 @@ def test_explorers_move_and_show_the_computed_values_offline(page_path, browser,
 def test_a_remote_request_would_be_caught(browser, tmp_path):
     """The offline check can fail: a page that asks for a CDN script is recorded as asking."""
     path = tmp_path / "remote.html"
-    path.write_text('<!DOCTYPE html><html><head><script src="https://cdn.example.invalid/x.js"></script></head></html>')
+    path.write_text(
+        '<!DOCTYPE html><html><head><script src="https://cdn.example.invalid/x.js"></script></head></html>'
+    )
     page, remote, _ = open_offline(browser, path)
     assert remote == ["https://cdn.example.invalid/x.js"]
     page.close()
@@ -173,23 +214,36 @@ def test_every_kind_of_explorer_works_on_one_page(browser, tmp_path):
     """Slider, picker with panels, grid and curves, in one executed notebook: the runtime sent once, all move."""
     from nbclient import NotebookClient
 
-    cells = ["import jitbook\nfrom jitbook import explore",
-             "explore.slider([{'n': n, 'a': n * 1.5, 'b': n ** 0.5} for n in (1, 2, 4, 8)], x='n', ys=['a', 'b'], "
-             "title='slider', log_x=True)",
-             "explore.picker([{'v': 'sin', 'flops': 3}, {'v': 'cos', 'flops': 5}], key='v', bar='flops', title='picker', "
-             "panels=[{'jaxpr': 'sin a', 'hlo': 'stablehlo.sine'}, {'jaxpr': 'cos a', 'hlo': 'stablehlo.cosine'}], start=1)",
-             "explore.grid([{'s': s, 'e': e, 'c': i} for i, (s, e) in enumerate([(s, e) for s in 'xy' for e in 'pq'])], "
-             "across='e', down='s', value='c', title='grid')",
-             "explore.curves({'one': ([0, 1, 2], [3, 2, 1]), 'two': ([0, 1], [2, 1])}, [{'k': 'one'}, {'k': 'two'}], "
-             "key='k', title='curves', x_title='i', y_title='y', log_y=True)"]
+    cells = [
+        "import jitbook\nfrom jitbook import explore",
+        "explore.slider([{'n': n, 'a': n * 1.5, 'b': n ** 0.5} for n in (1, 2, 4, 8)], x='n', ys=['a', 'b'], "
+        "title='slider', log_x=True)",
+        "explore.picker([{'v': 'sin', 'flops': 3}, {'v': 'cos', 'flops': 5}], key='v', bar='flops', title='picker', "
+        "panels=[{'jaxpr': 'sin a', 'hlo': 'stablehlo.sine'}, {'jaxpr': 'cos a', 'hlo': 'stablehlo.cosine'}], start=1)",
+        "explore.grid([{'s': s, 'e': e, 'c': i} for i, (s, e) in enumerate([(s, e) for s in 'xy' for e in 'pq'])], "
+        "across='e', down='s', value='c', title='grid')",
+        "explore.curves({'one': ([0, 1, 2], [3, 2, 1]), 'two': ([0, 1], [2, 1])}, [{'k': 'one'}, {'k': 'two'}], "
+        "key='k', title='curves', x_title='i', y_title='y', log_y=True)",
+    ]
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
     with harness.kernel_manager() as km:
-        NotebookClient(nb, km=km, extra_arguments=harness.QUIET_KERNEL, timeout=120).execute(cleanup_kc=True)
+        NotebookClient(
+            nb, km=km, extra_arguments=harness.QUIET_KERNEL, timeout=120
+        ).execute(cleanup_kc=True)
     specs = explorer_specs(nb)
     assert [s["title"] for s in specs] == ["slider", "picker", "grid", "curves"]
-    html = [o["data"]["text/html"] for c in nb.cells for o in c.outputs if "text/html" in o.get("data", {})]
-    assert sum("jitbookExplorer = function" in h for h in html) == 1, "the runtime once a page"
-    assert not any("Plotly, Inc." in h for h in html), "plotly.js comes from the site, not the outputs"
+    html = [
+        o["data"]["text/html"]
+        for c in nb.cells
+        for o in c.outputs
+        if "text/html" in o.get("data", {})
+    ]
+    assert sum("jitbookExplorer = function" in h for h in html) == 1, (
+        "the runtime once a page"
+    )
+    assert not any("Plotly, Inc." in h for h in html), (
+        "plotly.js comes from the site, not the outputs"
+    )
     page, remote, errors = open_offline(browser, export(nb, tmp_path))
     for spec in specs:
         page.wait_for_selector(f"#{spec['id']}-plot .main-svg", state="attached")
@@ -199,7 +253,9 @@ def test_every_kind_of_explorer_works_on_one_page(browser, tmp_path):
     page.close()
 
 
-def test_jupyterlab_draws_an_untrusted_explorer_with_plotlys_own_menu(browser, tmp_path):
+def test_jupyterlab_draws_an_untrusted_explorer_with_plotlys_own_menu(
+    browser, tmp_path
+):
     """In JupyterLab, an executed notebook nobody trusted: the Plotly MIME type renders, and its menu moves the choice."""
     import socket
     import subprocess
@@ -208,20 +264,40 @@ def test_jupyterlab_draws_an_untrusted_explorer_with_plotlys_own_menu(browser, t
 
     from nbclient import NotebookClient
 
-    cell = ("import jitbook\nfrom jitbook import explore\nexplore.picker([{'v': 'sin', 'flops': 3}, {'v': 'cos', 'flops': 5}], "
-            "key='v', bar='flops', title='picker', panels=[{'jaxpr': 'sin a'}, {'jaxpr': 'cos a'}])")
+    cell = (
+        "import jitbook\nfrom jitbook import explore\nexplore.picker([{'v': 'sin', 'flops': 3}, {'v': 'cos', 'flops': 5}], "
+        "key='v', bar='flops', title='picker', panels=[{'jaxpr': 'sin a'}, {'jaxpr': 'cos a'}])"
+    )
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(cell)])
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb.metadata["kernelspec"] = {
+        "name": "python3",
+        "display_name": "Python 3",
+        "language": "python",
+    }
     with harness.kernel_manager() as km:
-        NotebookClient(nb, km=km, extra_arguments=harness.QUIET_KERNEL, timeout=120).execute(cleanup_kc=True)
-    nbformat.write(nb, tmp_path / "explorer.ipynb")  # written, not signed: JupyterLab treats it as untrusted
+        NotebookClient(
+            nb, km=km, extra_arguments=harness.QUIET_KERNEL, timeout=120
+        ).execute(cleanup_kc=True)
+    nbformat.write(
+        nb, tmp_path / "explorer.ipynb"
+    )  # written, not signed: JupyterLab treats it as untrusted
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     # JupyterLab can hang on shutdown: running() stops it and its kernels for sure, inside this test.
-    lab = [sys.executable, "-m", "jupyter", "lab", "--allow-root", "--no-browser", f"--port={port}",
-           "--ServerApp.token=explore", f"--ServerApp.root_dir={tmp_path}", "--LabApp.news_url=",
-           "--ServerApp.ip=127.0.0.1"]
+    lab = [
+        sys.executable,
+        "-m",
+        "jupyter",
+        "lab",
+        "--allow-root",
+        "--no-browser",
+        f"--port={port}",
+        "--ServerApp.token=explore",
+        f"--ServerApp.root_dir={tmp_path}",
+        "--LabApp.news_url=",
+        "--ServerApp.ip=127.0.0.1",
+    ]
     with processes.running(lab, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL):
         page = browser.new_page()
         local = f"http://127.0.0.1:{port}"
@@ -246,10 +322,15 @@ def test_jupyterlab_draws_an_untrusted_explorer_with_plotlys_own_menu(browser, t
                 time.sleep(1)
         plot = page.locator(".jp-RenderedPlotly")
         page.wait_for_selector(".jp-RenderedPlotly .main-svg", timeout=90_000)
-        assert page.locator(".jp-RenderedPlotly .annotation-text").first.text_content() == "jaxprsin a"
+        assert (
+            page.locator(".jp-RenderedPlotly .annotation-text").first.text_content()
+            == "jaxprsin a"
+        )
         plot.locator(".updatemenu-header-group").first.click()
         plot.locator(".updatemenu-item-text", has_text="cos").first.click()
-        page.wait_for_function("document.querySelector('.jp-RenderedPlotly .annotation-text').textContent === 'jaxprcos a'")
+        page.wait_for_function(
+            "document.querySelector('.jp-RenderedPlotly .annotation-text').textContent === 'jaxprcos a'"
+        )
         assert not remote, f"JupyterLab asked the network for {remote}"
         page.close()
 
@@ -285,19 +366,33 @@ def site(tmp_path_factory, pytestconfig):
 
     quarto = shutil.which("quarto")
     if quarto is None:
-        pytest.skip("quarto is not on PATH (`make quarto`, or conda-forge's quarto); the executed notebooks "
-                    "the site is built from are checked in tests/test_site.py without it")
+        pytest.skip(
+            "quarto is not on PATH (`make quarto`, or conda-forge's quarto); the executed notebooks "
+            "the site is built from are checked in tests/test_site.py without it"
+        )
     env = {k: v for k, v in __import__("os").environ.items() if k != "QUARTO_PYTHON"}
     status = ["git", "status", "--porcelain", "--untracked-files=all"]
-    before = subprocess.run(status, cwd=harness.ROOT, capture_output=True, text=True).stdout
+    before = subprocess.run(
+        status, cwd=harness.ROOT, capture_output=True, text=True
+    ).stdout
     out = tmp_path_factory.mktemp("site") / "_book"
     log = Tee(pytestconfig)
-    log.write(f"\nquarto render into {out} (each line stamped with the time since it started):\n")
-    code = talk.stamped([quarto, "render", "--to", "html", "--output-dir", str(out)], out=log,
-                        cwd=harness.ROOT, env=env)
-    after = subprocess.run(status, cwd=harness.ROOT, capture_output=True, text=True).stdout
+    log.write(
+        f"\nquarto render into {out} (each line stamped with the time since it started):\n"
+    )
+    code = talk.stamped(
+        [quarto, "render", "--to", "html", "--output-dir", str(out)],
+        out=log,
+        cwd=harness.ROOT,
+        env=env,
+    )
+    after = subprocess.run(
+        status, cwd=harness.ROOT, capture_output=True, text=True
+    ).stdout
     assert code == 0, f"quarto render failed:\n{log.getvalue()[-4000:]}"
-    text = re.sub(r"^\[\d+:\d\d\] (\.\.\. still running .*\n)?", "", log.getvalue(), flags=re.M)
+    text = re.sub(
+        r"^\[\d+:\d\d\] (\.\.\. still running .*\n)?", "", log.getvalue(), flags=re.M
+    )
     return {"dir": out, "log": text, "before": before, "after": after}
 
 
@@ -306,32 +401,51 @@ def test_quarto_builds_an_offline_site_with_every_download(site):
     for page in harness.chapter_pages():
         html = (out / "chapters" / f"{page.stem}.html").read_text()
         assert f'href="../notebooks/{page.stem}.ipynb"' in html
-        assert (out / "notebooks" / f"{page.stem}.ipynb").exists(), f"{page.name}: its download is missing"
+        assert (out / "notebooks" / f"{page.stem}.ipynb").exists(), (
+            f"{page.name}: its download is missing"
+        )
     for html in out.rglob("*.html"):
-        assert post_render.remote_loads(html.read_text()) == [], f"{html.relative_to(out)} loads remote resources"
+        assert post_render.remote_loads(html.read_text()) == [], (
+            f"{html.relative_to(out)} loads remote resources"
+        )
     search = (out / "search.json").read_text()
-    solutions = [line.strip() for page in harness.chapter_pages() for cell in harness.to_notebook(page).cells
-                 if "### BEGIN SOLUTION" in cell.source
-                 for line in cell.source.split("### BEGIN SOLUTION")[1].splitlines()[1:2]]
+    solutions = [
+        line.strip()
+        for page in harness.chapter_pages()
+        for cell in harness.to_notebook(page).cells
+        if "### BEGIN SOLUTION" in cell.source
+        for line in cell.source.split("### BEGIN SOLUTION")[1].splitlines()[1:2]
+    ]
     assert solutions, "the chapters' exercises have solution cells"
     leaked = [line for line in solutions if json.dumps(line)[1:-1] in search]
     assert not leaked, f"solution code in the site's search index: {leaked}"
 
 
 def test_the_build_prints_no_warning_and_leaves_the_checkout_as_it_was(site):
-    warnings = [line for line in site["log"].splitlines() if "WARN" in line or "warning" in line.lower()]
+    warnings = [
+        line
+        for line in site["log"].splitlines()
+        if "WARN" in line or "warning" in line.lower()
+    ]
     assert not warnings, f"quarto render printed warnings: {warnings[:10]}"
-    assert site["after"] == site["before"], "the build changed the checkout (git status differs)"
+    assert site["after"] == site["before"], (
+        "the build changed the checkout (git status differs)"
+    )
 
 
 def test_pages_are_light_and_share_one_plotly(site):
     out = site["dir"]
-    heavy = {str(p.relative_to(out)): p.stat().st_size for p in out.rglob("*.html")
-             if p.stat().st_size > PAGE_LIMIT}
+    heavy = {
+        str(p.relative_to(out)): p.stat().st_size
+        for p in out.rglob("*.html")
+        if p.stat().st_size > PAGE_LIMIT
+    }
     assert not heavy, f"pages over {PAGE_LIMIT:,} bytes of HTML: {heavy}"
     total = sum(p.stat().st_size for p in out.rglob("*") if p.is_file())
     assert total <= SITE_LIMIT, f"the site weighs {total:,} bytes, over {SITE_LIMIT:,}"
-    assert (out / post_render.PLOTLY_LIB).exists(), "the explorers' pages need the site's one plotly.js"
+    assert (out / post_render.PLOTLY_LIB).exists(), (
+        "the explorers' pages need the site's one plotly.js"
+    )
 
 
 @pytest.fixture(scope="module")
@@ -398,29 +512,41 @@ def test_every_page_fits_the_screen_and_no_line_scrolls(site, served, browser, w
         if seen["pageWidth"] > seen["viewport"]:
             problems.append(f"{path}: {seen['pageWidth']} px wide at {width} px")
         if seen["scrolling"]:
-            problems.append(f"{path}: {seen['scrolling']} code blocks scroll sideways, the widest line "
-                            f"{seen['widest']} characters (the column holds 88)")
+            problems.append(
+                f"{path}: {seen['scrolling']} code blocks scroll sideways, the widest line "
+                f"{seen['widest']} characters (the column holds 88)"
+            )
         if seen["remote"] or seen["errors"]:
-            problems.append(f"{path}: asked the network for {seen['remote']}, JavaScript errors {seen['errors']}")
+            problems.append(
+                f"{path}: asked the network for {seen['remote']}, JavaScript errors {seen['errors']}"
+            )
     assert not problems, problems
 
 
 # ---- contrast (axe-core), phones, load time ----------------------------------------------------------------
+
 
 def axe_source() -> str:
     """axe-core's browser script: $AXE_CORE_JS, else npm's axe-core installed in the checkout or globally."""
     import os
     import subprocess
 
-    candidates = [os.environ.get("AXE_CORE_JS", ""), str(harness.ROOT / "node_modules/axe-core/axe.min.js")]
+    candidates = [
+        os.environ.get("AXE_CORE_JS", ""),
+        str(harness.ROOT / "node_modules/axe-core/axe.min.js"),
+    ]
     npm = shutil.which("npm")
     if npm:
-        root = subprocess.run([npm, "root", "-g"], capture_output=True, text=True).stdout.strip()
+        root = subprocess.run(
+            [npm, "root", "-g"], capture_output=True, text=True
+        ).stdout.strip()
         candidates.append(f"{root}/axe-core/axe.min.js")
     found = next((c for c in candidates if c and Path(c).is_file()), None)
     if found is None:
-        pytest.skip("axe-core is not installed: `npm install --no-save axe-core` in the checkout, "
-                    "or set AXE_CORE_JS to its axe.min.js")
+        pytest.skip(
+            "axe-core is not installed: `npm install --no-save axe-core` in the checkout, "
+            "or set AXE_CORE_JS to its axe.min.js"
+        )
     return Path(found).read_text(encoding="utf-8")
 
 
@@ -435,8 +561,11 @@ CONTRAST = """async () => {
 
 def contrast_pages(site) -> list[str]:
     """The preface, every chapter and appendix page."""
-    return sorted(p.relative_to(site["dir"]).as_posix() for p in site["dir"].rglob("*.html")
-                  if p.name != "search.html")
+    return sorted(
+        p.relative_to(site["dir"]).as_posix()
+        for p in site["dir"].rglob("*.html")
+        if p.name != "search.html"
+    )
 
 
 @pytest.mark.parametrize("scheme", ["light", "dark"])
@@ -446,15 +575,20 @@ def test_every_text_has_a_contrast_of_at_least_4_5_to_1(site, served, browser, s
     axe = axe_source()
     problems = []
     for path in contrast_pages(site):
-        context = browser.new_context(viewport={"width": 1280, "height": 900}, color_scheme=scheme)
+        context = browser.new_context(
+            viewport={"width": 1280, "height": 900}, color_scheme=scheme
+        )
         page = context.new_page()
         page.goto(f"{served}/{path}", wait_until="load")
-        assert page.evaluate("document.body.classList.contains('quarto-dark')") == (scheme == "dark"), (
-            f"{path}: the page does not follow the system's {scheme} scheme")
+        assert page.evaluate("document.body.classList.contains('quarto-dark')") == (
+            scheme == "dark"
+        ), f"{path}: the page does not follow the system's {scheme} scheme"
         page.add_script_tag(content=axe)
         problems += [f"{path}: {v}" for v in page.evaluate(CONTRAST)]
         context.close()
-    assert not problems, f"{len(problems)} texts under 4.5:1 in {scheme}: {problems[:20]}"
+    assert not problems, (
+        f"{len(problems)} texts under 4.5:1 in {scheme}: {problems[:20]}"
+    )
 
 
 PHONE = """() => {
@@ -474,13 +608,17 @@ PHONE = """() => {
 }"""
 
 
-def test_phones_get_page_contents_table_cues_and_a_copy_button_off_the_code(site, served, browser):
+def test_phones_get_page_contents_table_cues_and_a_copy_button_off_the_code(
+    site, served, browser
+):
     """At 390 px on a touch screen: the page's contents at its top, a scroll cue on every table wider
     than the screen, and no copy button over the first line of code."""
     problems = []
     for html in sorted((site["dir"] / "chapters").glob("*.html")):
         path = html.relative_to(site["dir"]).as_posix()
-        context = browser.new_context(viewport={"width": 390, "height": 844}, is_mobile=True, has_touch=True)
+        context = browser.new_context(
+            viewport={"width": 390, "height": 844}, is_mobile=True, has_touch=True
+        )
         page = context.new_page()
         page.goto(f"{served}/{path}", wait_until="load")
         seen = page.evaluate(PHONE)
@@ -488,9 +626,13 @@ def test_phones_get_page_contents_table_cues_and_a_copy_button_off_the_code(site
         if seen["sections"] >= 2 and not seen["toc"]:
             problems.append(f"{path}: no page contents on a phone")
         if seen["cue"] != seen["wide"]:
-            problems.append(f"{path}: {seen['wide'] - seen['cue']} of {seen['wide']} wide tables without a cue")
+            problems.append(
+                f"{path}: {seen['wide'] - seen['cue']} of {seen['wide']} wide tables without a cue"
+            )
         if seen["covered"]:
-            problems.append(f"{path}: the copy button covers the first line of {seen['covered']} code blocks")
+            problems.append(
+                f"{path}: the copy button covers the first line of {seen['covered']} code blocks"
+            )
     assert not problems, problems
 
 
@@ -499,7 +641,9 @@ def test_phones_get_page_contents_table_cues_and_a_copy_button_off_the_code(site
 INTERACTIVE_S = 2.0
 
 
-def test_explorer_pages_are_interactive_soon_and_plotly_comes_after(site, served, browser):
+def test_explorer_pages_are_interactive_soon_and_plotly_comes_after(
+    site, served, browser
+):
     slow, shown = [], {}
     for html in sorted((site["dir"] / "chapters").glob("*.html")):
         text = html.read_text()
@@ -509,7 +653,12 @@ def test_explorer_pages_are_interactive_soon_and_plotly_comes_after(site, served
         path = html.relative_to(site["dir"]).as_posix()
         page = browser.new_page(viewport={"width": 1280, "height": 900})
         page.goto(f"{served}/{path}", wait_until="load")
-        ready = page.evaluate("performance.getEntriesByType('navigation')[0].domContentLoadedEventEnd") / 1000
+        ready = (
+            page.evaluate(
+                "performance.getEntriesByType('navigation')[0].domContentLoadedEventEnd"
+            )
+            / 1000
+        )
         page.wait_for_selector(".jitbook-explorer-plot .main-svg", timeout=10_000)
         page.close()
         shown[path] = round(ready, 2)

@@ -59,7 +59,9 @@ def test_count_for_needs_a_name():
         log.count_for(scale)
 
 
-@pytest.mark.claim("sec-recompilation-diagnose", "clm-recompilation-explain-cache-misses")
+@pytest.mark.claim(
+    "sec-recompilation-diagnose", "clm-recompilation-explain-cache-misses"
+)
 def test_captured_logs_explain_a_cache_miss_and_config_is_restored():
     f = jax.jit(shift)
     f(jnp.ones(3))
@@ -72,14 +74,31 @@ def test_captured_logs_explain_a_cache_miss_and_config_is_restored():
 
 
 def test_messages_about_strips_paths_and_addresses_and_wraps():
-    message = ("TRACING CACHE MISS at /home/someone/project/code/mod.py:12 (f):\n"
-               "  for step defined at /home/someone/project/code/mod.py:3 id=140234 at 0x7f3a2b1c9d")
+    message = (
+        "TRACING CACHE MISS at /home/someone/project/code/mod.py:12 (f):\n"
+        "  for step defined at /home/someone/project/code/mod.py:3 id=140234 at 0x7f3a2b1c9d"
+    )
     text = cache.messages_about([message], "step")
-    assert "/home" not in text and "mod.py:3" in text and "0x7f" not in text and "140234" not in text
-    assert all(len(line) <= display.COLUMN for line in cache.messages_about(["x " * 90 + "jit(step)"], "step").splitlines())
-    glued = cache.messages_about(["  * at x, now f32[] and before f32[]{weak_type=True}https://docs.jax.dev/x.html "
-                                  "in jit(step)"], "step")
-    assert "{weak_type=True} https://docs.jax.dev/x.html" in glued, "a glued link is set apart, so it wraps whole"
+    assert (
+        "/home" not in text
+        and "mod.py:3" in text
+        and "0x7f" not in text
+        and "140234" not in text
+    )
+    assert all(
+        len(line) <= display.COLUMN
+        for line in cache.messages_about(["x " * 90 + "jit(step)"], "step").splitlines()
+    )
+    glued = cache.messages_about(
+        [
+            "  * at x, now f32[] and before f32[]{weak_type=True}https://docs.jax.dev/x.html "
+            "in jit(step)"
+        ],
+        "step",
+    )
+    assert "{weak_type=True} https://docs.jax.dev/x.html" in glued, (
+        "a glued link is set apart, so it wraps whole"
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -104,7 +123,10 @@ def test_equal_callables_fire_a_trace_event_each_but_run_the_body_once():
     assert (own, runs.count, log.count) == (100, 1, 1)
     # the chapter's own count, with its own class
     assert recompilation_wrappers.equal_objects_counts(100) == {
-        "objects": 100, "trace events": 100, "body runs": 1, "compiles": 1,
+        "objects": 100,
+        "trace events": 100,
+        "body runs": 1,
+        "compiles": 1,
     }
 
 

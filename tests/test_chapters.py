@@ -5,7 +5,6 @@ conftest.py), so tests/test_site.py and tests/test_browser.py check these notebo
 chapter again.
 """
 
-
 import pytest
 
 from jitbook import exercises
@@ -16,12 +15,18 @@ from jitbook.site import harness
 @pytest.mark.chapter
 @pytest.mark.parametrize("page", harness.chapter_files(), ids=lambda p: p.name)
 def test_page_executes_and_its_exercises_pass(page, executed):
-    nb = executed(page)  # runs the chapter in a fresh kernel, once per session (see conftest.py)
+    nb = executed(
+        page
+    )  # runs the chapter in a fresh kernel, once per session (see conftest.py)
     reports = {r["exercise"]: r for r in exercises.reports(nb.cells)}
     expected = {id for id, ex in registry().items() if ex.chapter == page.stem}
-    assert set(reports) >= expected, f"exercises never checked in {page.name}: {sorted(expected - set(reports))}"
+    assert set(reports) >= expected, (
+        f"exercises never checked in {page.name}: {sorted(expected - set(reports))}"
+    )
     failed = {id: r["message"] for id, r in reports.items() if not r["passed"]}
-    assert not failed, f"reference solutions that fail their checker in {page.name}: {failed}"
+    assert not failed, (
+        f"reference solutions that fail their checker in {page.name}: {failed}"
+    )
 
 
 def test_every_exercise_belongs_to_a_listed_chapter():

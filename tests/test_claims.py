@@ -34,7 +34,7 @@ def _book(tmp_path, page: str, tests: str):
 
 def test_an_orphan_span_an_orphan_id_and_a_reused_id_are_each_reported(tmp_path):
     page = (
-        "# A {#sec-a}\n\n[It holds `{python} x[\"k\"]` times,\nwrapped.]"
+        '# A {#sec-a}\n\n[It holds `{python} x["k"]` times,\nwrapped.]'
         "{.claim #clm-one} [Twice.]{.claim #clm-two} [Again.]{.claim #clm-two}\n"
     )
     tests = """
@@ -65,9 +65,11 @@ def test_a_reader_notebook_keeps_the_sentence_and_drops_the_claim_marks():
     from jitbook.site import downloads
 
     nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_markdown_cell(
-        'So [it runs `x["k"]` once,\nper trace.]{.claim #clm-a} Then [a link](b.qmd).'
-    )]
+    nb.cells = [
+        nbformat.v4.new_markdown_cell(
+            'So [it runs `x["k"]` once,\nper trace.]{.claim #clm-a} Then [a link](b.qmd).'
+        )
+    ]
     text = downloads.reader_notebook(nb, titles={}).cells[0].source
     assert text == 'So it runs `x["k"]` once,\nper trace. Then [a link](b.qmd).'
 
@@ -78,30 +80,48 @@ def _pandoc() -> str | None:
     found = shutil.which("pandoc")
     if found is None:
         return None
-    words = subprocess.run([found, "--version"], capture_output=True, text=True).stdout.split()
-    version = tuple(int(part) for part in words[1].split(".")[:2]) if len(words) > 1 else (0,)
+    words = subprocess.run(
+        [found, "--version"], capture_output=True, text=True
+    ).stdout.split()
+    version = (
+        tuple(int(part) for part in words[1].split(".")[:2]) if len(words) > 1 else (0,)
+    )
     return found if version >= (3, 1) else None
 
 
-@pytest.mark.skipif(_pandoc() is None, reason="needs pandoc 3.1 or newer on PATH (Quarto bundles one)")
+@pytest.mark.skipif(
+    _pandoc() is None, reason="needs pandoc 3.1 or newer on PATH (Quarto bundles one)"
+)
 def test_the_claims_filter_links_each_claim_to_its_row_and_names_its_test(tmp_path):
     """Run the Lua filter under plain pandoc, with the Quarto functions it uses stood in for."""
     claim = next(t for t in spans.claim_tests() if t.span)
 
     def run(input_file: str) -> str:
         shim = tmp_path / "shim.lua"
-        shim.write_text(f'quarto = {{doc = {{input_file = "{input_file}", '
-                        'is_format = function(f) return f == "html" end}, '
-                        f'project = {{directory = "{spans.ROOT}"}}}}\n'
-                        + (spans.ROOT / "filters" / "claims.lua").read_text())
+        shim.write_text(
+            f'quarto = {{doc = {{input_file = "{input_file}", '
+            'is_format = function(f) return f == "html" end}, '
+            f'project = {{directory = "{spans.ROOT}"}}}}\n'
+            + (spans.ROOT / "filters" / "claims.lua").read_text()
+        )
         text = f"A [claim `1`.]{{.claim #{claim.span}}} and [not one]{{.other #y}}.\n"
-        return subprocess.run([_pandoc(), "-f", "markdown", "-t", "html", "--lua-filter", str(shim)],
-                              input=text, capture_output=True, text=True, check=True).stdout
+        return subprocess.run(
+            [_pandoc(), "-f", "markdown", "-t", "html", "--lua-filter", str(shim)],
+            input=text,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
 
     chapter = " ".join(run("/book/chapters/tracing.qmd").split())
-    assert f'id="{claim.span}"' in chapter and f'href="claims.html#ev-{claim.span}"' in chapter
+    assert (
+        f'id="{claim.span}"' in chapter
+        and f'href="claims.html#ev-{claim.span}"' in chapter
+    )
     assert chapter.count("claim-evidence") == 1, "only .claim spans get a link"
-    assert f"Asserted by {claim.test.split('::')[-1]}: " in chapter  # the tooltip names the test
+    assert (
+        f"Asserted by {claim.test.split('::')[-1]}: " in chapter
+    )  # the tooltip names the test
     assert "releases of the ledger" in chapter or "not yet in the ledger" in chapter
     assert f'href="chapters/claims.html#ev-{claim.span}"' in run("/book/index.qmd")
 

@@ -15,8 +15,17 @@ from jitbook import classroom
 from jitbook.exercises import registry
 from jitbook.site import downloads, harness
 
-NBGRADER_KEYS = {"schema_version", "grade", "locked", "solution", "task", "grade_id", "points", "checksum",
-                 "cell_type"}  # nbgrader/nbgraderformat/v3.json (nbgrader 0.9) allows no other key
+NBGRADER_KEYS = {
+    "schema_version",
+    "grade",
+    "locked",
+    "solution",
+    "task",
+    "grade_id",
+    "points",
+    "checksum",
+    "cell_type",
+}  # nbgrader/nbgraderformat/v3.json (nbgrader 0.9) allows no other key
 
 
 def chapters() -> list[Path]:
@@ -24,27 +33,49 @@ def chapters() -> list[Path]:
 
 
 def code_lines(nb) -> list[str]:
-    return [line.strip() for c in nb.cells if c.cell_type == "code" for line in c.source.splitlines() if line.strip()]
+    return [
+        line.strip()
+        for c in nb.cells
+        if c.cell_type == "code"
+        for line in c.source.splitlines()
+        if line.strip()
+    ]
 
 
 # ---- solutions out, stubs in ------------------------------------------------------------------------------
 
+
 def test_clear_solutions_keeps_the_region_indentation():
-    source = ("def f(x):\n    y = 1\n    ### BEGIN SOLUTION\n    return x + y\n    ### END SOLUTION\n\n"
-              "### BEGIN SOLUTION\ng = jax.jit(f)\n### END SOLUTION\nprint('kept')")
-    nb = classroom.mark_exercises(nbformat.v4.new_notebook(cells=[
-        nbformat.v4.new_code_cell(source), nbformat.v4.new_code_cell('check("demo.f")')]))
+    source = (
+        "def f(x):\n    y = 1\n    ### BEGIN SOLUTION\n    return x + y\n    ### END SOLUTION\n\n"
+        "### BEGIN SOLUTION\ng = jax.jit(f)\n### END SOLUTION\nprint('kept')"
+    )
+    nb = classroom.mark_exercises(
+        nbformat.v4.new_notebook(
+            cells=[
+                nbformat.v4.new_code_cell(source),
+                nbformat.v4.new_code_cell('check("demo.f")'),
+            ]
+        )
+    )
     assert classroom.clear_solutions(nb).cells[0].source == (
         "def f(x):\n    y = 1\n    # YOUR CODE HERE\n    raise NotImplementedError()\n\n"
-        "# YOUR CODE HERE\nraise NotImplementedError()\nprint('kept')")
+        "# YOUR CODE HERE\nraise NotImplementedError()\nprint('kept')"
+    )
     assert classroom.solution_regions(source) == ["    return x + y", "g = jax.jit(f)"]
 
 
-@pytest.mark.parametrize("source, message", [
-    ("### BEGIN SOLUTION\nx = 1\n", "never closed"),
-    ("x = 1\n### END SOLUTION\n", "without a `### BEGIN SOLUTION`"),
-    ("### BEGIN SOLUTION\n### BEGIN SOLUTION\n### END SOLUTION\n", "inside another solution region"),
-])
+@pytest.mark.parametrize(
+    "source, message",
+    [
+        ("### BEGIN SOLUTION\nx = 1\n", "never closed"),
+        ("x = 1\n### END SOLUTION\n", "without a `### BEGIN SOLUTION`"),
+        (
+            "### BEGIN SOLUTION\n### BEGIN SOLUTION\n### END SOLUTION\n",
+            "inside another solution region",
+        ),
+    ],
+)
 def test_broken_solution_markers_are_a_clear_error(source, message):
     with pytest.raises(ValueError, match=re.escape(message)):
         classroom.check_markers(source)
@@ -52,47 +83,89 @@ def test_broken_solution_markers_are_a_clear_error(source, message):
 
 def test_broken_markers_in_a_chapter_name_the_chapter_and_line(tmp_path):
     qmd = tmp_path / "demo.qmd"
-    qmd.write_text("# Demo {#sec-demo}\n\n```{python}\n### BEGIN SOLUTION\nx = 1\n```\n\n```{python}\ncheck(\"demo.x\")\n```\n")
-    with pytest.raises(ValueError, match=re.escape("demo.qmd, code chunk at line 3: line 1: a `### BEGIN")):
+    qmd.write_text(
+        '# Demo {#sec-demo}\n\n```{python}\n### BEGIN SOLUTION\nx = 1\n```\n\n```{python}\ncheck("demo.x")\n```\n'
+    )
+    with pytest.raises(
+        ValueError,
+        match=re.escape("demo.qmd, code chunk at line 3: line 1: a `### BEGIN"),
+    ):
         classroom.student_notebook(qmd)
 
 
-def test_notebooks_command_writes_student_and_instructor_notebooks_for_every_chapter(tmp_path):
+def test_notebooks_command_writes_student_and_instructor_notebooks_for_every_chapter(
+    tmp_path,
+):
     assert classroom.main(["notebooks", str(tmp_path), "--no-values"]) == 0
-    with_exercises = [p for p in chapters() if classroom.has_exercises(harness.to_notebook(p))]
+    with_exercises = [
+        p for p in chapters() if classroom.has_exercises(harness.to_notebook(p))
+    ]
     assert any(p.stem == "why-compile" for p in with_exercises)
-    assert sorted(p.name for p in (tmp_path / "student").iterdir()) == sorted(f"{p.stem}.ipynb" for p in with_exercises)
+    assert sorted(p.name for p in (tmp_path / "student").iterdir()) == sorted(
+        f"{p.stem}.ipynb" for p in with_exercises
+    )
     for qmd in with_exercises:
-        student = nbformat.read(tmp_path / "student" / f"{qmd.stem}.ipynb", as_version=4)
-        instructor = nbformat.read(tmp_path / "instructor" / f"{qmd.stem}.ipynb", as_version=4)
+        student = nbformat.read(
+            tmp_path / "student" / f"{qmd.stem}.ipynb", as_version=4
+        )
+        instructor = nbformat.read(
+            tmp_path / "instructor" / f"{qmd.stem}.ipynb", as_version=4
+        )
         regions = classroom.solution_regions(qmd.read_text())
         assert regions, f"{qmd.name} has check cells but no ### BEGIN SOLUTION region"
         # No solution code in the student notebook: each solution line occurs there no more often than in
         # the chapter's code outside the solutions (a line like `return x` may well occur elsewhere).
-        instructor_code = "\n".join(c.source for c in instructor.cells if c.cell_type == "code")
-        outside_code = re.sub(rf"^[ \t]*{classroom.BEGIN}.*?{classroom.END}[ \t]*$", "", instructor_code,
-                              flags=re.M | re.S)
-        outside = code_lines(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(outside_code)]))
-        student_code = "\n".join(c.source for c in student.cells if c.cell_type == "code")
+        instructor_code = "\n".join(
+            c.source for c in instructor.cells if c.cell_type == "code"
+        )
+        outside_code = re.sub(
+            rf"^[ \t]*{classroom.BEGIN}.*?{classroom.END}[ \t]*$",
+            "",
+            instructor_code,
+            flags=re.M | re.S,
+        )
+        outside = code_lines(
+            nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(outside_code)])
+        )
+        student_code = "\n".join(
+            c.source for c in student.cells if c.cell_type == "code"
+        )
         student_lines = code_lines(student)
         for region in regions:
             assert region.strip() in instructor_code
-            assert student_code.count(region.strip()) <= outside_code.count(region.strip())
+            assert student_code.count(region.strip()) <= outside_code.count(
+                region.strip()
+            )
             for line in {l.strip() for l in region.splitlines() if l.strip()}:
                 assert student_lines.count(line) <= outside.count(line), (
-                    f"{qmd.name}: solution line {line!r} in the student notebook")
-        stubs = [line for line in student_lines if line == classroom.STUB[1] or " = NotImplemented  #" in line]
+                    f"{qmd.name}: solution line {line!r} in the student notebook"
+                )
+        stubs = [
+            line
+            for line in student_lines
+            if line == classroom.STUB[1] or " = NotImplemented  #" in line
+        ]
         assert len(stubs) >= len(regions)
         assert student.metadata["jitbook"]["source"] == qmd.name
         for cell in student.cells:
             if cell.cell_type == "code":
                 assert cell.outputs == [] and cell.execution_count is None
-        solutions = [c for c in student.cells if c.metadata.get("jitbook", {}).get("role") == "solution"]
+        solutions = [
+            c
+            for c in student.cells
+            if c.metadata.get("jitbook", {}).get("role") == "solution"
+        ]
         for cell in solutions:
             assert not re.search(r"^#\|", cell.source, re.M), cell.source
             assert classroom.STUB[0] in cell.source
-            top_level = [node for node in ast.parse(cell.source).body if isinstance(node, ast.Raise)]
-            assert not top_level, f"{qmd.name}: a stub raises when its cell runs, stopping Run All"
+            top_level = [
+                node
+                for node in ast.parse(cell.source).body
+                if isinstance(node, ast.Raise)
+            ]
+            assert not top_level, (
+                f"{qmd.name}: a stub raises when its cell runs, stopping Run All"
+            )
         _assert_no_quarto_markup(student, qmd.name)
         _assert_nbgrader_metadata(student)
         _assert_nbgrader_metadata(instructor)
@@ -113,26 +186,53 @@ def test_student_notebook_fills_values_from_the_executed_chapter(executed):
     ran = executed(page)
     student = classroom.student_notebook(page, ran)
     _assert_no_quarto_markup(student, page.name)
-    filled = [c.source for c in ran.cells if c.cell_type == "markdown" and c.source != downloads.SMALL_NOTE]
-    shown = [c.source for c in student.cells if c.cell_type == "markdown" and c.source != classroom.STUDENT_NOTE]
+    filled = [
+        c.source
+        for c in ran.cells
+        if c.cell_type == "markdown" and c.source != downloads.SMALL_NOTE
+    ]
+    shown = [
+        c.source
+        for c in student.cells
+        if c.cell_type == "markdown" and c.source != classroom.STUDENT_NOTE
+    ]
     assert len(shown) == len(filled)
-    with_values = [text for text in harness.to_notebook(page).cells if "{python}" in text.source]
-    assert with_values and all(classroom.FENCE.sub("", f).strip("\n") == s for f, s in zip(filled, shown, strict=True))
+    with_values = [
+        text for text in harness.to_notebook(page).cells if "{python}" in text.source
+    ]
+    assert with_values and all(
+        classroom.FENCE.sub("", f).strip("\n") == s
+        for f, s in zip(filled, shown, strict=True)
+    )
 
 
 def _assert_nbgrader_metadata(nb):
     marked = [c.metadata["nbgrader"] for c in nb.cells if "nbgrader" in c.metadata]
     assert marked
     for meta in marked:
-        assert set(meta) <= NBGRADER_KEYS and meta["schema_version"] == classroom.NBGRADER_SCHEMA
-        assert {"grade", "locked", "solution"} <= set(meta) and re.fullmatch(r"[A-Za-z0-9_\-]+", meta["grade_id"])
+        assert (
+            set(meta) <= NBGRADER_KEYS
+            and meta["schema_version"] == classroom.NBGRADER_SCHEMA
+        )
+        assert {"grade", "locked", "solution"} <= set(meta) and re.fullmatch(
+            r"[A-Za-z0-9_\-]+", meta["grade_id"]
+        )
     ids = [m["grade_id"] for m in marked]
     assert len(ids) == len(set(ids)), f"duplicate nbgrader grade_id: {ids}"
     for cell in nb.cells:
-        if classroom.is_solution_cell(cell) or cell.metadata.get("jitbook", {}).get("role") == "solution":
-            assert cell.metadata["nbgrader"]["solution"] is True and cell.metadata["nbgrader"]["locked"] is False
+        if (
+            classroom.is_solution_cell(cell)
+            or cell.metadata.get("jitbook", {}).get("role") == "solution"
+        ):
+            assert (
+                cell.metadata["nbgrader"]["solution"] is True
+                and cell.metadata["nbgrader"]["locked"] is False
+            )
         if classroom.checked_exercise(cell):
-            assert cell.metadata["nbgrader"]["locked"] is True and cell.metadata["nbgrader"]["solution"] is False
+            assert (
+                cell.metadata["nbgrader"]["locked"] is True
+                and cell.metadata["nbgrader"]["solution"] is False
+            )
 
 
 def test_notebooks_command_rejects_a_missing_chapter(tmp_path, capsys):
@@ -142,6 +242,7 @@ def test_notebooks_command_rejects_a_missing_chapter(tmp_path, capsys):
 
 # ---- the exercise form in every chapter -------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("page", chapters(), ids=lambda p: p.name)
 def test_every_solution_cell_is_folded_on_the_site(page):
     for cell in harness.to_notebook(page).cells:
@@ -149,21 +250,30 @@ def test_every_solution_cell_is_folded_on_the_site(page):
             options = cell.metadata["jitbook"]["options"]
             line = cell.metadata["jitbook"]["qmd_line"]
             assert options.get("code-fold") is True, (
-                f"{page.name}, chunk at line {line}: a solution cell needs `#| code-fold: true`")
+                f"{page.name}, chunk at line {line}: a solution cell needs `#| code-fold: true`"
+            )
 
 
 @pytest.mark.parametrize("page", chapters(), ids=lambda p: p.name)
 def test_every_exercise_of_a_chapter_has_a_solution_and_a_check_cell(page):
     nb = classroom.instructor_notebook(page)
-    checked = [classroom.checked_exercise(c) for c in nb.cells if classroom.checked_exercise(c)]
-    solved = {c.metadata["jitbook"]["exercise"] for c in nb.cells
-              if c.metadata.get("jitbook", {}).get("role") == "solution"}
+    checked = [
+        classroom.checked_exercise(c) for c in nb.cells if classroom.checked_exercise(c)
+    ]
+    solved = {
+        c.metadata["jitbook"]["exercise"]
+        for c in nb.cells
+        if c.metadata.get("jitbook", {}).get("role") == "solution"
+    }
     registered = {id for id, ex in registry().items() if ex.chapter == page.stem}
-    assert registered <= set(checked), f"{page.name}: exercises without a check cell: {registered - set(checked)}"
+    assert registered <= set(checked), (
+        f"{page.name}: exercises without a check cell: {registered - set(checked)}"
+    )
     unknown = set(checked) - set(registry())
     assert not unknown, f"{page.name}: checks of unknown exercises: {unknown}"
     assert registered <= solved, (
-        f"{page.name}: exercises without a ### BEGIN SOLUTION cell above their check: {registered - solved}")
+        f"{page.name}: exercises without a ### BEGIN SOLUTION cell above their check: {registered - solved}"
+    )
 
 
 def test_exercise_table_lists_every_registered_exercise():
@@ -171,30 +281,61 @@ def test_exercise_table_lists_every_registered_exercise():
     assert sorted(r["id"].strip("`") for r in rows) == sorted(registry())
     assert sum(classroom.exercise_counts().values()) == len(rows)
     row = next(r for r in rows if r["id"] == "`why-compile.break-even`")
-    assert row == {"chapter": "@sec-why-compile", "exercise": "@exr-why-compile-break-even",
-                   "id": "`why-compile.break-even`", "topic": registry()["why-compile.break-even"].topic,
-                   "difficulty": "★★☆", "judged on": "its values on inputs drawn per student", "fakeable": "no"}
-    ready = next(r for r in rows if r["id"] == "`why-compile.ready`")  # waiting is seen only by a probe
-    assert ready["fakeable"].startswith("only the self-reported checks (") and "waits" in ready["fakeable"]
+    assert row == {
+        "chapter": "@sec-why-compile",
+        "exercise": "@exr-why-compile-break-even",
+        "id": "`why-compile.break-even`",
+        "topic": registry()["why-compile.break-even"].topic,
+        "difficulty": "★★☆",
+        "judged on": "its values on inputs drawn per student",
+        "fakeable": "no",
+    }
+    ready = next(
+        r for r in rows if r["id"] == "`why-compile.ready`"
+    )  # waiting is seen only by a probe
+    assert (
+        ready["fakeable"].startswith("only the self-reported checks (")
+        and "waits" in ready["fakeable"]
+    )
 
 
 # ---- grading ----------------------------------------------------------------------------------------------
+
 
 def test_chapter_of_reads_metadata_then_the_file_name():
     stems = ["why-compile", "why", "tracing"]
     nb = nbformat.v4.new_notebook(metadata={"jitbook": {"source": "tracing.qmd"}})
     assert classroom.chapter_of(Path("alice.ipynb"), nb, stems) == "tracing"
-    assert classroom.chapter_of(Path("alice-why-compile.ipynb"), nbformat.v4.new_notebook(), stems) == "why-compile"
-    assert classroom.chapter_of(Path("alice.ipynb"), nbformat.v4.new_notebook(), stems) is None
+    assert (
+        classroom.chapter_of(
+            Path("alice-why-compile.ipynb"), nbformat.v4.new_notebook(), stems
+        )
+        == "why-compile"
+    )
+    assert (
+        classroom.chapter_of(Path("alice.ipynb"), nbformat.v4.new_notebook(), stems)
+        is None
+    )
 
 
 def _solution(nb, exercise_id):
-    return next(c for c in nb.cells if c.metadata.get("jitbook", {}).get("exercise") == exercise_id
-                and c.metadata["jitbook"]["role"] == "solution")
+    return next(
+        c
+        for c in nb.cells
+        if c.metadata.get("jitbook", {}).get("exercise") == exercise_id
+        and c.metadata["jitbook"]["role"] == "solution"
+    )
 
 
 def _body_start(nb) -> int:
-    return next(i for i, c in enumerate(nb.cells) if c.cell_type == "markdown" and c.source.startswith("## ")) + 1
+    return (
+        next(
+            i
+            for i, c in enumerate(nb.cells)
+            if c.cell_type == "markdown" and c.source.startswith("## ")
+        )
+        + 1
+    )
 
 
 def _tiny(*sources: str) -> list:
@@ -202,14 +343,27 @@ def _tiny(*sources: str) -> list:
 
 
 @pytest.mark.parametrize("sandbox", sorted({"none", classroom.sandbox_mode()}))
-def test_the_kernel_sees_its_own_folder_and_a_scrubbed_environment(monkeypatch, sandbox):
+def test_the_kernel_sees_its_own_folder_and_a_scrubbed_environment(
+    monkeypatch, sandbox
+):
     monkeypatch.setenv("GRADER_SECRET", "submissions-folder")
-    steps = _tiny("import os, pathlib\nprint(sorted(os.environ))\nprint(os.getcwd())\n"
-                  "print(pathlib.Path(f'/proc/{os.getppid()}/cmdline').read_bytes())")
+    steps = _tiny(
+        "import os, pathlib\nprint(sorted(os.environ))\nprint(os.getcwd())\n"
+        "print(pathlib.Path(f'/proc/{os.getppid()}/cmdline').read_bytes())"
+    )
     kernel = classroom.Kernel(sandbox, env={"JITBOOK_SMALL": "1"})
-    assert classroom.run_steps(steps, kernel, cell_timeout=60, collect_timeout={}, time_limit=120) == ""
+    assert (
+        classroom.run_steps(
+            steps, kernel, cell_timeout=60, collect_timeout={}, time_limit=120
+        )
+        == ""
+    )
     names, cwd, parent = steps[0].cell.outputs[0]["text"].splitlines()
-    assert "GRADER_SECRET" not in names and "JPY_PARENT_PID" not in names and "'JITBOOK_SMALL'" in names
+    assert (
+        "GRADER_SECRET" not in names
+        and "JPY_PARENT_PID" not in names
+        and "'JITBOOK_SMALL'" in names
+    )
     assert Path(cwd).name == "work" and "submissions-folder" not in parent
 
 
@@ -220,17 +374,29 @@ def test_a_sandboxed_kernel_has_no_network():
         pytest.skip("bubblewrap is not installed or cannot make namespaces here")
     with socket.create_server(("127.0.0.1", 0)) as server:
         port = server.getsockname()[1]
-        steps = _tiny(f"import socket\ntry:\n    socket.create_connection(('127.0.0.1', {port}), 2)\n"
-                      "    print('connected')\nexcept OSError as err:\n    print(type(err).__name__)")
+        steps = _tiny(
+            f"import socket\ntry:\n    socket.create_connection(('127.0.0.1', {port}), 2)\n"
+            "    print('connected')\nexcept OSError as err:\n    print(type(err).__name__)"
+        )
         kernel = classroom.Kernel("bwrap")
-        assert classroom.run_steps(steps, kernel, cell_timeout=60, collect_timeout={}, time_limit=120) == ""
+        assert (
+            classroom.run_steps(
+                steps, kernel, cell_timeout=60, collect_timeout={}, time_limit=120
+            )
+            == ""
+        )
     assert steps[0].cell.outputs[0]["text"].strip() != "connected"
 
 
 def test_a_cell_that_kills_its_kernel_is_noted_and_grading_goes_on_after_it():
     steps = _tiny("x = 1", "import os\nos._exit(1)", "print(x + 1)")
     kernel = classroom.Kernel(classroom.sandbox_mode())
-    assert classroom.run_steps(steps, kernel, cell_timeout=60, collect_timeout={}, time_limit=120) == ""
+    assert (
+        classroom.run_steps(
+            steps, kernel, cell_timeout=60, collect_timeout={}, time_limit=120
+        )
+        == ""
+    )
     assert steps[1].failure == "killed the kernel"
     assert steps[2].cell.outputs[0]["text"] == "2\n"
 
@@ -238,14 +404,23 @@ def test_a_cell_that_kills_its_kernel_is_noted_and_grading_goes_on_after_it():
 def test_a_hanging_cell_is_stopped_and_grading_goes_on_after_it():
     steps = _tiny("x = 1", "while True:\n    pass", "print(x + 1)")
     kernel = classroom.Kernel(classroom.sandbox_mode())
-    assert classroom.run_steps(steps, kernel, cell_timeout=3, collect_timeout={}, time_limit=60) == ""
+    assert (
+        classroom.run_steps(
+            steps, kernel, cell_timeout=3, collect_timeout={}, time_limit=60
+        )
+        == ""
+    )
     assert steps[1].failure == "ran longer than 3 s"
-    assert steps[2].cell.outputs[0]["text"] == "2\n"  # the restarted kernel replayed x = 1
+    assert (
+        steps[2].cell.outputs[0]["text"] == "2\n"
+    )  # the restarted kernel replayed x = 1
 
 
 def test_a_notebook_over_its_time_limit_stops_between_cells():
     steps = _tiny(*["import time\ntime.sleep(1.5)"] * 4)
-    reason = classroom.run_steps(steps, classroom.Kernel(), cell_timeout=30, collect_timeout={}, time_limit=1)
+    reason = classroom.run_steps(
+        steps, classroom.Kernel(), cell_timeout=30, collect_timeout={}, time_limit=1
+    )
     assert reason == "the notebook ran out of its 1 s time limit"
     assert steps[0].cell.outputs == [] and steps[3].cell.get("execution_count") is None
 
@@ -256,25 +431,46 @@ def in_process_cluster(monkeypatch):
     is what the tasks run (and no worker process outlives the test)."""
     from distributed import LocalCluster
 
-    with LocalCluster(processes=False, n_workers=1, threads_per_worker=1, dashboard_address=":0") as local:
+    with LocalCluster(
+        processes=False, n_workers=1, threads_per_worker=1, dashboard_address=":0"
+    ) as local:
         monkeypatch.setenv("DASK_SCHEDULER_ADDRESS", local.scheduler_address)
         yield
 
 
 @pytest.mark.parametrize("flags, expected", [([], "1"), (["--full-size"], "0")])
-def test_grading_runs_small_sizes_unless_asked_for_full_ones(tmp_path, monkeypatch, flags, expected,
-                                                            in_process_cluster):
-    monkeypatch.setenv("JITBOOK_SMALL", "0" if expected == "1" else "1")  # the grader's own setting must not leak in
+def test_grading_runs_small_sizes_unless_asked_for_full_ones(
+    tmp_path, monkeypatch, flags, expected, in_process_cluster
+):
+    monkeypatch.setenv(
+        "JITBOOK_SMALL", "0" if expected == "1" else "1"
+    )  # the grader's own setting must not leak in
     seen = {}
-    monkeypatch.setattr(classroom.grading, "grade_notebook", lambda path, name, **kw: seen.setdefault(
-        "env", kw["kernel"].env) and [classroom.Grade(name, "why-compile.ready", True, "")])
+    monkeypatch.setattr(
+        classroom.grading,
+        "grade_notebook",
+        lambda path, name, **kw: (
+            seen.setdefault("env", kw["kernel"].env)
+            and [classroom.Grade(name, "why-compile.ready", True, "")]
+        ),
+    )
     nbformat.write(nbformat.v4.new_notebook(), tmp_path / "why-compile.ipynb")
-    assert classroom.main(["grade", str(tmp_path), "--out", str(tmp_path / "g.csv"), *flags]) == 0
+    assert (
+        classroom.main(
+            ["grade", str(tmp_path), "--out", str(tmp_path / "g.csv"), *flags]
+        )
+        == 0
+    )
     assert seen["env"] == {"JITBOOK_SMALL": expected}
 
 
 def test_grade_command_rejects_a_missing_folder(tmp_path, capsys):
-    assert classroom.main(["grade", str(tmp_path / "nope"), "--out", str(tmp_path / "g.csv")]) == 1
+    assert (
+        classroom.main(
+            ["grade", str(tmp_path / "nope"), "--out", str(tmp_path / "g.csv")]
+        )
+        == 1
+    )
     assert "no folder at" in capsys.readouterr().err
 
 
@@ -286,11 +482,17 @@ def test_a_notebook_of_no_known_chapter_gets_one_row_saying_so(tmp_path):
     path = tmp_path / "homework.ipynb"
     nbformat.write(nbformat.v4.new_notebook(), path)
     [row] = classroom.grade_notebook(path)
-    assert row.exercise == "" and not row.passed and "could not tell which chapter" in row.message
+    assert (
+        row.exercise == ""
+        and not row.passed
+        and "could not tell which chapter" in row.message
+    )
 
 
 def test_nbgrader_accepts_the_notebooks_when_it_is_installed(tmp_path):
-    formats = pytest.importorskip("nbgrader.nbgraderformat", reason="nbgrader is not installed (it is optional)")
+    formats = pytest.importorskip(
+        "nbgrader.nbgraderformat", reason="nbgrader is not installed (it is optional)"
+    )
     classroom.write_notebooks(tmp_path, [harness.ROOT / "chapters" / "why-compile.qmd"])
     assert formats.SCHEMA_VERSION == classroom.NBGRADER_SCHEMA
     for path in sorted(tmp_path.glob("*/*.ipynb")):
@@ -298,6 +500,7 @@ def test_nbgrader_accepts_the_notebooks_when_it_is_installed(tmp_path):
 
 
 # ---- the students' JupyterLab ------------------------------------------------------------------------------
+
 
 def test_lab_starts_without_nbgrader_and_without_errors(tmp_path):
     """What `make lab` runs: the Lab config hides nbgrader, and nothing logs an [E] line at start."""
@@ -307,27 +510,60 @@ def test_lab_starts_without_nbgrader_and_without_errors(tmp_path):
 
     config = classroom.lab_config(tmp_path / "jupyter")
     assert json.loads((config / "labconfig" / "page_config.json").read_text()) == {
-        "disabledExtensions": {"@jupyter/nbgrader": True}}
+        "disabledExtensions": {"@jupyter/nbgrader": True}
+    }
     (tmp_path / "notebooks").mkdir()
-    env = {**os.environ, "JUPYTER_CONFIG_DIR": str(config), "JUPYTER_RUNTIME_DIR": str(tmp_path / "runtime")}
+    env = {
+        **os.environ,
+        "JUPYTER_CONFIG_DIR": str(config),
+        "JUPYTER_RUNTIME_DIR": str(tmp_path / "runtime"),
+    }
     root = ["--allow-root"] if os.getuid() == 0 else []
-    lab = [sys.executable, "-m", "jupyter", "lab", str(tmp_path / "notebooks"), "--no-browser", "--port", "0", *root]
+    lab = [
+        sys.executable,
+        "-m",
+        "jupyter",
+        "lab",
+        str(tmp_path / "notebooks"),
+        "--no-browser",
+        "--port",
+        "0",
+        *root,
+    ]
     # processes.running stops the server for sure (kill after 10 s), inside this test
-    with processes.running(lab, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, env=env) as proc:
-        lines = processes.lines_until(proc.stderr, "Use Control-C to stop this server", timeout=90)
+    with processes.running(
+        lab, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, env=env
+    ) as proc:
+        lines = processes.lines_until(
+            proc.stderr, "Use Control-C to stop this server", timeout=90
+        )
     log = "".join(lines)
     assert "Use Control-C to stop this server" in log, log[-3000:]
     assert "[E " not in log and "nbgrader" not in log, log
-    listed = subprocess.run([sys.executable, "-m", "jupyter", "labextension", "list"], env=env,
-                            capture_output=True, text=True).stdout + subprocess.run(
-        [sys.executable, "-m", "jupyter", "labextension", "list"], env=env, capture_output=True, text=True).stderr
+    listed = (
+        subprocess.run(
+            [sys.executable, "-m", "jupyter", "labextension", "list"],
+            env=env,
+            capture_output=True,
+            text=True,
+        ).stdout
+        + subprocess.run(
+            [sys.executable, "-m", "jupyter", "labextension", "list"],
+            env=env,
+            capture_output=True,
+            text=True,
+        ).stderr
+    )
     if "@jupyter/nbgrader" in listed:
         assert re.search(r"@jupyter/nbgrader \S+ \S*disabled", listed), listed
 
 
 def test_the_makefile_runs_lab_with_the_config_and_allow_root_as_root():
     recipe = (harness.ROOT / "Makefile").read_text().split("\nlab:")[1].split("\n\n")[0]
-    assert "lab-config _build/jupyter" in recipe and "JUPYTER_CONFIG_DIR=_build/jupyter" in recipe
+    assert (
+        "lab-config _build/jupyter" in recipe
+        and "JUPYTER_CONFIG_DIR=_build/jupyter" in recipe
+    )
     assert "--allow-root" in recipe and "Running as root" in recipe
 
 
@@ -336,9 +572,15 @@ def test_every_command_on_the_teachers_page_runs_as_printed():
     import shlex
 
     text = (harness.ROOT / "chapters" / "teachers.qmd").read_text()
-    commands = [line for block in re.findall(r"```bash\n(.*?)```", text, re.S) for line in block.splitlines()]
+    commands = [
+        line
+        for block in re.findall(r"```bash\n(.*?)```", text, re.S)
+        for line in block.splitlines()
+    ]
     assert commands
-    targets = set(re.findall(r"^([\w-]+):", (harness.ROOT / "Makefile").read_text(), re.M))
+    targets = set(
+        re.findall(r"^([\w-]+):", (harness.ROOT / "Makefile").read_text(), re.M)
+    )
     for command in commands:
         words = shlex.split(command)
         if words[0] == "make":
@@ -350,14 +592,18 @@ def test_every_command_on_the_teachers_page_runs_as_printed():
 
 def test_in_a_notebook_a_check_stuck_in_compiled_code_says_what_to_do():
     """The student's own kernel: the watchdog's words reach the check cell while it is still busy."""
-    code = ("import jax\nfrom jitbook import exercises\nexercises.GRACE = 1.0\n"
-            "def run_and_wait(fn, *args):\n"
-            "    x = jax.lax.while_loop(lambda x: x < 1e30, lambda x: x + 1.0, 0.0)\n"
-            "    return jax.block_until_ready(x)\n"
-            "exercises.check('why-compile.ready', time_limit=1)")
+    code = (
+        "import jax\nfrom jitbook import exercises\nexercises.GRACE = 1.0\n"
+        "def run_and_wait(fn, *args):\n"
+        "    x = jax.lax.while_loop(lambda x: x < 1e30, lambda x: x + 1.0, 0.0)\n"
+        "    return jax.block_until_ready(x)\n"
+        "exercises.check('why-compile.ready', time_limit=1)"
+    )
     steps = _tiny(code)
     # A generous notebook limit: on a busy machine the kernel alone can take a minute to start.
-    stopped = classroom.run_steps(steps, classroom.Kernel(), cell_timeout=12, collect_timeout={}, time_limit=600)
+    stopped = classroom.run_steps(
+        steps, classroom.Kernel(), cell_timeout=12, collect_timeout={}, time_limit=600
+    )
     assert steps[0].failure == "ran longer than 12 s", stopped
     shown = "".join(o.get("text", "") for o in steps[0].cell.outputs)
     assert "The check of why-compile.ready is still running after 2 s" in shown
@@ -365,6 +611,7 @@ def test_in_a_notebook_a_check_stuck_in_compiled_code_says_what_to_do():
 
 
 # ---- the sandbox without privileges, and one budget per student ------------------------------------------
+
 
 def _bwrap_only():
     if classroom.sandbox_mode() != "bwrap":
@@ -375,73 +622,135 @@ def _bwrap_only():
 def test_the_sandbox_refuses_a_remount_and_runs_as_nobody_without_capabilities():
     _bwrap_only()
     code = str(harness.ROOT / "code")
-    steps = _tiny("import os, subprocess\nprint(os.getuid(), os.getgid())\n"
-                  "print(open('/proc/self/status').read().split('CapEff:')[1].split()[0])\n"
-                  f"r = subprocess.run(['mount', '-o', 'remount,rw,bind', {code!r}, {code!r}], capture_output=True)\n"
-                  "print(r.returncode)\n"
-                  f"try:\n    open({code + '/jitbook/cache.py'!r}, 'a').write('# changed')\n    print('wrote')\n"
-                  "except OSError as err:\n    print(type(err).__name__)")
+    steps = _tiny(
+        "import os, subprocess\nprint(os.getuid(), os.getgid())\n"
+        "print(open('/proc/self/status').read().split('CapEff:')[1].split()[0])\n"
+        f"r = subprocess.run(['mount', '-o', 'remount,rw,bind', {code!r}, {code!r}], capture_output=True)\n"
+        "print(r.returncode)\n"
+        f"try:\n    open({code + '/jitbook/cache.py'!r}, 'a').write('# changed')\n    print('wrote')\n"
+        "except OSError as err:\n    print(type(err).__name__)"
+    )
     before = (harness.ROOT / "code" / "jitbook" / "cache.py").read_bytes()
-    assert classroom.run_steps(steps, classroom.Kernel("bwrap"), cell_timeout=60, collect_timeout={}, time_limit=120) == ""
+    assert (
+        classroom.run_steps(
+            steps,
+            classroom.Kernel("bwrap"),
+            cell_timeout=60,
+            collect_timeout={},
+            time_limit=120,
+        )
+        == ""
+    )
     ids, caps, mounted, wrote = steps[0].cell.outputs[0]["text"].splitlines()[:4]
     assert ids == "65534 65534"
-    assert int(caps, 16) == 0 and mounted != "0" and wrote in ("OSError", "PermissionError")
+    assert (
+        int(caps, 16) == 0
+        and mounted != "0"
+        and wrote in ("OSError", "PermissionError")
+    )
     assert (harness.ROOT / "code" / "jitbook" / "cache.py").read_bytes() == before
 
 
 def test_memory_is_one_budget_for_all_of_a_students_processes():
     """Three children of 1 GiB each fit one process's limit but not a 2.5 GiB budget together."""
-    hog = ("import os, time, warnings\nwarnings.simplefilter('ignore')\nfor _ in range(3):\n"
-           "    if os.fork() == 0:\n        x = bytearray(2**30)\n        x[::4096] = b'x' * len(x[::4096])\n"
-           "        time.sleep(60)\ntime.sleep(30)")
+    hog = (
+        "import os, time, warnings\nwarnings.simplefilter('ignore')\nfor _ in range(3):\n"
+        "    if os.fork() == 0:\n        x = bytearray(2**30)\n        x[::4096] = b'x' * len(x[::4096])\n"
+        "        time.sleep(60)\ntime.sleep(30)"
+    )
     steps = _tiny("x = 1", hog, "print(x + 1)")
     kernel = classroom.Kernel(classroom.sandbox_mode(), memory_gib=2.5)
     start = time.monotonic()
-    assert classroom.run_steps(steps, kernel, cell_timeout=50, collect_timeout={}, time_limit=120) == ""
-    assert steps[1].failure.startswith("used more than 2.5 GiB of memory (all its processes together)")
+    assert (
+        classroom.run_steps(
+            steps, kernel, cell_timeout=50, collect_timeout={}, time_limit=120
+        )
+        == ""
+    )
+    assert steps[1].failure.startswith(
+        "used more than 2.5 GiB of memory (all its processes together)"
+    )
     assert time.monotonic() - start < 45 and steps[2].cell.outputs[0]["text"] == "2\n"
 
 
 def test_disk_and_tmp_are_capped_and_output_is_cut_with_a_note():
     _bwrap_only()
-    fill_tmp = ("try:\n    open('/tmp/big', 'wb').write(b'0' * 200 * 2**20)\n    print('wrote')\n"
-                "except OSError as err:\n    print(type(err).__name__, err.errno)")
-    fill_work = ("try:\n    with open('big', 'wb') as f:\n        for _ in range(200):\n"
-                 "            f.write(b'0' * 2**20)\n    print('wrote')\nexcept OSError as err:\n"
-                 "    print(type(err).__name__, err.errno)")
+    fill_tmp = (
+        "try:\n    open('/tmp/big', 'wb').write(b'0' * 200 * 2**20)\n    print('wrote')\n"
+        "except OSError as err:\n    print(type(err).__name__, err.errno)"
+    )
+    fill_work = (
+        "try:\n    with open('big', 'wb') as f:\n        for _ in range(200):\n"
+        "            f.write(b'0' * 2**20)\n    print('wrote')\nexcept OSError as err:\n"
+        "    print(type(err).__name__, err.errno)"
+    )
     shout = "print('x' * 5_000_000)\nprint('after')"
     steps = _tiny(fill_tmp, fill_work, shout)
     kernel = classroom.Kernel("bwrap", disk_gib=0.1, output_chars=10_000)
-    assert classroom.run_steps(steps, kernel, cell_timeout=60, collect_timeout={}, time_limit=120) == ""
-    assert steps[0].cell.outputs[0]["text"].startswith("OSError 28")  # ENOSPC: the tmpfs is full
+    assert (
+        classroom.run_steps(
+            steps, kernel, cell_timeout=60, collect_timeout={}, time_limit=120
+        )
+        == ""
+    )
+    assert (
+        steps[0].cell.outputs[0]["text"].startswith("OSError 28")
+    )  # ENOSPC: the tmpfs is full
     work = "".join(o.get("text", "") for o in steps[1].cell.outputs)
-    assert "wrote" not in work or steps[1].failure  # EFBIG past the file limit, or the watcher's stop
+    assert (
+        "wrote" not in work or steps[1].failure
+    )  # EFBIG past the file limit, or the watcher's stop
     shown = "".join(o.get("text", "") for o in steps[2].cell.outputs)
-    assert len(shown) < 20_000 and "output cut: this cell's output passed 10,000 characters" in shown
+    assert (
+        len(shown) < 20_000
+        and "output cut: this cell's output passed 10,000 characters" in shown
+    )
 
 
 def test_replays_after_crashes_stay_inside_the_one_time_budget():
     """Slow cells, then a crash: each restart replays them, and the notebook still stops at its limit."""
-    steps = _tiny(*["import time\ntime.sleep(2)"] * 3, "import os\nos._exit(1)", "import os\nos._exit(1)",
-                  "import os\nos._exit(1)", "print('end')")
+    steps = _tiny(
+        *["import time\ntime.sleep(2)"] * 3,
+        "import os\nos._exit(1)",
+        "import os\nos._exit(1)",
+        "import os\nos._exit(1)",
+        "print('end')",
+    )
     start = time.monotonic()
-    reason = classroom.run_steps(steps, classroom.Kernel(classroom.sandbox_mode()), cell_timeout=30,
-                                 collect_timeout={}, time_limit=12)
+    reason = classroom.run_steps(
+        steps,
+        classroom.Kernel(classroom.sandbox_mode()),
+        cell_timeout=30,
+        collect_timeout={},
+        time_limit=12,
+    )
     took = time.monotonic() - start
-    assert reason == "the notebook ran out of its 12 s time limit" and took < 12 + 15, took
+    assert reason == "the notebook ran out of its 12 s time limit" and took < 12 + 15, (
+        took
+    )
 
 
 def test_a_long_cell_reports_progress_while_it_runs(monkeypatch):
     monkeypatch.setattr(classroom.session.Watch, "speak_after", 2.0)
     said = []
     steps = _tiny("import time\ntime.sleep(5)")
-    classroom.run_steps(steps, classroom.Kernel(classroom.sandbox_mode()), cell_timeout=30, collect_timeout={},
-                        time_limit=60, progress=said.append)
-    assert said and said[0].startswith("step 1 of 1, a cell of the notebook, running for ")
+    classroom.run_steps(
+        steps,
+        classroom.Kernel(classroom.sandbox_mode()),
+        cell_timeout=30,
+        collect_timeout={},
+        time_limit=60,
+        progress=said.append,
+    )
+    assert said and said[0].startswith(
+        "step 1 of 1, a cell of the notebook, running for "
+    )
 
 
 @pytest.mark.parametrize("make", ["empty", "text", "corrupt"])
-def test_a_folder_with_nothing_to_grade_says_what_it_found_and_fails(tmp_path, capsys, make, in_process_cluster):
+def test_a_folder_with_nothing_to_grade_says_what_it_found_and_fails(
+    tmp_path, capsys, make, in_process_cluster
+):
     subs = tmp_path / "subs"
     subs.mkdir()
     if make == "text":
@@ -454,8 +763,9 @@ def test_a_folder_with_nothing_to_grade_says_what_it_found_and_fails(tmp_path, c
     assert "not json" not in err
 
 
-def test_the_code_the_grader_trusts_is_checked_after_every_notebook(tmp_path, monkeypatch, capsys,
-                                                                  in_process_cluster):
+def test_the_code_the_grader_trusts_is_checked_after_every_notebook(
+    tmp_path, monkeypatch, capsys, in_process_cluster
+):
     """A notebook after which a trusted file differs stops the class with exit status 2."""
     trusted = tmp_path / "trusted"
     trusted.mkdir()
@@ -468,13 +778,17 @@ def test_the_code_the_grader_trusts_is_checked_after_every_notebook(tmp_path, mo
 
     monkeypatch.setattr(classroom.grading, "grade_notebook", tamper)
     nbformat.write(nbformat.v4.new_notebook(), tmp_path / "why-compile.ipynb")
-    assert classroom.main(["grade", str(tmp_path), "--out", str(tmp_path / "g.csv")]) == 2
+    assert (
+        classroom.main(["grade", str(tmp_path), "--out", str(tmp_path / "g.csv")]) == 2
+    )
     assert "the code the grader trusts changed on disk" in capsys.readouterr().err
     assert (tmp_path / "g.csv").exists()
 
 
 def test_make_grade_without_submissions_names_the_variable():
-    recipe = (harness.ROOT / "Makefile").read_text().split("\ngrade:")[1].split("\n\n")[0]
+    recipe = (
+        (harness.ROOT / "Makefile").read_text().split("\ngrade:")[1].split("\n\n")[0]
+    )
     assert "make grade SUBMISSIONS=path/to/folder" in recipe
 
 
@@ -483,17 +797,22 @@ def test_the_handout_has_no_solutions_and_students_have_their_own_lab():
     handout = makefile.split("\nhandout:")[1].split("\n\n")[0]
     assert "--students-only" in handout
     lab = makefile.split("\nlab-student:")[1].split("\n\n")[0]
-    assert "_build/handout/student" in lab and "JUPYTER_CONFIG_DIR=_build/jupyter" in lab
+    assert (
+        "_build/handout/student" in lab and "JUPYTER_CONFIG_DIR=_build/jupyter" in lab
+    )
     page = (harness.ROOT / "chapters" / "teachers.qmd").read_text()
     assert "make lab-student" in page and "so it is not for students" in page
 
 
-def test_a_handout_without_executed_chapters_runs_them_small_and_says_how_long_first(tmp_path, monkeypatch):
+def test_a_handout_without_executed_chapters_runs_them_small_and_says_how_long_first(
+    tmp_path, monkeypatch
+):
     said, ran = [], []
     monkeypatch.setattr(classroom.handout, "executed_copy", lambda qmd: None)
 
     def fake_run(qmd, out_dir=None, progress=None):
         import os
+
         ran.append(os.environ.get("JITBOOK_SMALL"))
         heard.append(progress)
         path = Path(out_dir) / f"{Path(qmd).stem}.ipynb"
@@ -502,11 +821,20 @@ def test_a_handout_without_executed_chapters_runs_them_small_and_says_how_long_f
 
     monkeypatch.setattr(classroom.handout.downloads, "run", fake_run)
     heard, stream = [], io.StringIO()
-    written = classroom.write_notebooks(tmp_path, [harness.ROOT / "chapters" / "why-compile.qmd"], values=True,
-                                        students_only=True, log=lambda *a, **k: said.append(a[0]),
-                                        progress=stream)
+    written = classroom.write_notebooks(
+        tmp_path,
+        [harness.ROOT / "chapters" / "why-compile.qmd"],
+        values=True,
+        students_only=True,
+        log=lambda *a, **k: said.append(a[0]),
+        progress=stream,
+    )
     assert heard == [stream], "the chapter's run reports its cells to the stream given"
     assert [p.parent.name for p in written] == ["student"]
     assert ran == ["1"] and said[0] == "reading 1 chapter(s) for their exercises ..."
-    assert said[1].startswith("1 chapter(s) have no executed copy: running them at small")
-    assert said[2:] == ["executing why-compile.qmd ...", str(written[0])], "each step said as it happens"
+    assert said[1].startswith(
+        "1 chapter(s) have no executed copy: running them at small"
+    )
+    assert said[2:] == ["executing why-compile.qmd ...", str(written[0])], (
+        "each step said as it happens"
+    )

@@ -15,7 +15,7 @@ import pytest
 
 from jitbook.chapters import devices, devices_processes, pln
 
-FACTS = textwrap.dedent('''
+FACTS = textwrap.dedent("""
     import json
     import jitbook
     import jax
@@ -107,18 +107,23 @@ FACTS = textwrap.dedent('''
         facts["uneven rows"] = str(err)
 
     print("FACTS " + json.dumps(facts))
-''')
+""")
 
 
 @pytest.fixture(scope="module")
 def facts() -> dict:
-    out = subprocess.run([sys.executable, "-c", FACTS], capture_output=True, text=True, timeout=240)
+    out = subprocess.run(
+        [sys.executable, "-c", FACTS], capture_output=True, text=True, timeout=240
+    )
     lines = [line for line in out.stdout.splitlines() if line.startswith("FACTS ")]
-    assert out.returncode == 0 and lines, f"the four-device script failed:\n{out.stderr[-3000:]}"
-    return json.loads(lines[-1][len("FACTS "):])
+    assert out.returncode == 0 and lines, (
+        f"the four-device script failed:\n{out.stderr[-3000:]}"
+    )
+    return json.loads(lines[-1][len("FACTS ") :])
 
 
 # --- many devices on one CPU ------------------------------------------------------------------------------
+
 
 @pytest.mark.claim("sec-devices", "clm-devices-num-cpu-devices")
 def test_jax_num_cpu_devices_set_first_gives_that_many_devices(facts):
@@ -130,14 +135,21 @@ def test_the_xla_flag_gives_simulated_devices_too():
     import os
 
     env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=3")
-    out = subprocess.run([sys.executable, "-c", "import jitbook, jax; print(jax.device_count())"],
-                         env=env, capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-c", "import jitbook, jax; print(jax.device_count())"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.stdout.strip() == "3", out.stderr[-2000:]
 
 
 @pytest.mark.claim("sec-devices", "clm-devices-new-count-refused")
 def test_a_new_device_count_is_refused_once_the_backend_runs(facts):
-    assert facts["late jax error"].startswith("RuntimeError: jax_num_cpu_devices config should be updated before")
+    assert facts["late jax error"].startswith(
+        "RuntimeError: jax_num_cpu_devices config should be updated before"
+    )
     assert "Restart the kernel and call use_cpu_devices(8)" in facts["late our error"]
 
 
@@ -156,6 +168,7 @@ def test_data_mesh_refuses_more_devices_than_jax_has():
 
 # --- sharded inputs ---------------------------------------------------------------------------------------
 
+
 @pytest.mark.claim("sec-devices", "clm-devices-make-mesh-explicit")
 def test_make_mesh_is_explicit_by_default_and_typeof_shows_the_sharding(facts):
     assert facts["default axis type"] == "Explicit"
@@ -165,26 +178,36 @@ def test_make_mesh_is_explicit_by_default_and_typeof_shows_the_sharding(facts):
 
 @pytest.mark.claim("sec-devices", "clm-devices-explicit-refuses-ambiguous")
 def test_explicit_mode_refuses_a_product_over_split_rows(facts):
-    assert facts["explicit gram"].startswith("ShardingTypeError: Contracting dimensions are sharded")
+    assert facts["explicit gram"].startswith(
+        "ShardingTypeError: Contracting dimensions are sharded"
+    )
 
 
 @pytest.mark.claim("sec-devices-placement", "clm-devices-committed-not-moved")
 def test_in_shardings_refuses_an_array_committed_to_another_sharding(facts):
     assert facts["in_shardings mismatch"].startswith(
-        "ValueError: Sharding passed to jit does not match the sharding on the respective arg.")
+        "ValueError: Sharding passed to jit does not match the sharding on the respective arg."
+    )
 
 
 @pytest.mark.claim("sec-devices-placement", "clm-devices-sharding-constraint")
-def test_with_sharding_constraint_moves_an_intermediate_and_set_mesh_takes_bare_specs(facts):
+def test_with_sharding_constraint_moves_an_intermediate_and_set_mesh_takes_bare_specs(
+    facts,
+):
     assert facts["constraint"] == ["P(None, 'data')", True, {"all-to-all": 1}]
     assert facts["set_mesh device_put"] == "P('data', None)"
-    assert facts["no mesh"].startswith("RuntimeError: with_sharding_constraint requires a non-empty mesh")
+    assert facts["no mesh"].startswith(
+        "RuntimeError: with_sharding_constraint requires a non-empty mesh"
+    )
     assert "jax.set_mesh(mesh)" in facts["no mesh"]
 
 
 @pytest.mark.claim("sec-devices-placement", "clm-devices-two-fixes")
 def test_the_explicit_error_asks_for_out_sharding_and_both_fixes_work(facts):
-    assert "Please specify the output sharding via the `out_sharding` parameter" in facts["explicit gram"]
+    assert (
+        "Please specify the output sharding via the `out_sharding` parameter"
+        in facts["explicit gram"]
+    )
     assert facts["gram fixes"] == {
         "gram_replicated": ["float32[4,4]", True, {"all-reduce": 1}],
         "gram_resharded": ["float32[4,4]", True, {"all-gather": 1}],
@@ -204,19 +227,28 @@ def test_process_local_placement_matches_the_whole_placement_in_one_process(fact
 def test_process_rows_refuses_rows_that_do_not_split(monkeypatch):
     monkeypatch.setattr(jax, "process_count", lambda: 4)
     with pytest.raises(ValueError, match="6 rows do not split evenly over 4 processes"):
-        devices.process_rows(pln.check_data(np.ones((6, 2)), np.zeros((6, 2)), np.ones((6, 1))))
+        devices.process_rows(
+            pln.check_data(np.ones((6, 2)), np.zeros((6, 2)), np.ones((6, 1)))
+        )
 
 
 def test_rows_split_over_four_devices_and_out_shardings_is_obeyed(facts):
     assert [(r["device"], r["slice"], r["shard shape"]) for r in facts["shards"]] == [
-        (0, "[0:2, 0:4]", "(2, 4)"), (1, "[2:4, 0:4]", "(2, 4)"), (2, "[4:6, 0:4]", "(2, 4)"), (3, "[6:8, 0:4]", "(2, 4)")]
+        (0, "[0:2, 0:4]", "(2, 4)"),
+        (1, "[2:4, 0:4]", "(2, 4)"),
+        (2, "[4:6, 0:4]", "(2, 4)"),
+        (3, "[6:8, 0:4]", "(2, 4)"),
+    ]
     assert facts["out_shardings"] == ["P(None, 'data')", True]
 
 
 # --- sharding is part of the cache key ----------------------------------------------------------------------
 
+
 @pytest.mark.claim("sec-devices-key", "clm-devices-sharding-key")
-def test_a_new_sharding_compiles_new_values_do_not_and_auto_mode_does_not_retrace(facts):
+def test_a_new_sharding_compiles_new_values_do_not_and_auto_mode_does_not_retrace(
+    facts,
+):
     rows = facts["key rows"]
     assert [r["compiled"] for r in rows] == [1, 1, 0, 1, 0]
     assert [r["body runs"] for r in rows] == [1, 1, 0, 0, 0]
@@ -224,31 +256,67 @@ def test_a_new_sharding_compiles_new_values_do_not_and_auto_mode_does_not_retrac
 
 @pytest.mark.claim("sec-devices-key", "clm-devices-auto-typeof")
 def test_on_an_auto_mesh_the_traced_type_records_the_mesh_not_the_split(facts):
-    assert facts["abstract"] == [[{}, "P(None, None)"], [{"data": 4}, "P(None, None)"], [{"data": 4}, "P(None, None)"]]
+    assert facts["abstract"] == [
+        [{}, "P(None, None)"],
+        [{"data": 4}, "P(None, None)"],
+        [{"data": 4}, "P(None, None)"],
+    ]
 
 
 @pytest.mark.claim("sec-devices-key", "clm-devices-explicit-explain")
 def test_cache_miss_explanations_name_the_sharding_only_in_explicit_mode(facts):
-    auto, explicit = (" ".join(facts[k].split()) for k in ("explain auto", "explain explicit"))  # unwrap lines
+    auto, explicit = (
+        " ".join(facts[k].split()) for k in ("explain auto", "explain explicit")
+    )  # unwrap lines
     assert "TRACING CACHE MISS" not in auto
     assert "Argument mapping" in auto and "spec=P(None, 'data')" in auto
     assert "TRACING CACHE MISS" in explicit
     assert "now f32[8,4@data]" in explicit and "before f32[8@data,4]" in explicit
-    assert "/" not in explicit.split("defined at ")[1].split()[0]  # a file name, not a build path
+    assert (
+        "/" not in explicit.split("defined at ")[1].split()[0]
+    )  # a file name, not a build path
 
 
 # --- what the compiler added ------------------------------------------------------------------------------
 
+
 @pytest.mark.claim("sec-devices-collectives", "clm-devices-contracted-allreduce")
 def test_the_matmul_collectives_for_each_sharding(facts):
-    got = [(r["a"], r["b"], r["out asked"], r["collectives"], r["out per device"]) for r in facts["matmul"]]
+    got = [
+        (r["a"], r["b"], r["out asked"], r["collectives"], r["out per device"])
+        for r in facts["matmul"]
+    ]
     assert got == [
         ("P('data', None)", "P(None, None)", "compiler's choice", "none", "(2, 8)"),
         ("P(None, None)", "P(None, 'data')", "compiler's choice", "none", "(8, 2)"),
-        ("P(None, 'data')", "P('data', None)", "compiler's choice", "1 all-reduce", "(8, 8)"),
-        ("P(None, 'data')", "P('data', None)", "P('data', None)", "1 all-reduce", "(2, 8)"),  # no reduce-scatter on CPU
-        ("P('data', None)", "P(None, 'data')", "compiler's choice", "1 all-gather", "(2, 8)"),
-        ("P(None, 'data')", "P(None, None)", "compiler's choice", "1 all-gather", "(8, 8)"),
+        (
+            "P(None, 'data')",
+            "P('data', None)",
+            "compiler's choice",
+            "1 all-reduce",
+            "(8, 8)",
+        ),
+        (
+            "P(None, 'data')",
+            "P('data', None)",
+            "P('data', None)",
+            "1 all-reduce",
+            "(2, 8)",
+        ),  # no reduce-scatter on CPU
+        (
+            "P('data', None)",
+            "P(None, 'data')",
+            "compiler's choice",
+            "1 all-gather",
+            "(2, 8)",
+        ),
+        (
+            "P(None, 'data')",
+            "P(None, None)",
+            "compiler's choice",
+            "1 all-gather",
+            "(8, 8)",
+        ),
     ]
 
 
@@ -267,6 +335,7 @@ def test_collectives_needs_a_compiled_program_and_finds_none_on_one_device():
 
 # --- the PLN fit, data-parallel ---------------------------------------------------------------------------
 
+
 @pytest.mark.claim("sec-devices", "clm-devices-pln-same-losses")
 def test_the_sharded_pln_fit_reproduces_the_one_device_losses(facts):
     assert facts["pln gap"] < 1e-4  # float32 partial sums added in another order
@@ -275,7 +344,9 @@ def test_the_sharded_pln_fit_reproduces_the_one_device_losses(facts):
 @pytest.mark.claim("sec-devices-pln", "clm-devices-step-per-placement")
 def test_the_sharded_pln_step_compiles_once_per_placement(facts):
     assert facts["pln step compiles"] == 2
-    assert facts["eager optimizer state compiles"] == 2  # the counter moves from one device to the mesh
+    assert (
+        facts["eager optimizer state compiles"] == 2
+    )  # the counter moves from one device to the mesh
 
 
 @pytest.mark.claim("sec-devices-pln", "clm-devices-one-allreduce")
@@ -284,7 +355,9 @@ def test_the_pln_step_synchronises_with_one_combined_all_reduce(facts):
     assert facts["pln one-device collectives"] == {}
     shapes = [tuple(s) for s in facts["pln reduced shapes"]]
     assert len(shapes) >= 4 and (114, 114) in shapes  # M^T M among them
-    assert max(max(s, default=1) for s in shapes) == 114  # nothing with one entry per row (116 rows) crosses devices
+    assert (
+        max(max(s, default=1) for s in shapes) == 114
+    )  # nothing with one entry per row (116 rows) crosses devices
 
 
 @pytest.mark.claim("sec-devices-pln", "clm-devices-allreduce-origins")
@@ -309,7 +382,9 @@ def test_nothing_with_one_entry_per_row_crosses_devices(facts):
     rows, shard_rows = facts["pln rows"]
     assert (rows, shard_rows) == (116, 29)  # 116 rows, 29 on each of four devices
     moved = facts["pln collective shapes"]
-    assert {op for op, _ in moved} == {"all-reduce"}  # no all-gather, all-to-all, permute
+    assert {op for op, _ in moved} == {
+        "all-reduce"
+    }  # no all-gather, all-to-all, permute
     dims = {d for _, shape in moved for d in shape}
     assert 114 in dims  # the taxa: the parse sees the arrays that cross
     assert not dims & {rows, shard_rows}, moved  # neither all the rows nor one device's
@@ -321,13 +396,19 @@ def test_place_rows_refuses_rows_that_do_not_split(facts):
 
 # --- more than one process --------------------------------------------------------------------------------
 
+
 @pytest.mark.claim("sec-devices-processes", "clm-devices-two-processes")
 def test_two_processes_see_the_global_array_and_reproduce_the_one_device_losses():
-    runs = devices_processes.run_processes(num_processes=2, devices_per_process=2, repeat=1, n_iter=3, timeout=60)
+    runs = devices_processes.run_processes(
+        num_processes=2, devices_per_process=2, repeat=1, n_iter=3, timeout=60
+    )
     assert [r["process"] for r in runs] == [0, 1]
     for r in runs:
         assert (r["processes"], r["local devices"], r["global devices"]) == (2, 2, 4)
-        assert r["Y global shape"] == [116, 114] and r["Y local shards"] == [[29, 114], [29, 114]]
+        assert r["Y global shape"] == [116, 114] and r["Y local shards"] == [
+            [29, 114],
+            [29, 114],
+        ]
         assert r["Y local rows"] == 58  # each process passed only its own half
     one_device = devices.pln_losses(pln.load_oaks(1), 3)
     for r in runs:
@@ -335,12 +416,17 @@ def test_two_processes_see_the_global_array_and_reproduce_the_one_device_losses(
 
 
 def test_a_failing_process_stops_the_run_with_a_clear_error():
-    with pytest.raises(RuntimeError, match=r"(?s)process [01] of 2 exited with code 1\..*positive whole number"):
+    with pytest.raises(
+        RuntimeError,
+        match=r"(?s)process [01] of 2 exited with code 1\..*positive whole number",
+    ):
         devices_processes.run_processes(devices_per_process=0, timeout=60)
 
 
 def test_a_run_past_its_time_limit_is_stopped():
-    with pytest.raises(RuntimeError, match="did not finish within 0.5 s and was stopped"):
+    with pytest.raises(
+        RuntimeError, match="did not finish within 0.5 s and was stopped"
+    ):
         devices_processes.run_processes(timeout=0.5)
 
 
@@ -349,9 +435,14 @@ def test_picture_draws_with_rich_or_says_it_is_missing():
 
     text = devices.picture(jax.numpy.ones((4, 4)))
     if importlib.util.find_spec("rich") is None:
-        assert text == "(no picture: `visualize_sharding` requires `rich` to be installed.)"
+        assert (
+            text
+            == "(no picture: `visualize_sharding` requires `rich` to be installed.)"
+        )
     else:
-        assert "CPU 0" in text and "\x1b[" not in text  # plain text, no ANSI colour codes
+        assert (
+            "CPU 0" in text and "\x1b[" not in text
+        )  # plain text, no ANSI colour codes
 
 
 @pytest.mark.claim("sec-devices-sharded", "clm-devices-visualize-picture")
@@ -363,6 +454,9 @@ def test_picture_draws_plain_text_where_rich_would_draw_through_jupyter(monkeypa
 
 
 def test_picture_drops_the_colour_codes_rich_adds_in_a_kernel(monkeypatch):
-    monkeypatch.setattr(jax.debug, "visualize_array_sharding",
-                        lambda array, use_color: print("│  CPU \x1b[1;36m0\x1b[0m   │"))
+    monkeypatch.setattr(
+        jax.debug,
+        "visualize_array_sharding",
+        lambda array, use_color: print("│  CPU \x1b[1;36m0\x1b[0m   │"),
+    )
     assert devices.picture(None) == "│  CPU 0   │"

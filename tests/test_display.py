@@ -20,8 +20,12 @@ def test_show_source_refuses_a_value_with_a_hint():
 
 
 def test_table_renders_markdown_and_rejects_bad_rows():
-    md = jitbook.table([{"a": 1, "b": 0.123456}, {"a": 2, "b": "x|y"}], caption="cap").text
-    assert md.splitlines()[:3] == ["| a | b |", "|--:|:-----|", "| 1 | 0.1235 |"], "as wide as the column, numbers right"
+    md = jitbook.table(
+        [{"a": 1, "b": 0.123456}, {"a": 2, "b": "x|y"}], caption="cap"
+    ).text
+    assert md.splitlines()[:3] == ["| a | b |", "|--:|:-----|", "| 1 | 0.1235 |"], (
+        "as wide as the column, numbers right"
+    )
     assert r"x\|y" in md and md.endswith(": cap")
     with pytest.raises(ValueError, match="list of dicts"):
         jitbook.table([])
@@ -50,21 +54,36 @@ def test_fit_wraps_long_lines_at_spaces_with_a_hanging_indent():
     text = "short\n  hint: " + "word " * 30
     lines = display.fit(text, width=40).splitlines()
     assert lines[0] == "short" and all(len(line) <= 40 for line in lines)
-    assert lines[1].startswith("  hint: word") and all(line.startswith("      word") for line in lines[2:])
-    assert " ".join(" ".join(lines[1:]).split()) == " ".join(text.splitlines()[1].split()), "no word is lost"
-    assert display.fit("x" * 50, width=40) == "x" * 50, "a long word is kept whole rather than cut"
+    assert lines[1].startswith("  hint: word") and all(
+        line.startswith("      word") for line in lines[2:]
+    )
+    assert " ".join(" ".join(lines[1:]).split()) == " ".join(
+        text.splitlines()[1].split()
+    ), "no word is lost"
+    assert display.fit("x" * 50, width=40) == "x" * 50, (
+        "a long word is kept whole rather than cut"
+    )
 
 
 def test_clip_lines_cuts_each_line_to_the_column_and_says_so():
     text = "short\n" + "x" * 200
     lines = display.clip_lines(text).splitlines()
-    assert lines[0] == "short" and len(lines[1]) == display.COLUMN and lines[1].endswith("…")
+    assert (
+        lines[0] == "short"
+        and len(lines[1]) == display.COLUMN
+        and lines[1].endswith("…")
+    )
     assert display.clip_lines("abcdef", width=4) == "abc…"
 
 
 def test_table_escapes_tags_outside_code_so_markdown_keeps_the_words():
-    md = jitbook.table([{"result": "no: <Error>", "code": "`<lambda>`"}], caption="'no: <Error>' raised").text
-    assert r"| no: \<Error\> | `<lambda>` |" in md and md.endswith(r": 'no: \<Error\>' raised")
+    md = jitbook.table(
+        [{"result": "no: <Error>", "code": "`<lambda>`"}],
+        caption="'no: <Error>' raised",
+    ).text
+    assert r"| no: \<Error\> | `<lambda>` |" in md and md.endswith(
+        r": 'no: \<Error\>' raised"
+    )
 
 
 def test_the_xla_flags_row_is_a_code_span_so_its_dashes_stay_two(monkeypatch):
@@ -74,9 +93,14 @@ def test_the_xla_flags_row_is_a_code_span_so_its_dashes_stay_two(monkeypatch):
 
 
 def test_numbers_carry_thousands_separators_except_four_digit_ones():
-    assert display.number(16008000) == "16,008,000" and display.number(-50_000) == "-50,000"
+    assert (
+        display.number(16008000) == "16,008,000"
+        and display.number(-50_000) == "-50,000"
+    )
     assert display.number(1024) == "1,024" and display.number(1024.0) == "1,024"
-    assert display.number(3.2e9) == "3,200,000,000", "no exponent form for large numbers"
+    assert display.number(3.2e9) == "3,200,000,000", (
+        "no exponent form for large numbers"
+    )
     assert display.number(0.000123) == "0.000123" and display.number(3.14159) == "3.142"
     assert display.number(123456.7) == "123,457"
     assert "| 16,008,000 |" in jitbook.table([{"bytes": 16008000}]).text
@@ -104,8 +128,17 @@ def test_words_read_as_a_person_writes_them():
 
 def test_a_column_of_numbers_has_one_format():
     assert display.numbers([93.5, 99.53, 142.8]) == ["93.5", "99.5", "142.8"]
-    assert display.numbers([0.53, 0.49]) == ["0.53", "0.49"] and display.numbers([1.0, 2.5]) == ["1.0", "2.5"]
-    assert display.numbers([0.0012, 93.5]) == ["0.0012", "93.5"], "a thousandfold apart: each its own digits"
+    assert display.numbers([0.53, 0.49]) == ["0.53", "0.49"] and display.numbers(
+        [1.0, 2.5]
+    ) == ["1.0", "2.5"]
+    assert display.numbers([0.0012, 93.5]) == ["0.0012", "93.5"], (
+        "a thousandfold apart: each its own digits"
+    )
     assert display.numbers([1.2e-5, 3.4e-5]) == ["1.2e-05", "3.4e-05"]
-    assert display.numbers([16008000, 2.5]) == ["16,008,000", "2.5"], "ints as number() writes them"
-    assert "| 93.5 |\n| 99.5 |\n| 142.8 |" in jitbook.table([{"ms": v} for v in (93.5, 99.53, 142.8)]).text
+    assert display.numbers([16008000, 2.5]) == ["16,008,000", "2.5"], (
+        "ints as number() writes them"
+    )
+    assert (
+        "| 93.5 |\n| 99.5 |\n| 142.8 |"
+        in jitbook.table([{"ms": v} for v in (93.5, 99.53, 142.8)]).text
+    )

@@ -27,7 +27,9 @@ def test_environment_yml_names_the_locked_versions():
         name, _, version = dep.partition("=")
         if name in ("python", "pip") or name.startswith("quarto"):
             continue
-        assert pins.get(name) == version, f"environment.yml pins {name}={version}, requirements.lock has {pins.get(name)}"
+        assert pins.get(name) == version, (
+            f"environment.yml pins {name}={version}, requirements.lock has {pins.get(name)}"
+        )
 
 
 def test_every_runtime_dependency_is_locked():
@@ -36,7 +38,9 @@ def test_every_runtime_dependency_is_locked():
     pins = locked()
     for dep in project["dependencies"]:
         name = re.split(r"[<>=!\[ ]", dep)[0].lower()
-        assert name in pins, f"{name} is a dependency but not pinned in requirements.lock"
+        assert name in pins, (
+            f"{name} is a dependency but not pinned in requirements.lock"
+        )
 
 
 def test_jupyterlab_is_locked_and_make_lab_opens_the_executed_chapters():
@@ -49,6 +53,11 @@ def test_jupyterlab_is_locked_and_make_lab_opens_the_executed_chapters():
 def test_make_serve_serves_the_site_on_loopback_with_the_standard_library():
     makefile = (ROOT / "Makefile").read_text()
     serve = re.search(r"^serve:.*?(?=^\S)", makefile, re.M | re.S)
-    assert serve and re.search(r"-m http\.server (\d+|\$\(PORT\)) --bind 127\.0\.0\.1 --directory _book", serve.group(0))
+    assert serve and re.search(
+        r"-m http\.server (\d+|\$\(PORT\)) --bind 127\.0\.0\.1 --directory _book",
+        serve.group(0),
+    )
     book = re.search(r"^book:.*?(?=^\S)", makefile, re.M | re.S).group(0)
-    assert "make serve" in book and "index.html" not in book, "make book must point to make serve, never file://"
+    assert "make serve" in book and "index.html" not in book, (
+        "make book must point to make serve, never file://"
+    )

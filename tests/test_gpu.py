@@ -43,21 +43,33 @@ def small_run(tmp_path_factory):
 
 def test_bench_gpu_small_writes_a_json_the_chapter_reads(small_run):
     assert small_run["small"] and small_run["provenance"]["platform"] == "cpu"
-    failed = {k: v["error"] for k, v in small_run.items() if isinstance(v, dict) and "error" in v}
+    failed = {
+        k: v["error"]
+        for k, v in small_run.items()
+        if isinstance(v, dict) and "error" in v
+    }
     assert not failed, failed
     assert small_run["provenance"]["commit"] and small_run["provenance"]["date"]
     # the readers the chapter calls work on the fresh run as on the recorded one
     assert gpu.where(small_run).startswith("cpu")
-    assert gpu.tutorial_rows(small_run, {"levels": [{**TUTORIAL["levels"][1]}]})[0][
-        "book level"
-    ] == "scan"
+    assert (
+        gpu.tutorial_rows(small_run, {"levels": [{**TUTORIAL["levels"][1]}]})[0][
+            "book level"
+        ]
+        == "scan"
+    )
     assert gpu.loop_rows(small_run)[0]["kernels per turn"] >= 1
     assert {r["level"] for r in gpu.trace_rows(small_run)} == {"scan", "fast"}
-    assert gpu.race_verdict(small_run["gpu_level"]["race"], "unroll=1", "fast").b == "fast"
+    assert (
+        gpu.race_verdict(small_run["gpu_level"]["race"], "unroll=1", "fast").b == "fast"
+    )
     timeline, rows = gpu.timeline_series(small_run["profile"]["fast"])
     assert list(timeline) == [r["family"] for r in rows]
     # on the CPU the two precisions compile to the same loss
-    fits = {(r["level"], r["precision"]): r["final loss"] for r in small_run["precision"]["fits"]}
+    fits = {
+        (r["level"], r["precision"]): r["final loss"]
+        for r in small_run["precision"]["fits"]
+    }
     assert fits["scan", "default"] == fits["scan", "highest"]
 
 
@@ -156,14 +168,21 @@ def test_loss_terms_is_the_scan_loss_at_the_closed_form_omega(small):
 
 def test_gpu_program_unroll_one_is_the_fast_level(small):
     a = gpu.gpu_program(small, 10, 1.0)[0]
-    np.testing.assert_array_equal(np.asarray(a), np.asarray(fast_program(small, 10, 1.0)[0]))
+    np.testing.assert_array_equal(
+        np.asarray(a), np.asarray(fast_program(small, 10, 1.0)[0])
+    )
 
 
 def test_trace_summary_counts_kernels_and_gaps(tmp_path):
     import gzip
 
     events = [
-        {"ph": "M", "name": "process_name", "pid": 1, "args": {"name": "/device:GPU:0"}},
+        {
+            "ph": "M",
+            "name": "process_name",
+            "pid": 1,
+            "args": {"name": "/device:GPU:0"},
+        },
         {"ph": "X", "pid": 1, "ts": 0.0, "dur": 2.0, "name": "gemm_fusion_dot"},
         {"ph": "X", "pid": 1, "ts": 1.0, "dur": 2.0, "name": "void trsm_left_kernel"},
         {"ph": "X", "pid": 1, "ts": 10.0, "dur": 1.0, "name": "loop_add_fusion"},
@@ -182,7 +201,9 @@ def test_trace_summary_counts_kernels_and_gaps(tmp_path):
 
 @pytest.mark.claim("sec-gpu-precision", "clm-gpu-trace-product")
 def test_recorded_trace_product_moves_the_scan_loss():
-    rows = {(r["exact products"], r["setting"]): r for r in RUN["precision_terms"]["rows"]}
+    rows = {
+        (r["exact products"], r["setting"]): r for r in RUN["precision_terms"]["rows"]
+    }
     half = rows["none", "default"]["n p / 2"]
     default, fixed = rows["none", "default"], rows["(M^T M + D) @ Omega", "default"]
     highest = rows["none", "highest"]
@@ -190,12 +211,17 @@ def test_recorded_trace_product_moves_the_scan_loss():
     assert abs(fixed["trace term"] - half) < 1  # that one product exact: back
     assert abs(highest["trace term"] - half) < 1
     # and the loss with that one product exact is the "highest" loss, to float32 rounding
-    assert abs(fixed["loss"] - highest["loss"]) < abs(default["loss"] - highest["loss"]) / 10
+    assert (
+        abs(fixed["loss"] - highest["loss"])
+        < abs(default["loss"] - highest["loss"]) / 10
+    )
 
 
 @pytest.mark.claim("sec-gpu-precision", "clm-gpu-fast-trace")
 def test_recorded_fast_trace_term_holds_under_the_default():
-    rows = {(r["exact products"], r["setting"]): r for r in RUN["precision_terms"]["rows"]}
+    rows = {
+        (r["exact products"], r["setting"]): r for r in RUN["precision_terms"]["rows"]
+    }
     default = rows["none", "default"]
     assert abs(default["fast trace term"] - default["n p / 2"]) < 1
     # the fast level's trace term is an elementwise sum: no dot_general in it
@@ -205,7 +231,9 @@ def test_recorded_fast_trace_term_holds_under_the_default():
 
 @pytest.mark.claim("sec-gpu-precision", "clm-gpu-default-tf32")
 def test_recorded_default_float32_matmul_is_tf32():
-    err = {r["preset"]: r.get("max error / max |entry|") for r in RUN["presets"]["rows"]}
+    err = {
+        r["preset"]: r.get("max error / max |entry|") for r in RUN["presets"]["rows"]
+    }
     assert err["DEFAULT"] == err["TF32_TF32_F32"]
     assert err["DEFAULT"] > 50 * err["F32_F32_F32"]
 
@@ -231,7 +259,13 @@ def test_cpu_refuses_the_tf32_preset():
 
 
 def test_bench_sections_are_known():
-    assert set(bench_gpu.SECTIONS) >= {"levels", "precision", "torch", "loops", "memory"}
+    assert set(bench_gpu.SECTIONS) >= {
+        "levels",
+        "precision",
+        "torch",
+        "loops",
+        "memory",
+    }
 
 
 # --- bad input gets a message that says what was wrong

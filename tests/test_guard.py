@@ -41,12 +41,18 @@ def test_the_guard_given_to_one_program_gives_the_right_sum():
     assert not result["flag set"] and result["relative error"] < 1e-5
 
 
-@pytest.mark.claim("sec-why-compile-guard", "clm-why-compile-guard-options-same-program")
+@pytest.mark.claim(
+    "sec-why-compile-guard", "clm-why-compile-guard-options-same-program"
+)
 def test_the_per_program_options_build_the_flags_programs():
     """compiler_options={YNN_OPTION: ...} per program compiles exactly what the flag
     compiles (GUARDED_OPTIONS), and DEFAULT_OPTIONS exactly what XLA's default does."""
-    flagged = in_fresh_process("chapters.why_compile", "fingerprints", *SMALL, guarded=True)
-    plain = in_fresh_process("chapters.why_compile", "fingerprints", *SMALL, guarded=False)
+    flagged = in_fresh_process(
+        "chapters.why_compile", "fingerprints", *SMALL, guarded=True
+    )
+    plain = in_fresh_process(
+        "chapters.why_compile", "fingerprints", *SMALL, guarded=False
+    )
     assert plain["guarded"] == flagged["none"] == flagged["guarded"]
     assert flagged["default"] == plain["none"] == plain["default"]
     assert plain["none"] != flagged["none"]  # the flag does change these programs
@@ -73,8 +79,13 @@ def test_jitbook_guard_off_leaves_the_flags_alone():
     env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
     env[guard.OFF] = "off"
     code = "import os, jitbook; print(os.environ.get('XLA_FLAGS', ''))"
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
-                         text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert guard.XLA_FLAG not in out.stdout
 
 
@@ -84,8 +95,12 @@ def test_a_failing_fresh_process_says_what_failed():
 
 
 def test_importing_jitbook_after_jax_has_started_warns():
-    code = ("import jax.numpy as jnp; jnp.ones(2) + 1\nimport warnings\n"
-            "warnings.simplefilter('error')\nimport jitbook")
+    code = (
+        "import jax.numpy as jnp; jnp.ones(2) + 1\nimport warnings\n"
+        "warnings.simplefilter('error')\nimport jitbook"
+    )
     env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True
+    )
     assert out.returncode != 0 and "Restart the kernel and import jitbook" in out.stderr

@@ -10,9 +10,22 @@ import pytest
 from jitbook.site.harness import ROOT, chapter_pages
 
 PACKAGE = ROOT / "code" / "jitbook"
-TOOLS = {"cache", "timing", "programs", "errors", "guard", "display", "size", "fresh", "paths",
-         "arguments", "heartbeat"}
-TOOL_PACKAGES = {"explore"}  # a reader's tool in several modules: `from jitbook import explore`
+TOOLS = {
+    "cache",
+    "timing",
+    "programs",
+    "errors",
+    "guard",
+    "display",
+    "size",
+    "fresh",
+    "paths",
+    "arguments",
+    "heartbeat",
+}
+TOOL_PACKAGES = {
+    "explore"
+}  # a reader's tool in several modules: `from jitbook import explore`
 MACHINERY = {"site", "classroom", "ledger", "bench"}
 ROOMS = {"chapters", "exercises", "evidence"} | TOOL_PACKAGES | MACHINERY
 LONGEST_MODULE = 700
@@ -24,7 +37,9 @@ def test_the_top_of_the_package_holds_only_the_readers_tools():
         f"top-level modules {sorted(modules - TOOLS)} are not tools: a chapter's examples go "
         f"in jitbook/chapters/, the book's machinery in one of {sorted(MACHINERY)}"
     )
-    rooms = {p.name for p in PACKAGE.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
+    rooms = {
+        p.name for p in PACKAGE.iterdir() if p.is_dir() and (p / "__init__.py").exists()
+    }
     assert rooms == ROOMS
 
 
@@ -35,7 +50,9 @@ def _imports(path: Path) -> set[str]:
         if isinstance(node, ast.Import):
             found |= {alias.name for alias in node.names}
         elif isinstance(node, ast.ImportFrom) and node.module:
-            found |= {node.module} | {f"{node.module}.{alias.name}" for alias in node.names}
+            found |= {node.module} | {
+                f"{node.module}.{alias.name}" for alias in node.names
+            }
     return found
 
 
@@ -43,18 +60,28 @@ def test_the_readers_tools_are_a_base_layer_that_imports_no_chapter_code():
     files = [PACKAGE / f"{tool}.py" for tool in TOOLS]
     files += [p for package in TOOL_PACKAGES for p in (PACKAGE / package).glob("*.py")]
     leaks = {
-        str(p.relative_to(PACKAGE)): sorted(m for m in _imports(p) if m.startswith(("jitbook.chapters", "jitbook.exercises")))
+        str(p.relative_to(PACKAGE)): sorted(
+            m
+            for m in _imports(p)
+            if m.startswith(("jitbook.chapters", "jitbook.exercises"))
+        )
         for p in files
     }
     leaks = {name: modules for name, modules in leaks.items() if modules}
-    assert not leaks, f"a reader's tool imports chapter code (move what it needs into the tool, or the tool's use into the chapter): {leaks}"
+    assert not leaks, (
+        f"a reader's tool imports chapter code (move what it needs into the tool, or the tool's use into the chapter): {leaks}"
+    )
 
 
 @pytest.mark.parametrize("room", sorted(MACHINERY))
 def test_each_room_of_machinery_is_a_command_with_a_readme(room):
-    assert (PACKAGE / room / "__main__.py").exists(), f"python -m jitbook.{room} must run"
+    assert (PACKAGE / room / "__main__.py").exists(), (
+        f"python -m jitbook.{room} must run"
+    )
     readme = PACKAGE / room / "README.md"
-    assert readme.exists() and len(readme.read_text().split()) > 20, f"{room}/README.md says what the room holds"
+    assert readme.exists() and len(readme.read_text().split()) > 20, (
+        f"{room}/README.md says what the room holds"
+    )
 
 
 def _module_stem(page: Path) -> str:
@@ -63,14 +90,28 @@ def _module_stem(page: Path) -> str:
 
 def test_chapter_modules_and_checkers_are_named_by_their_page():
     stems = {_module_stem(p) for p in chapter_pages()}
-    chapters = {p.stem for p in (PACKAGE / "chapters").iterdir() if p.suffix == ".py" or p.is_dir()}
+    chapters = {
+        p.stem
+        for p in (PACKAGE / "chapters").iterdir()
+        if p.suffix == ".py" or p.is_dir()
+    }
     chapters -= {"__init__", "__pycache__"}
     # a chapter may split its examples into <stem>_<part>.py modules
-    orphans = {c for c in chapters if not any(c == s or c.startswith(s + "_") for s in stems)}
-    assert not orphans, f"modules in jitbook/chapters/ named for no page: {sorted(orphans)}"
-    checkers = {p.stem for p in (PACKAGE / "exercises").glob("*.py") if not p.stem.startswith("_")}
+    orphans = {
+        c for c in chapters if not any(c == s or c.startswith(s + "_") for s in stems)
+    }
+    assert not orphans, (
+        f"modules in jitbook/chapters/ named for no page: {sorted(orphans)}"
+    )
+    checkers = {
+        p.stem
+        for p in (PACKAGE / "exercises").glob("*.py")
+        if not p.stem.startswith("_")
+    }
     checkers -= {"__init__", "judge"}  # judge: the checkers' shared vocabulary
-    assert checkers <= stems, f"checker modules named for no page: {sorted(checkers - stems)}"
+    assert checkers <= stems, (
+        f"checker modules named for no page: {sorted(checkers - stems)}"
+    )
 
 
 def test_no_module_is_longer_than_a_room():
@@ -79,4 +120,6 @@ def test_no_module_is_longer_than_a_room():
         for p in PACKAGE.rglob("*.py")
         if (n := len(p.read_text().splitlines())) > LONGEST_MODULE
     }
-    assert not long, f"split these along their seams (at most {LONGEST_MODULE} lines): {long}"
+    assert not long, (
+        f"split these along their seams (at most {LONGEST_MODULE} lines): {long}"
+    )

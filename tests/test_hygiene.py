@@ -19,9 +19,14 @@ def ruff() -> str | None:
     return str(local) if local.exists() else shutil.which("ruff")
 
 
-@pytest.mark.skipif(ruff() is None, reason="ruff is not installed (it is in requirements.lock: run make setup)")
+@pytest.mark.skipif(
+    ruff() is None,
+    reason="ruff is not installed (it is in requirements.lock: run make setup)",
+)
 def test_ruff_is_clean():
-    out = subprocess.run([ruff(), "check", "code", "tests"], cwd=ROOT, capture_output=True, text=True)
+    out = subprocess.run(
+        [ruff(), "check", "code", "tests"], cwd=ROOT, capture_output=True, text=True
+    )
     assert out.returncode == 0, out.stdout[-3000:]
 
 
@@ -40,13 +45,21 @@ time.sleep(600)
 def test_a_server_that_ignores_terminate_is_killed_with_what_it_started():
     """Like a JupyterLab that hangs on shutdown, with a kernel in a session of its own."""
     started = time.monotonic()
-    with processes.running([sys.executable, "-c", STUBBORN], grace=1, stdout=subprocess.PIPE, text=True) as proc:
+    with processes.running(
+        [sys.executable, "-c", STUBBORN], grace=1, stdout=subprocess.PIPE, text=True
+    ) as proc:
         child = int(proc.stdout.readline())
         assert processes._stat(child) is not None
-    assert proc.returncode == -signal.SIGKILL, "terminate was ignored, so it had to be killed"
+    assert proc.returncode == -signal.SIGKILL, (
+        "terminate was ignored, so it had to be killed"
+    )
     assert proc.stdout.closed
     deadline = time.monotonic() + 10
-    while (stat := processes._stat(child)) is not None and stat[0] != "Z" and time.monotonic() < deadline:
+    while (
+        (stat := processes._stat(child)) is not None
+        and stat[0] != "Z"
+        and time.monotonic() < deadline
+    ):
         time.sleep(0.1)
     assert stat is None or stat[0] == "Z", f"the server's child {child} outlived it"
     assert time.monotonic() - started < 30
@@ -55,11 +68,19 @@ def test_a_server_that_ignores_terminate_is_killed_with_what_it_started():
 def test_the_session_check_finds_an_orphan_of_this_run():
     """A grandchild whose parent has exited is adopted by init; the mark in its environment still names
     this run, so the check at the end of the session (conftest.py) would fail on it."""
-    orphan = ("import os, subprocess, sys\n"
-              "p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)'],\n"
-              "                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\n"
-              "print(p.pid, flush=True)\nos._exit(0)\n")
-    out = subprocess.run([sys.executable, "-c", orphan], capture_output=True, text=True, check=True, timeout=60)
+    orphan = (
+        "import os, subprocess, sys\n"
+        "p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)'],\n"
+        "                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\n"
+        "print(p.pid, flush=True)\nos._exit(0)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", orphan],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
     pid = int(out.stdout)
     try:
         found = processes.leftovers(wait=0)

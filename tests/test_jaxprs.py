@@ -60,9 +60,15 @@ def test_side_effects_run_at_trace_time_and_are_not_in_the_jaxpr(capsys):
     before = len(jaxprs.SEEN)
     j = jax.make_jaxpr(fresh)(3.0)
     assert len(jaxprs.SEEN) == before + 1
-    assert isinstance(jaxprs.SEEN[-1], jax.core.Tracer) and type(jaxprs.SEEN[-1]).__name__ == "DynamicJaxprTracer"
+    assert (
+        isinstance(jaxprs.SEEN[-1], jax.core.Tracer)
+        and type(jaxprs.SEEN[-1]).__name__ == "DynamicJaxprTracer"
+    )
     printed = capsys.readouterr().out
-    assert printed.count("running the Python body with") == 1 and "JitTracer(~float32[])" in printed
+    assert (
+        printed.count("running the Python body with") == 1
+        and "JitTracer(~float32[])" in printed
+    )
     assert sorted(e.primitive.name for e in j.eqns) == ["div", "log", "log"]
 
 
@@ -73,10 +79,14 @@ def test_make_jaxpr_shares_the_trace_cache_with_jit(capsys):
 
     before = len(jaxprs.SEEN)
     jax.make_jaxpr(fresh)(3.0)
-    stats = programs.stats(fresh, 3.0, lower=False)  # same function, same argument type: no new trace
+    stats = programs.stats(
+        fresh, 3.0, lower=False
+    )  # same function, same argument type: no new trace
     assert sorted(stats.primitives) == ["div", "log"]
     with count_compiles() as log:
-        out = jax.jit(fresh)(8.0)  # the jitted call compiles, but finds the trace already made
+        out = jax.jit(fresh)(
+            8.0
+        )  # the jitted call compiles, but finds the trace already made
     assert log.count_for("fresh") == 1
     assert float(out) == pytest.approx(3.0)
     assert len(jaxprs.SEEN) == before + 1
@@ -109,7 +119,9 @@ def test_closure_array_is_a_constant_and_argument_is_an_input():
 def test_closure_number_is_a_literal():
     j = jax.make_jaxpr(jaxprs.scaled_by(3.0))(jnp.ones((3, 4)))
     assert j.consts == []
-    assert isinstance(j.eqns[0].invars[1], jax.extend.core.Literal) and "3.0:f32[]" in str(j)
+    assert isinstance(
+        j.eqns[0].invars[1], jax.extend.core.Literal
+    ) and "3.0:f32[]" in str(j)
 
 
 @pytest.mark.claim("sec-jaxprs", "clm-jaxprs-float-argument-weak")
@@ -141,40 +153,88 @@ def test_aot_stages_and_cost_analysis():
     traced = jax.jit(jaxprs.with_argument).trace(a, b)
     lowered = traced.lower()
     compiled = lowered.compile()
-    assert [type(s).__name__ for s in (traced, lowered, compiled)] == ["Traced", "Lowered", "Compiled"]
-    assert isinstance(compiled.cost_analysis(), dict)  # a dict on this JAX (a list of dicts on older ones)
+    assert [type(s).__name__ for s in (traced, lowered, compiled)] == [
+        "Traced",
+        "Lowered",
+        "Compiled",
+    ]
+    assert isinstance(
+        compiled.cost_analysis(), dict
+    )  # a dict on this JAX (a list of dicts on older ones)
     text = lowered.as_text()
-    assert "stablehlo.dot_general" in text and "stablehlo.tanh" in text and "tensor<32x64xf32>" in text
+    assert (
+        "stablehlo.dot_general" in text
+        and "stablehlo.tanh" in text
+        and "tensor<32x64xf32>" in text
+    )
     road = programs.walk(jaxprs.with_argument, a, b)
     assert road.cost["flops"] == 2 * m * k * n
     assert road.cost["transcendentals"] == m * n
     assert road.cost["bytes accessed"] >= 4 * (m * k + k * n + m * n)
-    ref = np.tanh(np.asarray(a, np.float64) @ np.asarray(b, np.float64))  # independent reference
+    ref = np.tanh(
+        np.asarray(a, np.float64) @ np.asarray(b, np.float64)
+    )  # independent reference
     np.testing.assert_allclose(np.asarray(road.compiled(a, b)), ref, atol=1e-4)
-    np.testing.assert_allclose(np.asarray(road.compiled(a, b)), np.asarray(jaxprs.with_argument(a, b)), atol=1e-6)
+    np.testing.assert_allclose(
+        np.asarray(road.compiled(a, b)),
+        np.asarray(jaxprs.with_argument(a, b)),
+        atol=1e-6,
+    )
 
 
 def test_walk_shows_every_stage_without_colour_codes():
-    road = programs.walk(tracing.python_loop, jnp.ones(3), 10, static_argnums=1, excerpt_lines=5)
+    road = programs.walk(
+        tracing.python_loop, jnp.ones(3), 10, static_argnums=1, excerpt_lines=5
+    )
     md = road._repr_markdown_()
-    for stage in ("1. trace", "2. lower", "3. compile", "4. call", "flops", "transcendentals"):
+    for stage in (
+        "1. trace",
+        "2. lower",
+        "3. compile",
+        "4. call",
+        "flops",
+        "transcendentals",
+    ):
         assert stage in md
     assert "\x1b[" not in md
     excerpt = road.excerpt().splitlines()
-    assert len(excerpt) == 6 and excerpt[-1].startswith("// ...") and excerpt[0].startswith("module @jit_")
+    assert (
+        len(excerpt) == 6
+        and excerpt[-1].startswith("// ...")
+        and excerpt[0].startswith("module @jit_")
+    )
     assert road.stages.compile > 0 and road.stages.name == "python_loop"
     with pytest.raises(ValueError, match="excerpt_lines"):
         programs.walk(jaxprs.update, jnp.ones(3), excerpt_lines=0)
 
 
 def test_cost_summary_accepts_dicts_lists_and_missing_keys():
-    assert programs.cost_summary({"flops": 3.0}) == {"flops": 3.0, "bytes accessed": 0.0, "transcendentals": 0.0}
-    assert programs.cost_summary([{"flops": 1.0}, {"flops": 2.0, "transcendentals": 1.0}])["flops"] == 3.0
+    assert programs.cost_summary({"flops": 3.0}) == {
+        "flops": 3.0,
+        "bytes accessed": 0.0,
+        "transcendentals": 0.0,
+    }
+    assert (
+        programs.cost_summary([{"flops": 1.0}, {"flops": 2.0, "transcendentals": 1.0}])[
+            "flops"
+        ]
+        == 3.0
+    )
     assert programs.cost_summary(None)["flops"] == 0.0
-    compiled = jax.jit(lambda a, b: a @ b).trace(jnp.ones((8, 4)), jnp.ones((4, 5))).lower().compile()
-    assert "transcendentals" not in compiled.cost_analysis()  # XLA leaves a zero figure out
-    assert programs.cost_summary(compiled) == {"flops": 320.0, "bytes accessed": pytest.approx(
-        compiled.cost_analysis()["bytes accessed"]), "transcendentals": 0.0}
+    compiled = (
+        jax.jit(lambda a, b: a @ b)
+        .trace(jnp.ones((8, 4)), jnp.ones((4, 5)))
+        .lower()
+        .compile()
+    )
+    assert (
+        "transcendentals" not in compiled.cost_analysis()
+    )  # XLA leaves a zero figure out
+    assert programs.cost_summary(compiled) == {
+        "flops": 320.0,
+        "bytes accessed": pytest.approx(compiled.cost_analysis()["bytes accessed"]),
+        "transcendentals": 0.0,
+    }
     with pytest.raises(TypeError, match="cost_summary takes"):
         programs.cost_summary("flops")
 
@@ -188,10 +248,15 @@ def test_compiled_executable_refuses_other_shapes_and_dtypes():
     with pytest.raises(TypeError) as err:
         compiled(a[:-1], b)
     first = str(err.value).splitlines()[0]
-    assert first.startswith("Argument types differ from the types for which this computation was compiled")
+    assert first.startswith(
+        "Argument types differ from the types for which this computation was compiled"
+    )
     shape = errors.call_outcome(compiled, a[:-1], b)
     assert shape["outcome"] == "TypeError" and shape["first line"] == first
-    assert shape["last line"] == "Argument 'x' compiled with float32[6,4] and called with float32[5,4]"
+    assert (
+        shape["last line"]
+        == "Argument 'x' compiled with float32[6,4] and called with float32[5,4]"
+    )
     dtype = errors.call_outcome(compiled, a.astype(jnp.int32), b)
     assert dtype["outcome"] == "TypeError" and "int32[6,4]" in dtype["last line"]
 
@@ -216,7 +281,9 @@ def test_tracing_loops_seen_by_the_explorer():
     unrolled = programs.stats(tracing.python_loop, x, 10, static_argnums=1, lower=False)
     rolled = programs.stats(tracing.fori_version, x, 10, static_argnums=1, lower=False)
     assert unrolled.equations == unrolled.all_equations == 2 * 10
-    assert rolled.equations == 1 and rolled.jaxpr.eqns[0].primitive.name == "scan"  # static bounds: a scan
+    assert (
+        rolled.equations == 1 and rolled.jaxpr.eqns[0].primitive.name == "scan"
+    )  # static bounds: a scan
     assert rolled.primitives["sin"] == 1
 
 
@@ -226,7 +293,9 @@ def test_closure_constant_is_written_into_the_stablehlo():
     inputs = jnp.ones((2, 64))
     closed = programs.stats(jaxprs.with_closure(table), inputs, name="closure")
     passed = programs.stats(jaxprs.with_argument, inputs, table, name="argument")
-    assert closed.equations == passed.equations and closed.primitives == passed.primitives
+    assert (
+        closed.equations == passed.equations and closed.primitives == passed.primitives
+    )
     assert (closed.constants, closed.constant_bytes) == (1, table.nbytes)
     assert (passed.constants, passed.constant_bytes) == (0, 0)
     hlo = jax.jit(jaxprs.with_closure(table)).trace(inputs).lower().as_text()
@@ -236,8 +305,12 @@ def test_closure_constant_is_written_into_the_stablehlo():
 
 def test_compare_puts_variants_side_by_side():
     x = jnp.ones(3)
-    text = str(programs.side_by_side(programs.stats(tracing.python_loop, x, 2, static_argnums=1, name="loop"),
-                          programs.stats(tracing.fori_version, x, 2, static_argnums=1, name="fori")))
+    text = str(
+        programs.side_by_side(
+            programs.stats(tracing.python_loop, x, 2, static_argnums=1, name="loop"),
+            programs.stats(tracing.fori_version, x, 2, static_argnums=1, name="fori"),
+        )
+    )
     assert text.splitlines()[0] == "|  | loop | fori |"
     assert "| `scan` | 0 | 1 |" in text and "| `sin` | 2 | 1 |" in text
     assert "| equations | 4 | 1 |" in text
@@ -270,23 +343,40 @@ def test_optimized_hlo_fuses_the_equations_into_fewer_loops():
     compiled = jax.jit(why_compile.standardize_softplus).lower(x).compile()
     rows = programs.compiled_instructions(compiled)
     fusions = [r for r in rows if r["opcode"] == "fusion"]
-    equations = programs.stats(why_compile.standardize_softplus, x, lower=False).equations
+    equations = programs.stats(
+        why_compile.standardize_softplus, x, lower=False
+    ).equations
     assert 1 <= len(fusions) < equations
     big = [r for r in fusions if r["type"] == "f32[400,100]"]
-    assert 1 <= len(big) < equations  # fewer full-size arrays written than op by op, but not none
+    assert (
+        1 <= len(big) < equations
+    )  # fewer full-size arrays written than op by op, but not none
     assert all("{" not in r["type"] for r in rows)
 
 
 @pytest.mark.claim("sec-jaxprs-xla", "clm-jaxprs-reduce-window-guard")
 def test_reduce_window_in_the_sum_comes_from_the_guard_flag():
-    script = ("import jax, jax.numpy as jnp\n"
-              "x = jnp.ones((400, 100))\n"
-              "f = lambda v: jnp.sum(v, axis=1)\n"
-              "print('reduce-window' in jax.jit(f).lower(x).compile().as_text())\n")
+    script = (
+        "import jax, jax.numpy as jnp\n"
+        "x = jnp.ones((400, 100))\n"
+        "f = lambda v: jnp.sum(v, axis=1)\n"
+        "print('reduce-window' in jax.jit(f).lower(x).compile().as_text())\n"
+    )
     env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
-    default = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, check=True)
+    default = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+    )
     assert default.stdout.strip() == "False"
-    guarded = jax.jit(lambda v: jnp.sum(v, axis=1)).lower(jnp.ones((400, 100))).compile().as_text()
+    guarded = (
+        jax.jit(lambda v: jnp.sum(v, axis=1))
+        .lower(jnp.ones((400, 100)))
+        .compile()
+        .as_text()
+    )
     assert "reduce-window" in guarded
 
 
@@ -377,8 +467,13 @@ def test_no_tracing_refuses_warm_calls_that_do_not_trace():
 def test_import_jax_does_not_load_jax_extend():
     script = "import jax\nprint(hasattr(jax, 'extend'))\n"
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                         env=env, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+    )
     assert out.stdout.strip() == "False"
 
 
@@ -396,7 +491,11 @@ def test_a_scalar_broadcast_is_implicit_in_the_jaxpr_and_explicit_in_stablehlo()
 def test_scalars_become_literals_except_a_0d_jax_array():
     becomes = {r["captured"]: r["becomes"] for r in jaxprs.captured_scalars()}
     assert list(becomes.values()) == [
-        "literal", "literal", "literal", "constvar", "constvar"
+        "literal",
+        "literal",
+        "literal",
+        "constvar",
+        "constvar",
     ]
     three = jnp.float32(3.0)  # made outside the trace, captured by it
     closed = jax.make_jaxpr(lambda v: v * three)(jnp.ones(3))

@@ -29,11 +29,19 @@ def stored():
 
 def test_every_claim_names_a_section_that_exists(claims):
     known = page.sections()
-    unknown = {key: row["section"] for key, row in claims.items() if row["section"] not in known}
-    assert claims and not unknown, f"claims naming no {{#sec-...}} of the book: {unknown}"
+    unknown = {
+        key: row["section"]
+        for key, row in claims.items()
+        if row["section"] not in known
+    }
+    assert claims and not unknown, (
+        f"claims naming no {{#sec-...}} of the book: {unknown}"
+    )
 
 
-def test_every_claim_has_a_row_on_the_locked_release_and_older_gaps_are_warned(claims, stored):
+def test_every_claim_has_a_row_on_the_locked_release_and_older_gaps_are_warned(
+    claims, stored
+):
     lock = stored["lock"]
     absent = sorted(key for key in claims if lock not in claims[key]["results"])
     assert not absent, (
@@ -41,20 +49,29 @@ def test_every_claim_has_a_row_on_the_locked_release_and_older_gaps_are_warned(c
         f'make ledger LEDGER_ARGS="--releases lock --only-missing" (a minute or two): {absent}'
     )
     stale = sorted(set(stored["claims"]) - set(claims))
-    assert not stale, f"rows for claims that no test asserts any more (make ledger drops them): {stale}"
+    assert not stale, (
+        f"rows for claims that no test asserts any more (make ledger drops them): {stale}"
+    )
     # gaps on older releases are reported by the plugin at the end of the session, and fail
     # `make ledger-check` (test_the_ledger_check_names_every_claim_unrun_on_a_release)
 
 
-def test_a_claims_key_is_its_span_so_renaming_its_test_keeps_history_and_title(tmp_path):
+def test_a_claims_key_is_its_span_so_renaming_its_test_keeps_history_and_title(
+    tmp_path,
+):
     assert data.key("tests/test_a.py::test_x[3-cpu]", "clm-x") == "clm-x[3-cpu]"
     assert data.key("tests/test_a.py::TestA::test_x", "clm-x") == "clm-x"
     assert data.key("tests/test_a.py::test_x", None) == "tests/test_a.py::test_x"
     span = spans.spans()[0]
     old = {span.id: {"section": span.section, "title": "old", "test": "tests/t.py::test_old",
                      "results": {"0.5.3": {"status": "holds", "reason": ""}}}}  # fmt: skip
-    (row,) = cli.rows({"tests/t.py::test_renamed": [span.section, span.id]}, old).values()
-    assert row["results"] == old[span.id]["results"] and row["test"] == "tests/t.py::test_renamed"
+    (row,) = cli.rows(
+        {"tests/t.py::test_renamed": [span.section, span.id]}, old
+    ).values()
+    assert (
+        row["results"] == old[span.id]["results"]
+        and row["test"] == "tests/t.py::test_renamed"
+    )
     assert row["title"] == span.words, "the title is the sentence, not the test's name"
 
 
@@ -97,19 +114,32 @@ def test_a_disagreement_with_the_lock_column_is_reported(tmp_path):
     }
     problems = data.lock_disagreements(ran, path)
     assert problems[0] == "  t::b: ledger says fails, this run holds"
-    assert problems[1].startswith(f"  t::c: no row for jax {jax} (make ledger") and len(problems) == 2
+    assert (
+        problems[1].startswith(f"  t::c: no row for jax {jax} (make ledger")
+        and len(problems) == 2
+    )
 
 
 def test_skips_are_not_applicable_and_failures_keep_one_line():
-    skipped = SimpleNamespace(skipped=True, failed=False, longrepr=("f", 1, "Skipped: needs JAX >= 0.5"))
+    skipped = SimpleNamespace(
+        skipped=True, failed=False, longrepr=("f", 1, "Skipped: needs JAX >= 0.5")
+    )
     assert ledger.outcome(skipped) == {"status": "n/a", "reason": "needs JAX >= 0.5"}
     text = "def test():\n>       assert f(0x7f3a2b1c4d5e)\nE       AssertionError: at /home/u/x/y.py line\n"
     failed = SimpleNamespace(skipped=False, failed=True, longreprtext=text)
-    assert ledger.outcome(failed) == {"status": "fails", "reason": "AssertionError: at y.py line"}
+    assert ledger.outcome(failed) == {
+        "status": "fails",
+        "reason": "AssertionError: at y.py line",
+    }
 
 
 def test_a_module_that_cannot_be_imported_is_not_applicable_only_for_a_missing_api():
-    assert venvs._unimportable("ImportError: cannot import name 'export' from 'jax'")["status"] == "n/a"
+    assert (
+        venvs._unimportable("ImportError: cannot import name 'export' from 'jax'")[
+            "status"
+        ]
+        == "n/a"
+    )
     assert venvs._unimportable("SyntaxError: invalid syntax")["status"] == "fails"
 
 
@@ -122,26 +152,44 @@ def test_history_says_since_which_release_a_claim_changed():
     assert ledger.releases(book) == ["0.4.38", "0.5.3", "0.10.2"]  # by number, not text
     (row,) = ledger.changed(book)
     assert row["history"] == "n/a on 0.4.38; fails on 0.5.3; holds since 0.10.2"
-    assert row["why, where it does not hold"] == "`AssertionError`"  # the latest that did not hold
+    assert (
+        row["why, where it does not hold"] == "`AssertionError`"
+    )  # the latest that did not hold
     assert page.matrix_rows(book, list(book["claims"].items()))[0]["0.5.3"] == "✗"
 
 
 def test_the_claim_marker_needs_one_section_id():
-    item = SimpleNamespace(nodeid="t::a", get_closest_marker=lambda name: SimpleNamespace(args=("methods",)))
+    item = SimpleNamespace(
+        nodeid="t::a",
+        get_closest_marker=lambda name: SimpleNamespace(args=("methods",)),
+    )
     with pytest.raises(ValueError, match=re.escape("@pytest.mark.claim('sec-...')")):
         plugin._claim_section(item)
 
 
 def test_the_command_has_help():
-    out = subprocess.run([sys.executable, "-m", "jitbook.ledger", "--help"], capture_output=True, text=True)
+    out = subprocess.run(
+        [sys.executable, "-m", "jitbook.ledger", "--help"],
+        capture_output=True,
+        text=True,
+    )
     assert out.returncode == 0
-    for option in ("--releases", "--force", "--only-missing", "--cache", "--canary", "--check"):
+    for option in (
+        "--releases",
+        "--force",
+        "--only-missing",
+        "--cache",
+        "--canary",
+        "--check",
+    ):
         assert option in out.stdout
 
 
 def test_the_claim_marker_may_name_the_sentences_span():
     def item(*args):
-        return SimpleNamespace(nodeid="t::a", get_closest_marker=lambda name: SimpleNamespace(args=args))
+        return SimpleNamespace(
+            nodeid="t::a", get_closest_marker=lambda name: SimpleNamespace(args=args)
+        )
 
     assert plugin._claim_section(item("sec-x", "clm-y")) == "sec-x"
     with pytest.raises(ValueError, match="'clm-...'"):
@@ -150,20 +198,34 @@ def test_the_claim_marker_may_name_the_sentences_span():
         plugin._claim_section(item("sec-x", "clm-y", "clm-z"))
 
 
-def test_a_release_venv_made_before_an_extra_gets_it_as_of_its_own_day(tmp_path, monkeypatch):
+def test_a_release_venv_made_before_an_extra_gets_it_as_of_its_own_day(
+    tmp_path, monkeypatch
+):
     folder = tmp_path / "jax-0.4.18"
     folder.mkdir()
     stamp = folder / "jitbook-ledger.json"
-    stamp.write_text(json.dumps({"packages as of": "2023-10-08", "extras": ["pytest", "nbformat"]}))
+    stamp.write_text(
+        json.dumps({"packages as of": "2023-10-08", "extras": ["pytest", "nbformat"]})
+    )
     calls = []
-    monkeypatch.setattr(venvs.subprocess, "run", lambda command, **kw: calls.append(command))
+    monkeypatch.setattr(
+        venvs.subprocess, "run", lambda command, **kw: calls.append(command)
+    )
     said = []
-    info = venvs.install("0.4.18", cache=tmp_path, index="https://pypi.invalid/simple", log=said.append)
+    info = venvs.install(
+        "0.4.18", cache=tmp_path, index="https://pypi.invalid/simple", log=said.append
+    )
     (command,) = calls
     assert "--uploaded-prior-to" in command and "2023-10-08T00:00:00Z" in command
-    assert command[-len(venvs.EXTRAS) + 2:] == [e for e in venvs.EXTRAS if e not in ("pytest", "nbformat")]
-    assert said == [f"jax 0.4.18: adding {' '.join(command[-len(venvs.EXTRAS) + 2:])} as of 2023-10-08 to {folder}"]
-    assert info["extras"] == list(venvs.EXTRAS) == json.loads(stamp.read_text())["extras"]
+    assert command[-len(venvs.EXTRAS) + 2 :] == [
+        e for e in venvs.EXTRAS if e not in ("pytest", "nbformat")
+    ]
+    assert said == [
+        f"jax 0.4.18: adding {' '.join(command[-len(venvs.EXTRAS) + 2 :])} as of 2023-10-08 to {folder}"
+    ]
+    assert (
+        info["extras"] == list(venvs.EXTRAS) == json.loads(stamp.read_text())["extras"]
+    )
     calls.clear()
     venvs.install("0.4.18", cache=tmp_path, log=said.append)
     assert calls == [], "a venv with every extra is used as it is"
@@ -187,8 +249,13 @@ def _fake_release(cache, release):
     python.write_text(f'#!/bin/sh\nexec {sys.executable} "$@"\n')
     python.chmod(0o755)
     versions = {"python": "3.12", "jax": release}
-    stamp = {"released": "2024-01-01", "packages as of": "2024-01-02", "versions": versions,
-             "extras": list(venvs.EXTRAS), "install seconds": 1}
+    stamp = {
+        "released": "2024-01-01",
+        "packages as of": "2024-01-02",
+        "versions": versions,
+        "extras": list(venvs.EXTRAS),
+        "install seconds": 1,
+    }
     (folder / "jitbook-ledger.json").write_text(json.dumps(stamp))
 
 
@@ -205,14 +272,21 @@ def _as_run(path):
     return json.dumps(stored, indent=1)  # the order of every key, as in the file
 
 
-def test_releases_run_as_dask_tasks_write_the_file_one_release_at_a_time_writes(tmp_path, monkeypatch,
-                                                                              resource_tracker_stopped):
+def test_releases_run_as_dask_tasks_write_the_file_one_release_at_a_time_writes(
+    tmp_path, monkeypatch, resource_tracker_stopped
+):
     from jitbook.ledger import cli
 
     stored = json.loads(ledger.LEDGER.read_text())
-    claims = {t: c["section"] for t, c in stored["claims"].items() if t.startswith("tests/test_jaxprs.py")}
+    claims = {
+        t: c["section"]
+        for t, c in stored["claims"].items()
+        if t.startswith("tests/test_jaxprs.py")
+    }
     claims = dict(list(claims.items())[:3])
-    monkeypatch.setattr(cli, "collect", lambda: claims)  # the client's collection; the workers run the tests
+    monkeypatch.setattr(
+        cli, "collect", lambda: claims
+    )  # the client's collection; the workers run the tests
     cache = tmp_path / "cache"
     for release in ("0.0.1", "0.0.2"):
         _fake_release(cache, release)
@@ -233,4 +307,7 @@ def test_releases_run_as_dask_tasks_write_the_file_one_release_at_a_time_writes(
         run(one, flag, "--releases", "0.0.2")
         run(both, flag, "--releases", "0.0.1", "0.0.2")
         assert _as_run(one) == _as_run(both), flag
-        assert json.loads(one.read_text())["claims"][gone]["results"].keys() == {"0.0.1", "0.0.2"}
+        assert json.loads(one.read_text())["claims"][gone]["results"].keys() == {
+            "0.0.1",
+            "0.0.2",
+        }

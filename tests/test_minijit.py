@@ -135,7 +135,14 @@ def test_captured_arrays_become_constants_and_scalars_literals():
         literal.equations[0].inputs[1], minijit.Literal
     )
     # as many as JAX, whatever is captured: scalars of Python and NumPy, 0-d and 1-d arrays
-    for captured in (2.0, np.float32(2.0), np.array(2.0, np.float32), jnp.float32(2.0), jnp.arange(5.0)):
+    for captured in (
+        2.0,
+        np.float32(2.0),
+        np.array(2.0, np.float32),
+        jnp.float32(2.0),
+        jnp.arange(5.0),
+    ):
+
         def times(x, c=captured):
             return x * c
 

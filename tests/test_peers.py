@@ -60,11 +60,21 @@ def test_torch_elbo_agrees_with_neg_elbo():
     data = load_oaks(1)
     rng = np.random.default_rng(0)
     B, M, S = (np.asarray(x) for x in init_params(data))
-    params = (B + 0.1, M + 0.3 * rng.standard_normal(M.shape, dtype=np.float32), S * 0.7)
+    params = (
+        B + 0.1,
+        M + 0.3 * rng.standard_normal(M.shape, dtype=np.float32),
+        S * 0.7,
+    )
     Omega = np.linalg.inv(np.asarray(closed_form_sigma(params[1], params[2])))
-    out = torch_task("elbo", data_arrays() | dict(zip("BMS", params, strict=True)) | {"Omega": Omega})
-    assert float(out["loss"]) == pytest.approx(float(neg_elbo(params, data, Omega)), rel=1e-5)
-    assert float(out["loss"]) == pytest.approx(neg_elbo_numpy(params, data, Omega), rel=1e-5)
+    out = torch_task(
+        "elbo", data_arrays() | dict(zip("BMS", params, strict=True)) | {"Omega": Omega}
+    )
+    assert float(out["loss"]) == pytest.approx(
+        float(neg_elbo(params, data, Omega)), rel=1e-5
+    )
+    assert float(out["loss"]) == pytest.approx(
+        neg_elbo_numpy(params, data, Omega), rel=1e-5
+    )
 
 
 @needs_torch
@@ -78,11 +88,31 @@ def test_torch_fit_follows_the_fast_level():
 
 
 def test_bench_without_peers_says_how_and_prints_the_jax_table(capsys, monkeypatch):
-    monkeypatch.setattr(peers, "peers_missing", lambda: "torch is not installed: " + peers.INSTALL_HINT)
-    bench.main(["pln", "--n-repeat", "1", "--iters", "3", "--repeats", "1", "--levels", "fast",
-                "--newton-iters", "0", "--profile-levels", "", "--peers"])
+    monkeypatch.setattr(
+        peers, "peers_missing", lambda: "torch is not installed: " + peers.INSTALL_HINT
+    )
+    bench.main(
+        [
+            "pln",
+            "--n-repeat",
+            "1",
+            "--iters",
+            "3",
+            "--repeats",
+            "1",
+            "--levels",
+            "fast",
+            "--newton-iters",
+            "0",
+            "--profile-levels",
+            "",
+            "--peers",
+        ]
+    )
     out = capsys.readouterr().out
-    assert out.startswith("--peers: torch is not installed")  # said before the JAX levels run
+    assert out.startswith(
+        "--peers: torch is not installed"
+    )  # said before the JAX levels run
     assert "| fast |" in out and "pip install -e .[peers]" in out
     assert "PyTorch eager" not in out
 
@@ -91,7 +121,9 @@ def test_run_in_an_interpreter_without_torch_says_so():
     if peers.peers_missing() is None:
         pytest.skip("this interpreter has the peers, so it cannot show their absence")
     with pytest.raises(RuntimeError, match="(?s)could not run the peers.*torch"):
-        peers.run_in(sys.executable, "elbo", data_arrays() | {"B": 0, "M": 0, "S": 1, "Omega": 1})
+        peers.run_in(
+            sys.executable, "elbo", data_arrays() | {"B": 0, "M": 0, "S": 1, "Omega": 1}
+        )
 
 
 def test_pypln_loss_scores_its_parameters_with_the_book_elbo():
@@ -105,7 +137,7 @@ def test_pypln_loss_scores_its_parameters_with_the_book_elbo():
 
 # A fake peer interpreter: it ignores its arguments and answers the peers' protocol with
 # short sleeps and a fake pyPLNmodels fit (the parameters it starts from).
-FAKE_PEER = '''#!{python}
+FAKE_PEER = """#!{python}
 import json, sys, time
 import numpy as np
 
@@ -137,13 +169,15 @@ for line in sys.stdin:
     else:
         answer = {{}}
     print(json.dumps(answer), flush=True)
-'''
+"""
 
 
 @pytest.fixture
 def fake_peer(tmp_path):
     path = tmp_path / "python"
-    path.write_text(FAKE_PEER.format(python=sys.executable, variants=list(peers.VARIANTS)))
+    path.write_text(
+        FAKE_PEER.format(python=sys.executable, variants=list(peers.VARIANTS))
+    )
     path.chmod(0o755)
     return str(path)
 
@@ -153,67 +187,143 @@ def run_with_fake_peer(fake_peer, *flags) -> None:
     after it."""
     allowed = os.sched_getaffinity(0)
     try:
-        bench.main(["pln", "--n-repeat", "1", "--iters", "3", "--rounds", "5", "--levels", "scan,fast",
-                    "--profile-levels", "", "--newton-iters", "5", "--peers-python", fake_peer, *flags])
+        bench.main(
+            [
+                "pln",
+                "--n-repeat",
+                "1",
+                "--iters",
+                "3",
+                "--rounds",
+                "5",
+                "--levels",
+                "scan,fast",
+                "--profile-levels",
+                "",
+                "--newton-iters",
+                "5",
+                "--peers-python",
+                fake_peer,
+                *flags,
+            ]
+        )
     finally:
         os.sched_setaffinity(0, allowed)
 
 
 def table_rows(out: str) -> dict:
     """The levels table (the first one printed): its rows by their first cell."""
-    lines = out[out.index("| level |"):].split("\n\n")[0].splitlines()
-    rows = {line.split("|")[1].strip(): [c.strip() for c in line.split("|")[2:-1]] for line in lines}
-    return {name: dict(zip(rows["level"], cells, strict=True)) for name, cells in rows.items()}
+    lines = out[out.index("| level |") :].split("\n\n")[0].splitlines()
+    rows = {
+        line.split("|")[1].strip(): [c.strip() for c in line.split("|")[2:-1]]
+        for line in lines
+    }
+    return {
+        name: dict(zip(rows["level"], cells, strict=True))
+        for name, cells in rows.items()
+    }
 
 
 def test_bench_with_a_peer_fills_every_timing_cell_and_prints_conditions_controls_and_cross_checks(
-        fake_peer, tmp_path, capsys, monkeypatch):
+    fake_peer, tmp_path, capsys, monkeypatch
+):
     monkeypatch.setattr(peers, "RECORDINGS", tmp_path / "recorded")
     run_with_fake_peer(fake_peer, "--cores", "1", "--record", "fake", "--force-record")
     out, err = capsys.readouterr()
     rows = table_rows(out)
     for name in ("scan", "fast", *peers.VARIANTS):
-        for column in ("first call s", "ms / iter (min)", "ms / iter (median)", "ms / iter (max)"):
+        for column in (
+            "first call s",
+            "ms / iter (min)",
+            "ms / iter (median)",
+            "ms / iter (max)",
+        ):
             assert float(rows[name][column]) > 0, (name, column)
         assert rows[name]["rounds"] == "5"
     assert float(rows["torch.compile"]["compile s"]) > 0.2  # first call minus median
     assert "in the same interleaved rounds" in out and "Conditions: " in out
-    assert "| fast against itself |" in out and "| torch.compile against itself |" in out
+    assert (
+        "| fast against itself |" in out and "| torch.compile against itself |" in out
+    )
     assert "torch.utils.benchmark.Timer" in out
     assert "One-off, compiles included (one run each, no verdict): Newton " in out
-    assert "first call of torch.compile: " in err and "pyPLNmodels' own fit (its target): done in" in err
+    assert (
+        "first call of torch.compile: " in err
+        and "pyPLNmodels' own fit (its target): done in" in err
+    )
     recorded = json.loads((tmp_path / "recorded" / "fake.json").read_text())
-    for key in ("date", "book commit", "machine", "cpu", "load average at start", "conditions",
-                "load average at end", "peer", "race", "rows", "newton", "pypln", "wall s", "cross-check"):
+    for key in (
+        "date",
+        "book commit",
+        "machine",
+        "cpu",
+        "load average at start",
+        "conditions",
+        "load average at end",
+        "peer",
+        "race",
+        "rows",
+        "newton",
+        "pypln",
+        "wall s",
+        "cross-check",
+    ):
         assert key in recorded, key
     cond = recorded["conditions"]
-    assert cond["JAX"]["cores"] == cond["peer"]["cores"] and len(cond["peer"]["cores"]) == 1
-    assert recorded["race"]["fast (control)"] and recorded["race"]["torch.compile (control)"]
+    assert (
+        cond["JAX"]["cores"] == cond["peer"]["cores"]
+        and len(cond["peer"]["cores"]) == 1
+    )
+    assert (
+        recorded["race"]["fast (control)"]
+        and recorded["race"]["torch.compile (control)"]
+    )
     reasons = conditions.unfit_reasons(recorded)
-    assert recorded["fit to compare"] is (not reasons) and recorded["unfit because"] == reasons
-    said_verdicts = " than torch.compile (warm; whole loop" in out or "about the same here as torch.compile" in out
+    assert (
+        recorded["fit to compare"] is (not reasons)
+        and recorded["unfit because"] == reasons
+    )
+    said_verdicts = (
+        " than torch.compile (warm; whole loop" in out
+        or "about the same here as torch.compile" in out
+    )
     assert said_verdicts is (not reasons)
     assert ("No verdict: this race cannot tell, because " in out) is bool(reasons)
     assert recorded["command"].endswith("--record fake --force-record")
 
 
-def test_a_race_on_a_busy_machine_prints_no_verdict_and_is_not_recorded(fake_peer, tmp_path, capsys,
-                                                                        monkeypatch):
+def test_a_race_on_a_busy_machine_prints_no_verdict_and_is_not_recorded(
+    fake_peer, tmp_path, capsys, monkeypatch
+):
     monkeypatch.setattr(peers, "RECORDINGS", tmp_path / "recorded")
-    monkeypatch.setattr(os, "getloadavg", lambda: (7.5, 6.0, 5.0))  # the machine's reading, faked
-    with pytest.raises(SystemExit, match="Not recorded: the race was not fit to compare"):
+    monkeypatch.setattr(
+        os, "getloadavg", lambda: (7.5, 6.0, 5.0)
+    )  # the machine's reading, faked
+    with pytest.raises(
+        SystemExit, match="Not recorded: the race was not fit to compare"
+    ):
         run_with_fake_peer(fake_peer, "--record", "busy")
     out = capsys.readouterr().out
-    assert "No verdict: this race cannot tell, because the load average reached 7.5 on " in out
-    assert " times faster than " not in out.split("Conditions: ")[1].split("Two thread pools")[0]
+    assert (
+        "No verdict: this race cannot tell, because the load average reached 7.5 on "
+        in out
+    )
+    assert (
+        " times faster than "
+        not in out.split("Conditions: ")[1].split("Two thread pools")[0]
+    )
     assert not (tmp_path / "recorded").exists()
 
 
 def test_a_peer_without_torch_is_said_before_any_jax_work(capsys):
     if peers.peers_missing() is None:
         pytest.skip("this interpreter has the peers, so it cannot show their absence")
-    with pytest.raises(SystemExit, match=f"--peers-python {sys.executable}: .*torch is not installed"):
-        bench.main(["pln", "--n-repeat", "1", "--iters", "3", "--peers-python", sys.executable])
+    with pytest.raises(
+        SystemExit, match=f"--peers-python {sys.executable}: .*torch is not installed"
+    ):
+        bench.main(
+            ["pln", "--n-repeat", "1", "--iters", "3", "--peers-python", sys.executable]
+        )
     assert "... levels" not in capsys.readouterr().err
 
 
@@ -229,7 +339,9 @@ def test_the_peer_process_is_reaped_when_closed(fake_peer):
 def test_torch_tutorial_algorithm_follows_the_scan_level():
     data, n_iter = load_oaks(1), 30
     jax_losses = fit(data, n_iter, "scan").losses
-    torch_losses = torch_task("fit", data_arrays(), n_iter=n_iter, algorithm="tutorial")["losses"]
+    torch_losses = torch_task(
+        "fit", data_arrays(), n_iter=n_iter, algorithm="tutorial"
+    )["losses"]
     np.testing.assert_allclose(torch_losses, jax_losses, rtol=1e-4)
 
 
@@ -239,7 +351,9 @@ def page_section() -> str:
     return text[start : text.index("## Exercises", start)]
 
 
-VERDICT_WORDS = re.compile(r"times faster than|times slower than|about the same here as")
+VERDICT_WORDS = re.compile(
+    r"times faster than|times slower than|about the same here as"
+)
 
 
 def run_page_section() -> tuple[dict, list[str]]:
@@ -247,7 +361,10 @@ def run_page_section() -> tuple[dict, list[str]]:
     namespace = {"jitbook": jitbook, "display": display}
     for cell in re.findall(r"```\{python\}\n(.*?)```", page_section(), re.S):
         exec(cell, namespace)
-    inline = [str(eval(expr, namespace)) for expr in re.findall(r"`\{python\} (.+?)`", page_section())]
+    inline = [
+        str(eval(expr, namespace))
+        for expr in re.findall(r"`\{python\} (.+?)`", page_section())
+    ]
     return namespace, inline
 
 
@@ -260,10 +377,17 @@ def test_the_pln_page_reads_the_recordings_and_draws_no_verdict_from_unfit_ones(
     assert namespace["recorded"] == recorded and recorded["date"][:10] in inline[0]
     assert recorded["book commit"] in inline and recorded["peer"]["torch"] in inline
     assert {row["PyTorch"] for row in namespace["peer_rows"]} == set(peers.VARIANTS)
-    said = " ".join(inline) + " ".join(r["warm verdict"] for r in namespace["peer_rows"])
+    said = " ".join(inline) + " ".join(
+        r["warm verdict"] for r in namespace["peer_rows"]
+    )
     assert not VERDICT_WORDS.search(said), "a verdict drawn from an unfit recording"
-    assert "the load average reached 10.67 on 2 cores" in said and "thread pools were not matched" in said
-    assert namespace["claim_answer"].startswith("this page cannot answer the tutorial's claim")
+    assert (
+        "the load average reached 10.67 on 2 cores" in said
+        and "thread pools were not matched" in said
+    )
+    assert namespace["claim_answer"].startswith(
+        "this page cannot answer the tutorial's claim"
+    )
     assert "No verdict: the load average reached" in namespace["newton_words"]
     remade = peers.remake(recorded, "peers-venv/bin/python")
     assert all(len(line) <= 88 for line in remade.splitlines()), "the page's column"
@@ -274,17 +398,32 @@ def test_the_pln_page_reads_the_recordings_and_draws_no_verdict_from_unfit_ones(
 def made_fit(record: dict) -> dict:
     """`record` as if raced on a quiet machine with matched budgets and tied controls."""
     race = dict(record["race"])
-    race |= {"fast (control)": race["fast"][::-1], "torch.compile (control)": race["torch.compile"][::-1]}
+    race |= {
+        "fast (control)": race["fast"][::-1],
+        "torch.compile (control)": race["torch.compile"][::-1],
+    }
     side = {"cores": [0, 1], "env": {"OMP_WAIT_POLICY": "PASSIVE"}}
-    return record | {"race": race, "conditions": {
-        "load": {"before": [0.5] * 3, "after": [0.5] * 3, "highest 1-minute": 0.6, "readings": 9},
-        "JAX": side | {"XLA intra-op threads": 2, "OpenBLAS threads inside a fit": 1},
-        "peer": side | {"torch threads": 2, "torch interop threads": 1},
-    }}
+    return record | {
+        "race": race,
+        "conditions": {
+            "load": {
+                "before": [0.5] * 3,
+                "after": [0.5] * 3,
+                "highest 1-minute": 0.6,
+                "readings": 9,
+            },
+            "JAX": side
+            | {"XLA intra-op threads": 2, "OpenBLAS threads inside a fit": 1},
+            "peer": side | {"torch threads": 2, "torch interop threads": 1},
+        },
+    }
 
 
 def test_the_pln_page_gives_warm_verdicts_from_a_recording_fit_to_compare(monkeypatch):
-    fit = {name: made_fit(peers.recording(name)) for name in ("default-threads", "one-thread", "newton")}
+    fit = {
+        name: made_fit(peers.recording(name))
+        for name in ("default-threads", "one-thread", "newton")
+    }
     assert all(not conditions.unfit_reasons(r) for r in fit.values())
     monkeypatch.setattr(peers, "recording", fit.get)
     namespace, inline = run_page_section()
@@ -299,14 +438,36 @@ def test_the_recording_fills_every_timing_cell_and_its_verdicts_follow_the_rule(
     names = {row["level"] for row in recorded["rows"]}
     assert set(peers.VARIANTS) <= names and "fast" in names
     for row in recorded["rows"]:
-        for column in ("first call s", "ms / iter (min)", "ms / iter (median)", "ms / iter (max)"):
-            assert isinstance(row[column], int | float) and row[column] > 0, (row["level"], column)
+        for column in (
+            "first call s",
+            "ms / iter (min)",
+            "ms / iter (median)",
+            "ms / iter (max)",
+        ):
+            assert isinstance(row[column], int | float) and row[column] > 0, (
+                row["level"],
+                column,
+            )
         assert row["rounds"] >= 5  # enough rounds for a decisive verdict
     raced = peers.recorded_race(recorded)
     again = [f"{a} was {v} {b}." for (a, b), v in peers.verdicts(raced).items()]
-    assert set(recorded["verdicts"]) <= set(again)  # the bench printed what the rule gives
-    for key in ("machine", "cpu", "book commit", "load average at start", "load average at end"):
+    assert set(recorded["verdicts"]) <= set(
+        again
+    )  # the bench printed what the rule gives
+    for key in (
+        "machine",
+        "cpu",
+        "book commit",
+        "load average at start",
+        "load average at end",
+    ):
         assert recorded[key]
-    assert recorded["peer"]["torch"].startswith("2.13.0") and recorded["peer"]["pyPLNmodels"] == "1.0.10"
+    assert (
+        recorded["peer"]["torch"].startswith("2.13.0")
+        and recorded["peer"]["pyPLNmodels"] == "1.0.10"
+    )
     if "newton" in recorded:  # Newton to pyPLNmodels' loss, raced against its fit
-        assert peers.newton_race(recorded).rounds >= 5 and recorded["pypln"]["iterations"] > 0
+        assert (
+            peers.newton_race(recorded).rounds >= 5
+            and recorded["pypln"]["iterations"] > 0
+        )

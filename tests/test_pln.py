@@ -79,9 +79,15 @@ def numpy_neg_elbo(params, data, Omega):
 
 
 def test_load_oaks_shapes_and_types(data):
-    assert data.Y.shape == (116, 114) and data.O.shape == (116, 114) and data.X.shape == (116, 1)
+    assert (
+        data.Y.shape == (116, 114)
+        and data.O.shape == (116, 114)
+        and data.X.shape == (116, 1)
+    )
     assert all(a.dtype == np.float32 for a in data)
-    assert np.all(data.X == 1) and data.Y.min() == 0 and np.all(data.Y == np.round(data.Y))
+    assert (
+        np.all(data.X == 1) and data.Y.min() == 0 and np.all(data.Y == np.round(data.Y))
+    )
     big = load_oaks(100)
     assert big.Y.shape == (11_600, 114)
     np.testing.assert_array_equal(big.Y[:100], np.repeat(data.Y[:1], 100, axis=0))
@@ -122,26 +128,40 @@ def test_bad_level_and_n_iter(data):
         fit(data, 2.5, "scan")
 
 
-
 def test_data_not_given_as_y_o_x_and_a_bad_lr_say_what_to_pass(data):
     n, p = data.Y.shape
-    with pytest.raises(TypeError, match=rf"got an array of shape \({n}, {p}\); pass \(Y, O, X\): counts"):
+    with pytest.raises(
+        TypeError,
+        match=rf"got an array of shape \({n}, {p}\); pass \(Y, O, X\): counts",
+    ):
         fit(data.Y, 5)
-    with pytest.raises(TypeError, match=r"got a dict with keys \['O', 'X', 'Y'\]; pass \(d\['Y'\], d\['O'\], d\['X'\]\)"):
+    with pytest.raises(
+        TypeError,
+        match=r"got a dict with keys \['O', 'X', 'Y'\]; pass \(d\['Y'\], d\['O'\], d\['X'\]\)",
+    ):
         fit(data._asdict(), 5)
     for lr in (-1.0, float("nan"), 0):
-        with pytest.raises(ValueError, match="lr must be a positive, finite learning rate such as 1.0"):
+        with pytest.raises(
+            ValueError, match="lr must be a positive, finite learning rate such as 1.0"
+        ):
             fit(data, 2, "scan", lr=lr)
     for lr in ("0.1", True):
-        with pytest.raises(TypeError, match=r"lr must be a number, a learning rate such as 1.0 or 0.1, got .* \((str|bool)\)"):
+        with pytest.raises(
+            TypeError,
+            match=r"lr must be a number, a learning rate such as 1.0 or 0.1, got .* \((str|bool)\)",
+        ):
             fit(data, 2, "scan", lr=lr)
 
 
 def test_fit_levels_takes_one_name_and_checks_every_name_before_fitting(data):
-    with count_compiles() as log, pytest.raises(ValueError, match="unknown level 'sacn'; choose from 'eager'"):
+    with (
+        count_compiles() as log,
+        pytest.raises(ValueError, match="unknown level 'sacn'; choose from 'eager'"),
+    ):
         fit_levels(data, 2, levels=["scan", "sacn"])
     assert log.compiles == [], "a bad name fails before any level runs"
     assert list(fit_levels(data, 2, levels="scan")) == ["scan"]
+
 
 # ---- correctness against independent references -------------------------------------------------
 
@@ -179,7 +199,9 @@ def test_hand_written_gradient_matches_finite_differences_float64(jdata):
             f_up = numpy_neg_elbo(params._replace(**{field: up}), jdata, Omega)
             f_down = numpy_neg_elbo(params._replace(**{field: down}), jdata, Omega)
             fd = (f_up - f_down) / (2 * h)
-            assert float(getattr(hand, field)[idx]) == pytest.approx(fd, rel=1e-3, abs=1e-2)
+            assert float(getattr(hand, field)[idx]) == pytest.approx(
+                fd, rel=1e-3, abs=1e-2
+            )
 
 
 def test_fast_loss_and_grads_match_reference(jdata):
@@ -195,7 +217,9 @@ def test_fast_loss_and_grads_match_reference(jdata):
     assert float(loss) == pytest.approx(numpy_neg_elbo(params, jdata, Omega), rel=2e-5)
     for a, h in zip(jax.grad(neg_elbo)(params, jdata, Omega), grads, strict=False):
         np.testing.assert_allclose(a, h, rtol=1e-4, atol=1e-4 * float(jnp.abs(h).max()))
-    assert float(logdet) == pytest.approx(np.linalg.slogdet(np.asarray(Omega, np.float64))[1], rel=1e-4)
+    assert float(logdet) == pytest.approx(
+        np.linalg.slogdet(np.asarray(Omega, np.float64))[1], rel=1e-4
+    )
 
 
 def test_closed_form_sigma_maximises_elbo_over_omega(jdata):
@@ -222,7 +246,9 @@ def test_all_compiled_levels_give_the_same_trajectory(runs):
     for level, res in runs.items():
         if level != "eager":
             np.testing.assert_allclose(res.losses, ref, rtol=1e-4, err_msg=level)
-            np.testing.assert_allclose(res.params.M, runs["scan"].params.M, rtol=1e-2, atol=1e-2, err_msg=level)
+            np.testing.assert_allclose(
+                res.params.M, runs["scan"].params.M, rtol=1e-2, atol=1e-2, err_msg=level
+            )
 
 
 @pytest.mark.claim("sec-pln-cost", "clm-pln-eager-exact-then-less")
@@ -240,14 +266,20 @@ def test_radam_rectifier_differs_between_eager_and_jit():
 
     eager = np.asarray(unit_steps(8))
     jitted = np.asarray(jax.jit(unit_steps, static_argnums=0)(8))
-    np.testing.assert_array_equal(eager[:5], jitted[:5])  # before the switch: plain momentum
+    np.testing.assert_array_equal(
+        eager[:5], jitted[:5]
+    )  # before the switch: plain momentum
     assert eager[5] != jitted[5]
     ro_inf = 2 / 0.001 - 1  # written out again here, independently of the package
     ro6 = ro_inf - 2 * 6 * 0.999**6 / (1 - 0.999**6)
-    exact = np.sqrt((ro6 - 4) * (ro6 - 2) * ro_inf / ((ro_inf - 4) * (ro_inf - 2) * ro6))
+    exact = np.sqrt(
+        (ro6 - 4) * (ro6 - 2) * ro_inf / ((ro_inf - 4) * (ro_inf - 2) * ro6)
+    )
     assert rectifier_float64(6) == pytest.approx(exact, rel=1e-12)
     for value in (eager[5], jitted[5]):
-        assert value == pytest.approx(exact, rel=0.03) and value != pytest.approx(exact, rel=1e-3)
+        assert value == pytest.approx(exact, rel=0.03) and value != pytest.approx(
+            exact, rel=1e-3
+        )
 
 
 @pytest.mark.claim("sec-pln-fast-level", "clm-pln-fast-radam-as-optax")
@@ -273,7 +305,9 @@ def test_each_compiled_level_compiles_its_loop_once(data):
 def test_learning_rate_is_traced_one_compile_for_two_rates(data):
     """Only n_iter is static: a second learning rate reuses every compiled level's program."""
     for level in ("jit_iteration", "scan", "namedtuple", "pytree", "equinox", "fast"):
-        a = fit(data, 10, level, lr=1.0)  # RAdam's first steps are clipped whatever the rate: run past them
+        a = fit(
+            data, 10, level, lr=1.0
+        )  # RAdam's first steps are clipped whatever the rate: run past them
         with count_compiles() as log:
             b = fit(data, 10, level, lr=0.01)
         assert log.count == 0, level
@@ -292,8 +326,12 @@ def test_jit_iteration_compiles_one_iteration_once_and_matches_scan(data):
         fit(data, 2, "jit_iteration")
     assert log.count_for("one_iteration") <= 1
     with count_compiles() as log:
-        res = fit(data, 7, "jit_iteration")  # a new number of iterations is only a longer Python loop
-    assert log.count_for("one_iteration") == 0 and log.compiles == ["stack"]  # jnp.stack of 7 losses, eager
+        res = fit(
+            data, 7, "jit_iteration"
+        )  # a new number of iterations is only a longer Python loop
+    assert log.count_for("one_iteration") == 0 and log.compiles == [
+        "stack"
+    ]  # jnp.stack of 7 losses, eager
     np.testing.assert_allclose(res.losses, fit(data, 7, "scan").losses, rtol=1e-5)
     assert callable(one_iteration.lower)
 
@@ -301,6 +339,7 @@ def test_jit_iteration_compiles_one_iteration_once_and_matches_scan(data):
 @pytest.mark.claim("sec-pln-seed-bugs", "clm-pln-int-in-carry-tracer")
 def test_a_python_int_in_the_scan_carry_becomes_a_tracer():
     """Why sizes stay out of the carry: scan traces every leaf of its carry, so p is no longer a Python int."""
+
     def body(carry, _):
         return {"p": carry["p"], "x": carry["x"] + jnp.zeros(carry["p"]).sum()}, None
 
@@ -314,13 +353,23 @@ def test_stirling_and_exact_log_factorial_differ_by_a_constant(jdata):
 
     from jax.scipy.special import gammaln
 
-    per_count = np.asarray(jitbook.chapters.pln.log_stirling(jdata.Y) - gammaln(jdata.Y + 1), np.float64)
-    gap = float(per_count.sum())  # summed in float64: two float32 totals would cancel most digits
+    per_count = np.asarray(
+        jitbook.chapters.pln.log_stirling(jdata.Y) - gammaln(jdata.Y + 1), np.float64
+    )
+    gap = float(
+        per_count.sum()
+    )  # summed in float64: two float32 totals would cancel most digits
     k = np.asarray(jdata.Y, np.float64).ravel()
     k1 = np.where(k == 0, 1.0, k)
-    by_hand = np.sum(0.5 * np.log(2 * np.pi * k1) + k1 * (np.log(k1) - 1) - [math.lgamma(x + 1) for x in k])
+    by_hand = np.sum(
+        0.5 * np.log(2 * np.pi * k1)
+        + k1 * (np.log(k1) - 1)
+        - [math.lgamma(x + 1) for x in k]
+    )
     assert gap == pytest.approx(by_hand, rel=1e-3) and abs(gap) > 1
-    params, Omega = random_point(jdata, 0)  # a constant: it moves the loss, never its gradient
+    params, Omega = random_point(
+        jdata, 0
+    )  # a constant: it moves the loss, never its gradient
     grads = jax.grad(lambda Y: neg_elbo(params, (Y, jdata.O, jdata.X), Omega))(jdata.Y)
     assert grads.shape == jdata.Y.shape
 
@@ -331,19 +380,30 @@ def test_pytree_class_round_trip_keeps_every_field(jdata):
     back = jax.tree_util.tree_unflatten(treedef, leaves)
     np.testing.assert_array_equal(back.Sigma, pln.Sigma)
     np.testing.assert_array_equal(back.Omega, pln.Omega)
-    assert all(isinstance(x, jax.Array) for x in leaves)  # data are leaves too, never static
+    assert all(
+        isinstance(x, jax.Array) for x in leaves
+    )  # data are leaves too, never static
 
 
 def test_newton_converges_past_the_radam_fit(jdata, runs):
     newton = fit_newton(jdata, 300)
-    assert isinstance(newton, jitbook.chapters.pln.FitResult) and np.all(np.isfinite(newton.losses))
+    assert isinstance(newton, jitbook.chapters.pln.FitResult) and np.all(
+        np.isfinite(newton.losses)
+    )
     radam_1000 = fit(jdata, 1000, "fast").losses[-1]
-    assert newton.losses[-1] < radam_1000 * 0.98  # at least 2% better than the seed's 1,000 RAdam steps
+    assert (
+        newton.losses[-1] < radam_1000 * 0.98
+    )  # at least 2% better than the seed's 1,000 RAdam steps
     Omega = np.linalg.inv(np.asarray(newton.Sigma, np.float64))
-    np.testing.assert_allclose(Omega, newton.Omega, rtol=1e-2, atol=1e-3 * np.abs(Omega).max())
-    assert numpy_neg_elbo(newton.params, jdata, Omega) == pytest.approx(float(newton.losses[-1]), rel=1e-5)
-    assert jitbook.chapters.pln.neg_elbo_numpy(newton.params, jdata, Omega) == pytest.approx(
-        numpy_neg_elbo(newton.params, jdata, Omega), rel=1e-12)
+    np.testing.assert_allclose(
+        Omega, newton.Omega, rtol=1e-2, atol=1e-3 * np.abs(Omega).max()
+    )
+    assert numpy_neg_elbo(newton.params, jdata, Omega) == pytest.approx(
+        float(newton.losses[-1]), rel=1e-5
+    )
+    assert jitbook.chapters.pln.neg_elbo_numpy(
+        newton.params, jdata, Omega
+    ) == pytest.approx(numpy_neg_elbo(newton.params, jdata, Omega), rel=1e-12)
 
 
 # ---- the seed's bugs, each shown by its effect ---------------------------------------------------
@@ -362,10 +422,16 @@ def test_seed_trace_precedence_bug(jdata):
     params, Omega = random_point(jdata, 0)
     M, S2sum = params.M, jnp.sum(params.S**2, axis=0)
     wrong = jnp.trace(M.T @ M + jnp.diag(S2sum) @ Omega)
-    assert float(wrong) == pytest.approx(float(jnp.trace(M.T @ M) + jnp.trace(jnp.diag(S2sum) @ Omega)), rel=1e-5)
-    assert abs(float(wrong) - float(jnp.trace((M.T @ M + jnp.diag(S2sum)) @ Omega))) > 0.01 * abs(float(wrong))
+    assert float(wrong) == pytest.approx(
+        float(jnp.trace(M.T @ M) + jnp.trace(jnp.diag(S2sum) @ Omega)), rel=1e-5
+    )
+    assert abs(
+        float(wrong) - float(jnp.trace((M.T @ M + jnp.diag(S2sum)) @ Omega))
+    ) > 0.01 * abs(float(wrong))
     _, p_bug, _ = seed.fit_with(jdata, 1000, seed.trace_bug_neg_elbo)
-    bug_final = float(neg_elbo(p_bug, jdata, jnp.linalg.inv(closed_form_sigma(p_bug.M, p_bug.S))))
+    bug_final = float(
+        neg_elbo(p_bug, jdata, jnp.linalg.inv(closed_form_sigma(p_bug.M, p_bug.S)))
+    )
     good_final = float(fit(jdata, 1000, "scan").losses[-1])
     assert bug_final > 1.05 * good_final
 
@@ -375,7 +441,9 @@ def test_seed_lr_is_unused_and_ours_is_used(jdata):
     b = seed.fit_with(jdata, 30, make_opt=seed.seed_optimizer, lr=1.0)[0]
     np.testing.assert_array_equal(a, b)
     c = seed.fit_with(jdata, 30, lr=1e-4)[0]
-    assert float(c[-1]) > 1.5 * float(b[-1])  # with lr used, small steps: a worse loss after 30 iterations
+    assert float(c[-1]) > 1.5 * float(
+        b[-1]
+    )  # with lr used, small steps: a worse loss after 30 iterations
 
 
 def test_seed_class_bugs(jdata, monkeypatch):
@@ -384,7 +452,9 @@ def test_seed_class_bugs(jdata, monkeypatch):
     monkeypatch.setattr(seed, "pln", target)
     obj.M = obj.M + 1.0
     obj.update_Sigma()  # writes the global, not obj
-    assert bool(jnp.all(obj.Sigma == jnp.eye(114))) and not bool(jnp.all(target.Sigma == obj.Sigma))
+    assert bool(jnp.all(obj.Sigma == jnp.eye(114))) and not bool(
+        jnp.all(target.Sigma == obj.Sigma)
+    )
     obj.Sigma = 2 * jnp.eye(114)
     leaves, treedef = jax.tree_util.tree_flatten(obj)
     back = jax.tree_util.tree_unflatten(treedef, leaves)
@@ -413,8 +483,12 @@ def test_cpu_linear_algebra_calls_lapack_custom_calls(jdata):
 
 @pytest.mark.claim("sec-pln-fast-level")
 def test_optimization_barrier_is_in_the_fast_level_program(jdata):
-    assert "optimization_barrier" in jax.jit(fast_program.__wrapped__, static_argnames="n_iter") \
-        .lower(jdata, 3, 1.0).as_text()
+    assert (
+        "optimization_barrier"
+        in jax.jit(fast_program.__wrapped__, static_argnames="n_iter")
+        .lower(jdata, 3, 1.0)
+        .as_text()
+    )
 
 
 def test_blas_limited_is_scoped_and_fit_runs_inside_it(data, monkeypatch):
@@ -428,7 +502,9 @@ def test_blas_limited_is_scoped_and_fit_runs_inside_it(data, monkeypatch):
     assert blas_threads() == before
     seen = []
     real = levels.LEVELS["scan"]
-    monkeypatch.setitem(levels.LEVELS, "scan", lambda *a: seen.append(blas_threads()) or real(*a))
+    monkeypatch.setitem(
+        levels.LEVELS, "scan", lambda *a: seen.append(blas_threads()) or real(*a)
+    )
     fit(data, 2, "scan")
     assert seen == [BLAS_THREADS] and blas_threads() == before
     with pytest.raises(ValueError, match="positive whole number"):
@@ -442,7 +518,10 @@ def test_threadpoolctl_sees_the_openblas_that_jax_lapack_uses():
 
     import jitbook.chapters.pln.threads  # noqa: F401  (loads scipy.linalg)
 
-    assert any("scipy_openblas" in info["filepath"] and info["user_api"] == "blas" for info in threadpool_info())
+    assert any(
+        "scipy_openblas" in info["filepath"] and info["user_api"] == "blas"
+        for info in threadpool_info()
+    )
 
 
 @pytest.mark.claim("sec-pln-one-loop", "clm-pln-warm-rate")
@@ -472,7 +551,11 @@ def test_jit_step_compiles_nothing_in_a_second_fit_but_a_rebuilt_update_would(da
 def test_seed_loss_is_minus_inf_from_the_first_iteration_after_det_overflows(jdata):
     """The chapter's inline numbers: det(Omega) overflows after iteration k, the seed's loss is -inf from k + 1."""
     losses = np.asarray(seed.fit_with(jdata, 8, seed.seed_neg_elbo)[0])
-    k = next(k for k in range(1, 8) if np.isinf(float(jnp.linalg.det(fit(jdata, k, "scan").Omega))))
+    k = next(
+        k
+        for k in range(1, 8)
+        if np.isinf(float(jnp.linalg.det(fit(jdata, k, "scan").Omega)))
+    )
     assert np.all(np.isfinite(losses[:k])) and np.all(losses[k:] == -np.inf)
 
 
@@ -502,9 +585,14 @@ def test_newton_loss_scales_with_repeat():
 def test_compiled_fit_and_cost(data):
     from jitbook.programs import cost_summary
 
-    scan, fast_ = cost_summary(compiled_fit(data, 3, "scan")), cost_summary(compiled_fit(data, 3, "fast"))
+    scan, fast_ = (
+        cost_summary(compiled_fit(data, 3, "scan")),
+        cost_summary(compiled_fit(data, 3, "fast")),
+    )
     assert set(scan) == {"flops", "transcendentals", "bytes accessed"}
-    assert 0 < fast_["flops"] < scan["flops"]  # hand-written gradients: less arithmetic than autodiff
+    assert (
+        0 < fast_["flops"] < scan["flops"]
+    )  # hand-written gradients: less arithmetic than autodiff
     with pytest.raises(ValueError, match="one-program levels"):
         compiled_fit(data, 3, "eager")
 
@@ -512,8 +600,11 @@ def test_compiled_fit_and_cost(data):
 def test_ms_of_sums_matching_operations():
     from jitbook.chapters.pln.profile import ms_of
 
-    rows = [{"operation": "lu.3", "ms / iter": 0.5}, {"operation": "dot.1", "ms / iter": 0.25},
-            {"operation": "triangular_solve.2", "ms / iter": 1.0}]
+    rows = [
+        {"operation": "lu.3", "ms / iter": 0.5},
+        {"operation": "dot.1", "ms / iter": 0.25},
+        {"operation": "triangular_solve.2", "ms / iter": 1.0},
+    ]
     assert ms_of(rows, ("lu", "triangular_solve")) == 1.5 and ms_of(rows, ("",)) == 1.75
     assert ms_of(rows, ("cholesky",)) == 0
 
@@ -523,11 +614,16 @@ def test_op_profile_top_none_returns_every_operation(jdata):
 
     fit(jdata, 3, "scan")
     every = op_profile(lambda: fit(jdata, 3, "scan").losses, 3, top=None)
-    assert len(every) > 8 and op_profile(lambda: fit(jdata, 3, "scan").losses, 3)[:1][0]["operation"]
+    assert (
+        len(every) > 8
+        and op_profile(lambda: fit(jdata, 3, "scan").losses, 3)[:1][0]["operation"]
+    )
 
 
 @pytest.mark.claim("sec-pln-fast-level", "clm-pln-fast-barrier")
-def test_without_the_barrier_xla_fuses_the_gradient_into_more_updates(jdata, monkeypatch):
+def test_without_the_barrier_xla_fuses_the_gradient_into_more_updates(
+    jdata, monkeypatch
+):
     """Point 4 of the fast level: without optimization_barrier, more fused loops read the exponential A
     (each recomputes the gradient from it); the exponential itself is computed once either way."""
     import re
@@ -539,8 +635,11 @@ def test_without_the_barrier_xla_fuses_the_gradient_into_more_updates(jdata, mon
         fn = jax.jit(fast.fast_program.__wrapped__, static_argnames="n_iter")
         text = fn.lower(jdata, 3, 1.0).compile().as_text()
         assert len(re.findall(r"\bexponential\(", text)) == 1
-        return sum(1 for line in text.splitlines()
-                   if re.search(r"\(.*%\w*exponential_fusion\b", line) and " = " in line)
+        return sum(
+            1
+            for line in text.splitlines()
+            if re.search(r"\(.*%\w*exponential_fusion\b", line) and " = " in line
+        )
 
     with_barrier = readers_of_exp()
     monkeypatch.setattr(jax.lax, "optimization_barrier", lambda x: x)
@@ -557,7 +656,10 @@ def _model_grad_M(params, data, Omega):
 def test_exercise_seed_grad_M_rejects_the_corrected_gradient():
     from jitbook.exercises import check
 
-    assert "gradient of the corrected loss" in check("pln.seed-grad-M", _model_grad_M).message
+    assert (
+        "gradient of the corrected loss"
+        in check("pln.seed-grad-M", _model_grad_M).message
+    )
     assert check("pln.seed-grad-M", lambda p, d, O: p.M).passed is False
 
 
@@ -569,7 +671,9 @@ def test_exercise_grad_omega_rejects_sign_and_factor_errors():
         return M.shape[0] / 2 * jnp.linalg.inv(Omega) - G / 2
 
     def no_n(M, S, Omega):
-        return (M.T @ M + jnp.diag(jnp.sum(S * S, axis=0))) / 2 - jnp.linalg.inv(Omega) / 2
+        return (M.T @ M + jnp.diag(jnp.sum(S * S, axis=0))) / 2 - jnp.linalg.inv(
+            Omega
+        ) / 2
 
     assert "flip the sign" in check("pln.grad-omega", elbo_grad).message
     assert "factor n/2" in check("pln.grad-omega", no_n).message
@@ -639,7 +743,11 @@ def test_seed_log_of_losses_is_nan_where_det_overflowed_not_because_of_a_sign(jd
     """The tutorial stored minus the ELBO: positive, then -inf once det(Omega) overflows; log -> NaN."""
     losses = np.asarray(seed.fit_with(jdata, 8, seed.seed_neg_elbo)[0])
     finite = np.isfinite(losses)
-    assert finite[:4].all() and np.all(losses[finite] > 0) and np.all(losses[~finite] == -np.inf)
+    assert (
+        finite[:4].all()
+        and np.all(losses[finite] > 0)
+        and np.all(losses[~finite] == -np.inf)
+    )
     with pytest.warns(RuntimeWarning, match="invalid value encountered in log"):
         logs = np.log(losses)
     np.testing.assert_array_equal(np.isnan(logs), ~finite)
@@ -648,17 +756,25 @@ def test_seed_log_of_losses_is_nan_where_det_overflowed_not_because_of_a_sign(jd
 
 
 @pytest.mark.claim("sec-pln-seed-bugs", "clm-pln-level4-identity")
-def test_seed_level4_fits_omega_identity_and_leaves_a_tracer_in_the_global(jdata, monkeypatch):
+def test_seed_level4_fits_omega_identity_and_leaves_a_tracer_in_the_global(
+    jdata, monkeypatch
+):
     """update_* write the global (not jitted: plain methods); the carried copy keeps Omega = I."""
-    assert not hasattr(seed.SeedPLN.update_Sigma, "lower")  # a plain method, not a jitted one
+    assert not hasattr(
+        seed.SeedPLN.update_Sigma, "lower"
+    )  # a plain method, not a jitted one
     monkeypatch.setattr(seed, "pln", seed.SeedPLN(*jdata))
     level4 = np.asarray(seed.fit_level4(seed.pln, 8))
     held = np.asarray(seed.fit_with(jdata, 8, seed.identity_omega_neg_elbo)[0])
     updated = np.asarray(seed.fit_with(jdata, 8, seed.seed_neg_elbo)[0])
     np.testing.assert_allclose(level4, held, rtol=1e-6)
-    assert np.all(np.isfinite(level4)) and not np.allclose(level4[1:4], updated[1:4], rtol=1e-6)
+    assert np.all(np.isfinite(level4)) and not np.allclose(
+        level4[1:4], updated[1:4], rtol=1e-6
+    )
     with warnings.catch_warnings():
-        warnings.simplefilter("error")  # no NumPy warning: the tutorial's level-4 curve had none
+        warnings.simplefilter(
+            "error"
+        )  # no NumPy warning: the tutorial's level-4 curve had none
         np.log(level4)
     for leaked in (seed.pln.Sigma, seed.pln.Omega):
         assert isinstance(leaked, jax.core.Tracer)
@@ -667,7 +783,9 @@ def test_seed_level4_fits_omega_identity_and_leaves_a_tracer_in_the_global(jdata
 
 
 @pytest.mark.claim("sec-pln-seed-bugs", "clm-pln-scan-cached-by-body")
-def test_unjitted_scan_compiles_per_body_function_so_the_tutorial_compiles_every_call(jdata):
+def test_unjitted_scan_compiles_per_body_function_so_the_tutorial_compiles_every_call(
+    jdata,
+):
     """lax.scan outside jit compiles its loop, cached by body function; scan_fit's body is new each call."""
     for _ in range(2):
         with count_compiles() as log:
@@ -725,9 +843,17 @@ def test_fast_level_factors_once_where_scan_factors_twice(jdata):
     """inv (an LU) plus slogdet (another LU) against one Cholesky; the two triangular solves stay."""
     from jitbook.chapters.pln.lapack import lapack_calls
 
-    lu, chol, trsm = "LU factorisation (getrf)", "Cholesky factorisation (potrf)", "triangular solve (trsm)"
+    lu, chol, trsm = (
+        "LU factorisation (getrf)",
+        "Cholesky factorisation (potrf)",
+        "triangular solve (trsm)",
+    )
     a = jnp.eye(5) * 2.0
-    assert lapack_calls(jax.jit(jnp.linalg.inv).lower(a).compile()) == {lu: 1, chol: 0, trsm: 2}
+    assert lapack_calls(jax.jit(jnp.linalg.inv).lower(a).compile()) == {
+        lu: 1,
+        chol: 0,
+        trsm: 2,
+    }
     assert lapack_calls(jax.jit(jnp.linalg.slogdet).lower(a).compile())[lu] == 1
     assert lapack_calls(compiled_fit(jdata, 3, "scan")) == {lu: 2, chol: 0, trsm: 2}
     assert lapack_calls(compiled_fit(jdata, 3, "fast")) == {lu: 0, chol: 1, trsm: 2}
@@ -740,19 +866,28 @@ def _dot_text(xla_flags: str) -> str:
     import subprocess
     import sys
 
-    code = ("import jax, jax.numpy as jnp\n"
-            "a, w = jnp.ones((256, 114)), jnp.ones((114, 114))\n"
-            "print(jax.jit(lambda a, w: a @ w).lower(a, w).compile().as_text())")
+    code = (
+        "import jax, jax.numpy as jnp\n"
+        "a, w = jnp.ones((256, 114)), jnp.ones((114, 114))\n"
+        "print(jax.jit(lambda a, w: a @ w).lower(a, w).compile().as_text())"
+    )
     env = {**os.environ, "XLA_FLAGS": xla_flags}
-    return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
-                          check=True).stdout
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
 
 
 @pytest.mark.claim("sec-pln-profile", "clm-pln-fast-ynn-fusion-stays")
 def test_guard_flag_takes_reductions_out_of_ynn_fusion_and_leaves_it_on(jdata):
     """'=-reduce' removes one fusion type; the empty value would turn YNN fusion off altogether."""
     assert jitbook.guard.XLA_FLAG.endswith("=-reduce")
-    assert '"kind":"__ynn_fusion"' in compiled_fit(jdata, 3, "scan").as_text()  # this process: guarded
+    assert (
+        '"kind":"__ynn_fusion"' in compiled_fit(jdata, 3, "scan").as_text()
+    )  # this process: guarded
     assert "__ynn_fusion" in _dot_text(jitbook.guard.XLA_FLAG)
     assert "__ynn_fusion" not in _dot_text("--xla_cpu_experimental_ynn_fusion_type=")
 
@@ -846,7 +981,9 @@ def test_pytree_and_equinox_build_their_start_eagerly(jdata):
     from jitbook.chapters.pln.levels import first_fit_programs
 
     key = "eager programs (set-up and gathering)"
-    eager = {lv: first_fit_programs(jdata, 5, lv)[key] for lv in LEVELS if lv != "eager"}
+    eager = {
+        lv: first_fit_programs(jdata, 5, lv)[key] for lv in LEVELS if lv != "eager"
+    }
     for outside in ("pytree", "equinox"):
         for inside in ("scan", "namedtuple"):
             assert eager[outside] > eager[inside], eager
@@ -940,7 +1077,9 @@ def test_guard_flag_turns_a_large_sum_into_a_reduce_window():
         plain = big_sum_in_fresh_process("", shape)
         guarded = big_sum_in_fresh_process(XLA_FLAG, shape)
         assert not plain["reduce-window"] and plain["fusions"] >= 1, shape
-        assert guarded["reduce-window"] and guarded["XLA_FLAGS"] == f"`{XLA_FLAG}`", shape
+        assert guarded["reduce-window"] and guarded["XLA_FLAGS"] == f"`{XLA_FLAG}`", (
+            shape
+        )
 
 
 @pytest.mark.claim("sec-pln-threads", "clm-pln-fast-one-race")
@@ -967,9 +1106,14 @@ def test_one_race_runs_every_loop_once_per_round_in_rotating_order():
 
         return call
 
-    raced = jitbook.timing.race({n: loaded(n) for n in base}, rounds=4, min_time=0, warmup=0)
+    raced = jitbook.timing.race(
+        {n: loaded(n) for n in base}, rounds=4, min_time=0, warmup=0
+    )
     for name, times in raced.times.items():
-        assert times[2] > 2.5 * sorted(times[:2] + times[3:])[1], (name, times)  # slowed in round 3
+        assert times[2] > 2.5 * sorted(times[:2] + times[3:])[1], (
+            name,
+            times,
+        )  # slowed in round 3
     for r in range(4):
         ratios = [raced.times[n][r] / raced.times["a"][r] for n in base]
         assert ratios == pytest.approx([1, 2, 3, 4], rel=0.4), (r, ratios)

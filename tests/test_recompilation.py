@@ -20,11 +20,14 @@ from jitbook.chapters import (
 
 # --- static arguments ------------------------------------------------------------------------------------
 
+
 @pytest.mark.claim("sec-recompilation", "clm-recompilation-static-values")
 def test_each_new_static_value_compiles_and_2_point_0_is_not_2():
     rows = recompilation.static_sweep([2, 3, 2, 2.0])
     assert [r["compiled"] for r in rows] == [1, 1, 0, 1]
-    assert [r["result dtype"] for r in rows] == ["float32"] * 4  # the same result type, yet a second program
+    assert [r["result dtype"] for r in rows] == [
+        "float32"
+    ] * 4  # the same result type, yet a second program
 
 
 @pytest.mark.claim("sec-recompilation", "clm-rec-static-type")
@@ -46,7 +49,12 @@ def test_call_form_and_decorator_form_compile_once_per_static_value():
     by_position = jax.jit(recompilation.power, static_argnums=1)
     x = jnp.arange(3.0)
     with count_compiles() as log:
-        by_position(x, 3), by_position(x, 3), power_by_name(x, n=3), power_by_name(x, n=3)
+        (
+            by_position(x, 3),
+            by_position(x, 3),
+            power_by_name(x, n=3),
+            power_by_name(x, n=3),
+        )
     assert (log.count_for("power"), log.count_for("power_by_name")) == (1, 1)
     np.testing.assert_allclose(by_position(x, 3), np.arange(3.0) ** 3)
 
@@ -54,7 +62,9 @@ def test_call_form_and_decorator_form_compile_once_per_static_value():
 @pytest.mark.claim("sec-recompilation", "clm-rec-int-float-programs")
 def test_int_and_float_exponents_trace_to_different_programs():
     x = jnp.ones(3)
-    assert "integer_pow" in str(jax.make_jaxpr(recompilation.power, static_argnums=1)(x, 2))
+    assert "integer_pow" in str(
+        jax.make_jaxpr(recompilation.power, static_argnums=1)(x, 2)
+    )
     float_jaxpr = str(jax.make_jaxpr(recompilation.power, static_argnums=1)(x, 2.0))
     assert "integer_pow" not in float_jaxpr and "pow" in float_jaxpr
 
@@ -79,16 +89,30 @@ def test_static_sweep_needs_a_list():
 
 # --- the cache key ---------------------------------------------------------------------------------------
 
+
 @pytest.mark.claim("sec-recompilation-key", "clm-rec-values-not-key")
 def test_shape_dtype_and_weak_type_are_in_the_key_values_are_not():
-    rows = {r["argument"]: r for r in cache.probe(recompilation.add_one, recompilation.argument_cases())}
+    rows = {
+        r["argument"]: r
+        for r in cache.probe(recompilation.add_one, recompilation.argument_cases())
+    }
     compiled = {k: r["compiled"] for k, r in rows.items()}
     assert compiled == {
-        "1.0 (Python float)": 1, "2.0 (another Python float)": 0, "jnp.float32(1.0)": 1, "np.float32(3.0)": 0,
-        "jnp.array(1.0)": 0, "1 (Python int)": 1, "jnp.ones(3)": 1, "jnp.zeros(3)": 0, "jnp.ones(4)": 1,
+        "1.0 (Python float)": 1,
+        "2.0 (another Python float)": 0,
+        "jnp.float32(1.0)": 1,
+        "np.float32(3.0)": 0,
+        "jnp.array(1.0)": 0,
+        "1 (Python int)": 1,
+        "jnp.ones(3)": 1,
+        "jnp.zeros(3)": 0,
+        "jnp.ones(4)": 1,
         "jnp.ones(3, dtype=jnp.int32)": 1,
     }
-    assert rows["jnp.array(1.0)"]["weak type"] and not rows["jnp.float32(1.0)"]["weak type"]
+    assert (
+        rows["jnp.array(1.0)"]["weak type"]
+        and not rows["jnp.float32(1.0)"]["weak type"]
+    )
 
 
 @pytest.mark.claim("sec-recompilation-key", "clm-rec-equal-callables-share")
@@ -98,20 +122,34 @@ def test_equal_callables_share_a_program_identity_ones_and_partials_do_not():
     assert rows["the same function twice"]["second: trace events"] == 0
     equal = rows["two equal ScaleBy(2.0) objects"]
     # a trace event (the tracing cache was asked) but no body run: equality found the jaxpr
-    assert (equal["second: trace events"], equal["second: body runs"], equal["second compiled"]) == (1, 0, 0)
-    for label in ("two ScaleByIdentity(2.0) objects", "functools.partial(add_one), twice"):
+    assert (
+        equal["second: trace events"],
+        equal["second: body runs"],
+        equal["second compiled"],
+    ) == (1, 0, 0)
+    for label in (
+        "two ScaleByIdentity(2.0) objects",
+        "functools.partial(add_one), twice",
+    ):
         row = rows[label]
-        assert (row["second: trace events"], row["second: body runs"], row["second compiled"]) == (1, 1, 1)
+        assert (
+            row["second: trace events"],
+            row["second: body runs"],
+            row["second compiled"],
+        ) == (1, 1, 1)
 
 
 @pytest.mark.claim("sec-recompilation-key", "clm-rec-config-back")
-@pytest.mark.parametrize("name, value, recompiles", [
-    ("jax_enable_x64", True, True),
-    ("jax_default_matmul_precision", "highest", True),
-    ("jax_numpy_rank_promotion", "raise", True),
-    ("jax_debug_nans", True, False),
-    ("jax_log_compiles", True, False),
-])
+@pytest.mark.parametrize(
+    "name, value, recompiles",
+    [
+        ("jax_enable_x64", True, True),
+        ("jax_default_matmul_precision", "highest", True),
+        ("jax_numpy_rank_promotion", "raise", True),
+        ("jax_debug_nans", True, False),
+        ("jax_log_compiles", True, False),
+    ],
+)
 def test_which_config_options_recompile_and_they_are_restored(name, value, recompiles):
     before = jax.config.values[name]
     row = recompilation.config_compiles(name, value)
@@ -120,7 +158,9 @@ def test_which_config_options_recompile_and_they_are_restored(name, value, recom
     assert jax.config.values[name] == before
 
 
-@pytest.mark.claim("sec-recompilation-key", "clm-recompilation-config-options-recompile")
+@pytest.mark.claim(
+    "sec-recompilation-key", "clm-recompilation-config-options-recompile"
+)
 def test_matmul_precision_context_manager_also_recompiles():
     f = cache.fresh_jit(recompilation.matmul)
     a = jnp.ones((4, 4))
@@ -138,10 +178,17 @@ def test_config_compiles_rejects_unknown_options():
 
 # --- traps -----------------------------------------------------------------------------------------------
 
+
 @pytest.mark.claim("sec-recompilation-loop", "clm-rec-loop-tutorial")
 def test_partial_and_lambda_jitted_in_a_loop_compile_every_step():
-    counts = {how: recompilation.jit_in_a_loop(how, 4) for how in
-              ("jax.jit(partial(plus_one))", "jax.jit(lambda i: plus_one(i))", "jax.jit(plus_one)")}
+    counts = {
+        how: recompilation.jit_in_a_loop(how, 4)
+        for how in (
+            "jax.jit(partial(plus_one))",
+            "jax.jit(lambda i: plus_one(i))",
+            "jax.jit(plus_one)",
+        )
+    }
     assert [r["compiles"] for r in counts.values()] == [4, 4, 1]
     assert all(r["result"] == 4 for r in counts.values())
     with pytest.raises(ValueError, match="how must be one of"):
@@ -165,14 +212,24 @@ def test_rerunning_a_cell_compiles_again_and_an_old_wrapper_keeps_the_old_code()
 
 # --- what the logs say -----------------------------------------------------------------------------------
 
-@pytest.mark.claim("sec-recompilation-diagnose", "clm-recompilation-explain-closest-key")
+
+@pytest.mark.claim(
+    "sec-recompilation-diagnose", "clm-recompilation-explain-closest-key"
+)
 def test_explanations_name_shapes_weak_types_config_and_redefinitions():
     shape = cache.explain_miss(recompilation.add_one, (jnp.ones(3),), (jnp.ones(4),))
-    assert "now f32[4] and before f32[3]" in shape and "Finished XLA compilation of jit(add_one)" in shape
+    assert (
+        "now f32[4] and before f32[3]" in shape
+        and "Finished XLA compilation of jit(add_one)" in shape
+    )
     weak = cache.explain_miss(recompilation.add_one, (1.0,), (jnp.float32(1.0),))
     assert "weak_type=False" in weak and "weak_type=True" in weak
-    x64 = cache.explain_miss(recompilation.matmul, (jnp.ones(2),) * 2, (jnp.ones(2),) * 2,
-                                 config={"jax_enable_x64": True})
+    x64 = cache.explain_miss(
+        recompilation.matmul,
+        (jnp.ones(2),) * 2,
+        (jnp.ones(2),) * 2,
+        config={"jax_enable_x64": True},
+    )
     assert "jax_enable_x64 differs: now True and before False" in x64
     assert jax.config.jax_enable_x64 is False
     with capture_jax_logs() as messages:
@@ -183,17 +240,24 @@ def test_explanations_name_shapes_weak_types_config_and_redefinitions():
 
 @pytest.mark.claim("sec-recompilation-diagnose", "clm-rec-static-unexplained")
 def test_a_new_static_value_is_not_explained():
-    story = cache.explain_miss(recompilation.power, (jnp.ones(2), 2), (jnp.ones(2), 3), static_argnums=1)
-    assert "TRACING CACHE MISS" in story and "cache miss explanation unavailable" in story
+    story = cache.explain_miss(
+        recompilation.power, (jnp.ones(2), 2), (jnp.ones(2), 3), static_argnums=1
+    )
+    assert (
+        "TRACING CACHE MISS" in story and "cache miss explanation unavailable" in story
+    )
 
 
 def test_about_keeps_only_the_named_function():
-    messages = ["Finished XLA compilation of jit(add_one) in 0.1 sec",
-                "Finished XLA compilation of jit(broadcast_in_dim) in 0.1 sec"]
+    messages = [
+        "Finished XLA compilation of jit(add_one) in 0.1 sec",
+        "Finished XLA compilation of jit(broadcast_in_dim) in 0.1 sec",
+    ]
     assert cache.messages_about(messages, "add_one") == messages[0]
 
 
 # --- buckets ---------------------------------------------------------------------------------------------
+
 
 @pytest.mark.claim("sec-recompilation", "clm-rec-buckets")
 def test_buckets_compile_once_per_bucket_with_the_same_results():
@@ -201,16 +265,34 @@ def test_buckets_compile_once_per_bucket_with_the_same_results():
     plain = recompilation.run_stream(lengths, bucketed=False)
     bucketed = recompilation.run_stream(lengths, bucketed=True)
     assert plain.compiles == plain.shapes == len(set(lengths))
-    assert bucketed.compiles == bucketed.shapes == len({recompilation.next_bucket(n) for n in lengths})
+    assert (
+        bucketed.compiles
+        == bucketed.shapes
+        == len({recompilation.next_bucket(n) for n in lengths})
+    )
     assert bucketed.compiles < plain.compiles
-    rng = np.random.default_rng(1)  # independent float64 reference, same data as run_stream
-    ref = [np.mean(np.logaddexp(rng.normal(size=n).astype(np.float32).astype(np.float64), 0.0)) for n in lengths]
+    rng = np.random.default_rng(
+        1
+    )  # independent float64 reference, same data as run_stream
+    ref = [
+        np.mean(
+            np.logaddexp(rng.normal(size=n).astype(np.float32).astype(np.float64), 0.0)
+        )
+        for n in lengths
+    ]
     np.testing.assert_allclose(plain.results, ref, rtol=1e-5)
     np.testing.assert_allclose(bucketed.results, ref, rtol=1e-5)
 
 
 def test_next_bucket():
-    assert [recompilation.next_bucket(n) for n in (1, 16, 17, 100, 128, 129)] == [16, 16, 32, 128, 128, 256]
+    assert [recompilation.next_bucket(n) for n in (1, 16, 17, 100, 128, 129)] == [
+        16,
+        16,
+        32,
+        128,
+        128,
+        256,
+    ]
     with pytest.raises(ValueError, match="positive whole number"):
         recompilation.next_bucket(0)
     with pytest.raises(ValueError, match="at least one length"):
@@ -218,6 +300,7 @@ def test_next_bucket():
 
 
 # --- caches ----------------------------------------------------------------------------------------------
+
 
 @pytest.mark.claim("sec-recompilation", "clm-rec-clear-caches")
 def test_clear_caches_makes_the_next_call_compile():
@@ -235,35 +318,60 @@ def test_clear_caches_makes_the_next_call_compile():
 def test_a_second_process_loads_the_program_from_the_disk_cache_when_the_threshold_allows():
     zero = recompilation_processes.persistent_cache_runs(2, min_compile_seconds=0.0)
     assert (zero[0]["disk cache hits"], zero[1]["disk cache hits"]) == (0, 1)
-    assert zero[1]["compile events"] == 1  # loading from disk is reported through the compile event too
-    assert (zero[1]["body runs"], zero[1]["lowerings"]) == (1, 1)  # the disk cache saves the XLA compile only
-    never = recompilation_processes.persistent_cache_runs(2, min_compile_seconds=1e6)  # nothing is quick enough to skip
+    assert (
+        zero[1]["compile events"] == 1
+    )  # loading from disk is reported through the compile event too
+    assert (zero[1]["body runs"], zero[1]["lowerings"]) == (
+        1,
+        1,
+    )  # the disk cache saves the XLA compile only
+    never = recompilation_processes.persistent_cache_runs(
+        2, min_compile_seconds=1e6
+    )  # nothing is quick enough to skip
     assert never[1]["disk cache hits"] == 0 and never[0]["files in cache dir"] == 0
 
 
-@pytest.mark.claim("sec-recompilation-persistent", "clm-recompilation-persistent-thresholds")
+@pytest.mark.claim(
+    "sec-recompilation-persistent", "clm-recompilation-persistent-thresholds"
+)
 def test_default_write_threshold_is_one_second():
     assert jax.config.values["jax_persistent_cache_min_compile_time_secs"] == 1.0
 
 
 def test_cold_start_needs_an_existing_directory():
     with pytest.raises(ValueError, match="is not a directory"):
-        recompilation_processes.cold_start(os.path.join(tempfile.gettempdir(), "jitbook-no-such-dir"), 0.0, 1)
+        recompilation_processes.cold_start(
+            os.path.join(tempfile.gettempdir(), "jitbook-no-such-dir"), 0.0, 1
+        )
 
 
 # --- control flow ----------------------------------------------------------------------------------------
 
+
 @pytest.mark.claim("sec-recompilation", "clm-recompilation-structured-control-flow")
 def test_structured_control_flow_compiles_once_static_choices_once_per_value():
     rows = {r["tool"]: r["compiles"] for r in recompilation.control_flow_rows()}
-    assert rows == {"lax.switch on a traced mode": 1, "Python if on a static mode": 3,
-                    "lax.while_loop with a traced tolerance": 1, "jnp.where with a traced threshold": 1,
-                    "static k (output shape depends on it)": 3}
+    assert rows == {
+        "lax.switch on a traced mode": 1,
+        "Python if on a static mode": 3,
+        "lax.while_loop with a traced tolerance": 1,
+        "jnp.where with a traced threshold": 1,
+        "static k (output shape depends on it)": 3,
+    }
     x = jnp.linspace(-3.0, 3.0, 7)
     for mode in (0, 1, 2):
-        np.testing.assert_allclose(recompilation.shrink(x, mode), recompilation.shrink_static(x, mode), rtol=1e-6)
-    assert float(recompilation.sqrt_newton(2.0, 1e-6)) == pytest.approx(np.sqrt(2.0), rel=1e-6)
-    np.testing.assert_allclose(recompilation.soft_threshold(x, 1.0), np.sign(x) * np.maximum(np.abs(x) - 1.0, 0.0))
+        np.testing.assert_allclose(
+            recompilation.shrink(x, mode),
+            recompilation.shrink_static(x, mode),
+            rtol=1e-6,
+        )
+    assert float(recompilation.sqrt_newton(2.0, 1e-6)) == pytest.approx(
+        np.sqrt(2.0), rel=1e-6
+    )
+    np.testing.assert_allclose(
+        recompilation.soft_threshold(x, 1.0),
+        np.sign(x) * np.maximum(np.abs(x) - 1.0, 0.0),
+    )
 
 
 @pytest.mark.claim("sec-recompilation", "clm-rec-traced-k")
@@ -278,6 +386,7 @@ def test_fresh_jit_needs_a_function():
 
 
 # --- the cache key: structure, calling convention, placement; which diagnostic sees which cache -------------
+
 
 @pytest.mark.claim("sec-recompilation-key", "clm-rec-dict-order")
 def test_pytree_structure_is_part_of_the_key_but_dict_insertion_order_is_not():
@@ -295,10 +404,19 @@ def test_positional_and_keyword_passing_are_two_keys():
 def test_a_committed_array_compiles_again_without_tracing_and_is_not_explained():
     rows = {r["call"]: r for r in recompilation.cache_misses()}
     committed = rows["device_put(ones(3))"]
-    assert (committed["trace events"], committed["body runs"], committed["lowered"], committed["compiled"]) == (0, 0, 1, 1)
+    assert (
+        committed["trace events"],
+        committed["body runs"],
+        committed["lowered"],
+        committed["compiled"],
+    ) == (0, 0, 1, 1)
     assert committed["explained"] == 0 and committed["logged compiles"] == 1
     new_shape = rows["ones(4)"]
-    assert (new_shape["body runs"], new_shape["compiled"], new_shape["explained"]) == (1, 1, 1)
+    assert (new_shape["body runs"], new_shape["compiled"], new_shape["explained"]) == (
+        1,
+        1,
+        1,
+    )
     assert rows["ones(3) again"]["compiled"] == 0
 
 
@@ -311,7 +429,10 @@ def test_weak_types_yield_within_a_kind_and_promote_across_kinds():
 @pytest.mark.claim("sec-recompilation-persistent", "clm-rec-cache-dir-fixed")
 def test_the_persistent_cache_directory_is_fixed_at_its_first_use():
     moved = recompilation_processes.moved_cache_dir()
-    assert moved["files in the first directory"] > 0 and moved["files in the second directory"] == 0
+    assert (
+        moved["files in the first directory"] > 0
+        and moved["files in the second directory"] == 0
+    )
 
 
 @pytest.mark.claim("sec-recompilation-persistent", "clm-rec-disk-key")
@@ -323,8 +444,14 @@ def test_the_persistent_cache_key_hashes_versions_flags_options_and_devices():
     )
 
     source = inspect.getsource(cache_key.get)
-    for part in ('"computation"', '"jax_lib version"', '"backend version"', '"XLA flags"', '"compile_options"',
-                 '"accelerator_config"'):
+    for part in (
+        '"computation"',
+        '"jax_lib version"',
+        '"backend version"',
+        '"XLA flags"',
+        '"compile_options"',
+        '"accelerator_config"',
+    ):
         assert part in source
 
 
@@ -338,16 +465,29 @@ def test_a_new_wrapper_of_a_called_function_hits_the_dispatch_cache():
     first = rows["first call of jax.jit(plus_one)"]
     assert (first["dispatch-cache misses"], first["compiles"]) == (1, 1)
     fresh = rows["a new jax.jit(plus_one) per call"]
-    assert (fresh["dispatch-cache misses"], fresh["trace events"], fresh["compiles"]) == (0, 0, 0)
+    assert (
+        fresh["dispatch-cache misses"],
+        fresh["trace events"],
+        fresh["compiles"],
+    ) == (0, 0, 0)
     assert rows["one reused wrapper"]["dispatch-cache misses"] == 0
     options = rows["a new jax.jit(plus_one, static_argnums=0)"]
     assert (options["dispatch-cache misses"], options["compiles"]) == (1, 1)
     equal = rows["a new jax.jit(ScaleBy(2.0))"]
-    assert (equal["dispatch-cache misses"], equal["trace events"], equal["body runs"], equal["compiles"]) == (20, 20, 1, 1)
+    assert (
+        equal["dispatch-cache misses"],
+        equal["trace events"],
+        equal["body runs"],
+        equal["compiles"],
+    ) == (20, 20, 1, 1)
     partials = rows["a new jax.jit(functools.partial(plus_one))"]
     assert (partials["dispatch-cache misses"], partials["compiles"]) == (20, 20)
     noted = rows["one reused wrapper of plus_one_noted (a debug callback)"]
-    assert (noted["dispatch-cache misses"], noted["trace events"], noted["compiles"]) == (20, 0, 0)
+    assert (
+        noted["dispatch-cache misses"],
+        noted["trace events"],
+        noted["compiles"],
+    ) == (20, 0, 0)
 
 
 def test_donation_is_part_of_the_dispatch_key():
@@ -361,7 +501,9 @@ def test_donation_is_part_of_the_dispatch_key():
     assert log.count_for("donated_double") == 2  # once per set of options
 
 
-@pytest.mark.claim("sec-recompilation-dispatch", "clm-recompilation-count-dispatch-misses")
+@pytest.mark.claim(
+    "sec-recompilation-dispatch", "clm-recompilation-count-dispatch-misses"
+)
 def test_count_dispatch_misses_sees_a_new_function_and_restores_the_hook():
     from jax._src import pjit
 
@@ -395,7 +537,9 @@ def test_static_tuples_compare_their_contents_without_types():
     rows = recompilation.static_tuple_rows()
     tuple_int, tuple_float, bare_int, bare_float = rows
     assert (tuple_int["compiled"], tuple_float["compiled"]) == (1, 0)
-    assert tuple_float["result dtype"] == "int32" and tuple_float["op by op"] == "float32"
+    assert (
+        tuple_float["result dtype"] == "int32" and tuple_float["op by op"] == "float32"
+    )
     assert (bare_int["compiled"], bare_float["compiled"]) == (1, 1)
     assert bare_float["result dtype"] == "float32"
     assert (2,) == (2.0,) and hash((2,)) == hash((2.0,))
@@ -447,7 +591,10 @@ def test_explain_cache_misses_reports_the_persistent_cache_too():
     messages = recompilation_processes.explained_with_disk_cache()
     assert any(m.startswith("TRACING CACHE MISS") for m in messages)
     assert any(m.startswith("PERSISTENT COMPILATION CACHE MISS") for m in messages)
-    assert any(m.startswith("Writing jit_add_one to persistent compilation cache") for m in messages)
+    assert any(
+        m.startswith("Writing jit_add_one to persistent compilation cache")
+        for m in messages
+    )
     assert not any("/" in m.split(" defined at ")[-1] for m in messages)
 
 
@@ -488,15 +635,21 @@ def test_the_tutorials_jit_and_caching_example_as_written():
         jax.clear_caches()
         with count_compiles() as log:
             assert int(g(10, 5)) == 15
-        counts.append(sum(name in ("unjitted_loop_body", "<lambda>") for name in log.compiles))
+        counts.append(
+            sum(name in ("unjitted_loop_body", "<lambda>") for name in log.compiles)
+        )
     assert counts == [5, 5, 1]
 
 
 @pytest.mark.claim("sec-recompilation-static", "clm-rec-blog-static-argnums")
 def test_the_blogs_static_argnums_0_makes_x_static_and_raises():
     rows = {r["call with n=20"]: r for r in recompilation.blog_static_rows()}
-    assert rows["static_argnums=0, x=10"]["outcome"] == "TracerBoolConversionError"  # n is traced
-    assert rows["static_argnums=0, x=jnp.ones(3)"]["outcome"] == "ValueError"  # x is unhashable
+    assert (
+        rows["static_argnums=0, x=10"]["outcome"] == "TracerBoolConversionError"
+    )  # n is traced
+    assert (
+        rows["static_argnums=0, x=jnp.ones(3)"]["outcome"] == "ValueError"
+    )  # x is unhashable
     assert rows["static_argnums=1, x=jnp.ones(3)"]["result"] == "[21.0, 21.0, 21.0]"
 
 
@@ -552,7 +705,10 @@ def test_the_dispatch_key_holds_identity_donation_and_compiler_options_not_keep_
     # what ran was jax.jit(first_of)'s program, which dropped b; built afresh, it keeps b
     assert main_parameters(jax.jit(first_of).lower(x, x).as_text()) == 1
     assert main_parameters(kept.lower(x, x).as_text()) == 2
-    for options in ({"donate_argnums": 1}, {"compiler_options": {"xla_cpu_enable_fast_math": False}}):
+    for options in (
+        {"donate_argnums": 1},
+        {"compiler_options": {"xla_cpu_enable_fast_math": False}},
+    ):
         with cache.count_dispatch_misses() as dispatch:
             jax.jit(first_of, **options)(jnp.ones(3), jnp.ones(3))
         assert dispatch.count_for("first_of") == 1, options
@@ -577,7 +733,9 @@ def test_inferred_parameters_are_kept_per_wrapper():
     jax.effects_barrier()
     assert reused.trace_events.count("plus_one_noted") == 0
     assert fresh.trace_events.count("plus_one_noted") == 5
-    assert fresh.count_for("plus_one_noted") == 0  # the tracing cache and the program were there
+    assert (
+        fresh.count_for("plus_one_noted") == 0
+    )  # the tracing cache and the program were there
 
 
 @pytest.mark.claim("sec-recompilation-dispatch", "clm-rec-python-caches-bound")
@@ -595,10 +753,15 @@ def test_the_python_path_lowers_and_compiles_again_after_more_programs_than_its_
 def test_the_dispatch_cache_is_two_caches_and_ours_shares_its_room_with_jnp_functions():
     from jax._src import pjit
 
-    plain, with_options = pjit._cpp_pjit_cache_fun_only, pjit._cpp_pjit_cache_explicit_attributes
+    plain, with_options = (
+        pjit._cpp_pjit_cache_fun_only,
+        pjit._cpp_pjit_cache_explicit_attributes,
+    )
     size = recompilation_wrappers.DISPATCH_CACHE_SIZE
     assert plain.capacity() == with_options.capacity() == size
     filled = recompilation_wrappers.caches_filled()  # entries added to (first, second)
     ours, jnps = filled["jax.jit(plus_one)"], filled["jnp.sin"]
-    assert sum(ours) == sum(jnps) == 1 and ours == jnps, filled  # one entry each, same cache
+    assert sum(ours) == sum(jnps) == 1 and ours == jnps, (
+        filled
+    )  # one entry each, same cache
     assert sum(filled["jax.jit(ScaleBy(3.0), donate_argnums=0)"]) == 1, filled

@@ -17,11 +17,18 @@ PAGES = [ROOT / "index.qmd", *sorted((ROOT / "chapters").glob("*.qmd"))]
 
 
 def _labels() -> set[str]:
-    return {m for page in PAGES if page.exists() for m in re.findall(r"\{#(sec-[\w-]+)", page.read_text())}
+    return {
+        m
+        for page in PAGES
+        if page.exists()
+        for m in re.findall(r"\{#(sec-[\w-]+)", page.read_text())
+    }
 
 
 def test_every_cross_reference_of_the_appendix_resolves():
-    refs = set(re.findall(r"@(sec-[\w-]*\w)", (ROOT / "chapters" / "sources.qmd").read_text()))
+    refs = set(
+        re.findall(r"@(sec-[\w-]*\w)", (ROOT / "chapters" / "sources.qmd").read_text())
+    )
     assert refs, "the appendix links each row to a section"
     assert refs <= _labels(), f"unresolved: {sorted(refs - _labels())}"
 
@@ -41,7 +48,12 @@ def test_a_method_cache_size_is_not_reachable_from_an_equinox_instance():
 @pytest.mark.claim("sec-sources", "clm-sources-jit-of-eqx-gradient-fails")
 def test_jax_jit_of_filter_value_and_grad_fails_and_filter_jit_works():
     plus = methods.SignedEqx(jnp.ones(2), "plus")
-    assert raised(lambda: jax.jit(eqx.filter_value_and_grad(methods.signed_loss))(plus, 1.0)) is not None
+    assert (
+        raised(
+            lambda: jax.jit(eqx.filter_value_and_grad(methods.signed_loss))(plus, 1.0)
+        )
+        is not None
+    )
     value, _ = eqx.filter_jit(eqx.filter_value_and_grad(methods.signed_loss))(plus, 1.0)
     assert float(value) == 2.0
 
@@ -61,7 +73,9 @@ def test_tutorial_facts_hold_on_this_jax(facts):
     assert facts["global holds"] == "DynamicJaxprTracer"
     assert facts["plain scan compiles"] == [1, 1] and facts["after AOT compiles"] == 1
     assert facts["size in carry"].startswith("TypeError: Shapes must be")
-    assert "/work" not in facts["size in carry"] and ".py:" not in facts["size in carry"]
+    assert (
+        "/work" not in facts["size in carry"] and ".py:" not in facts["size in carry"]
+    )
 
 
 def test_tutorial_facts_asks_for_enough_iterations():
@@ -77,7 +91,9 @@ def test_a_value_hash_on_a_mutated_object_strands_its_cache_entry():
     assert all(r["result"] == r["expected"] for r in rows)
     sources.ValueHashed.calc.clear_cache()
     sources.ValueHashed(2, True).calc(3)
-    with count_compiles() as log:  # without the mutation, an equal new object reuses the program
+    with (
+        count_compiles() as log
+    ):  # without the mutation, an equal new object reuses the program
         sources.ValueHashed(2, True).calc(3)
     assert log.count == 0
     with pytest.raises(TypeError, match="int x"):
@@ -94,7 +110,9 @@ def test_blog_loops_partial_and_lambda_miss_every_step_plain_function_never():
         "jax.jit(add_one)": 0,
     }
     a, b = functools.partial(sources.add_one), functools.partial(sources.add_one)
-    assert a != b and hash(a) != hash(b)  # different hashes, and not equal: a miss, not a collision
+    assert a != b and hash(a) != hash(
+        b
+    )  # different hashes, and not equal: a miss, not a collision
     with pytest.raises(ValueError, match="positive whole number"):
         sources.blog_loop_compiles(0)
 
@@ -102,11 +120,18 @@ def test_blog_loops_partial_and_lambda_miss_every_step_plain_function_never():
 @pytest.mark.claim("sec-sources-monitoring", "clm-sources-count-compiles-events")
 def test_count_compiles_listens_to_these_monitoring_events():
     rows = {r["event"]: r for r in sources.compile_events(sources.add_one, jnp.ones(3))}
-    for event in ("/jax/core/compile/jaxpr_trace_duration",
-                  "/jax/core/compile/jaxpr_to_mlir_module_duration",
-                  "/jax/core/compile/backend_compile_duration"):
-        assert rows[event]["fired"] == 1 and rows[event]["count_compiles records"] != "-"
-    assert "compile" in rows["/jax/core/compile/backend_compile_duration"]["count_compiles records"]
+    for event in (
+        "/jax/core/compile/jaxpr_trace_duration",
+        "/jax/core/compile/jaxpr_to_mlir_module_duration",
+        "/jax/core/compile/backend_compile_duration",
+    ):
+        assert (
+            rows[event]["fired"] == 1 and rows[event]["count_compiles records"] != "-"
+        )
+    assert (
+        "compile"
+        in rows["/jax/core/compile/backend_compile_duration"]["count_compiles records"]
+    )
     with count_compiles() as log:
         jax.jit(lambda v: v * 3)(jnp.ones(3))
     assert log.count == 1

@@ -170,7 +170,9 @@ def test_re_tracing_function_refuses_calls_that_do_not_trace():
 
 
 def test_no_row_shows_only_a_class_name():
-    bare = [r["message"] for r in symptoms.rows() if r["message"].strip("` ").isidentifier()]
+    bare = [
+        r["message"] for r in symptoms.rows() if r["message"].strip("` ").isidentifier()
+    ]
     assert not bare
 
 

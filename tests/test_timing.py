@@ -118,15 +118,15 @@ def test_race_table_picks_one_unit_and_shows_the_spread():
     r = timing.Race({"slow": [0.002, 0.003, 0.004], "fast": [0.0005, 0.0006, 0.0009]})
     text = r.table.text
     assert "| variant | min (µs) | median (µs) | max (µs) | rounds |" in text
-    assert "| slow | 2,000 | 3,000 | 4,000 | 3 |" in text  # display.number: thousands separated
+    assert (
+        "| slow | 2,000 | 3,000 | 4,000 | 3 |" in text
+    )  # display.number: thousands separated
     per_iter = timing.Race({"fit": [0.2, 0.3]}, per=100, per_what="iter")
     assert "min (ms / iter)" in per_iter.table.text and per_iter.min("fit") == 0.002
 
 
 def test_race_verdict_and_agreement():
-    r = timing.Race(
-        {"jit": [1.0] * 6, "same": [1.01, 0.99] * 3, "eager": [3.0] * 6}
-    )
+    r = timing.Race({"jit": [1.0] * 6, "same": [1.01, 0.99] * 3, "eager": [3.0] * 6})
     assert str(r.verdict("jit", "eager")) == "3.0 times faster than"
     assert r.verdict("eager", "jit").faster is False
     assert r.agree(["jit", "same"]) and not r.agree()
@@ -145,7 +145,10 @@ def test_race_compiles_outside_the_rounds():
 def test_race_bad_input_names_the_mistake():
     with pytest.raises(TypeError, match="dict of named variants"):
         timing.race([lambda: 1])
-    with pytest.raises(ValueError, match=r"race got an empty dict: give at least one named variant, e\.g\. \{'op by op'"):
+    with pytest.raises(
+        ValueError,
+        match=r"race got an empty dict: give at least one named variant, e\.g\. \{'op by op'",
+    ):
         timing.race({})
     with pytest.raises(ValueError, match="warmup must be a whole number >= 0"):
         timing.race({"f": lambda: 1}, warmup=-1)

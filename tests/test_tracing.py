@@ -16,20 +16,36 @@ from jitbook.chapters import tracing
 
 @pytest.mark.claim("sec-tracing", "clm-tr-print-tracer")
 def test_print_inside_jit_shows_a_tracer_with_its_abstract_value():
-    lines = tracing.printed_lines(jax.jit(functools.partial(tracing.double_and_show)), [(3.0,)])
-    assert lines[0].startswith("print sees: ") and "Tracer" in lines[0] and "~float32[]" in lines[0]
+    lines = tracing.printed_lines(
+        jax.jit(functools.partial(tracing.double_and_show)), [(3.0,)]
+    )
+    assert (
+        lines[0].startswith("print sees: ")
+        and "Tracer" in lines[0]
+        and "~float32[]" in lines[0]
+    )
     assert "3.0" not in lines[0]  # the value is not there while tracing
     assert lines[1] == "jax.debug.print sees: 3.0"
 
 
 @pytest.mark.claim("sec-tracing", "clm-tracing-aval-in-key")
 def test_abstract_values_seen_inside_jit():
-    rows = tracing.seen_by_jit(3.0, 3, jnp.float32(3.0), jnp.ones((2, 3)), jnp.arange(4))
-    assert [r["abstract value"] for r in rows] == ["~float32[]", "~int32[]", "float32[]", "float32[2,3]", "int32[4]"]
+    rows = tracing.seen_by_jit(
+        3.0, 3, jnp.float32(3.0), jnp.ones((2, 3)), jnp.arange(4)
+    )
+    assert [r["abstract value"] for r in rows] == [
+        "~float32[]",
+        "~int32[]",
+        "float32[]",
+        "float32[2,3]",
+        "int32[4]",
+    ]
     assert [r["weak_type"] for r in rows] == [True, True, False, False, False]
     assert all("Tracer" in r["type"] for r in rows)
     assert rows[3]["shape"] == (2, 3) and rows[4]["dtype"] == "int32"
-    assert tracing.aval_row(jnp.ones(2))["type"] == "ArrayImpl"  # outside jit: a real array
+    assert (
+        tracing.aval_row(jnp.ones(2))["type"] == "ArrayImpl"
+    )  # outside jit: a real array
 
 
 @pytest.mark.claim("sec-tracing", "clm-tracing-weak-scalars-yield")
@@ -44,7 +60,14 @@ def test_body_runs_once_per_new_abstract_value():
     counted = tracing.BodyCounter(lambda v: jnp.sin(v) + 1.0)
     jitted = jax.jit(counted)
     runs, compiles = [], []
-    for arg in (1.0, 2.0, jnp.float32(2.0), jnp.ones(3), jnp.zeros(3), jnp.ones(3, dtype=jnp.int32)):
+    for arg in (
+        1.0,
+        2.0,
+        jnp.float32(2.0),
+        jnp.ones(3),
+        jnp.zeros(3),
+        jnp.ones(3, dtype=jnp.int32),
+    ):
         with count_compiles() as log:
             jitted(arg)
         runs.append(counted.runs)
@@ -57,17 +80,28 @@ def test_body_runs_once_per_new_abstract_value():
 def test_print_runs_per_trace_and_debug_print_per_call():
     calls = [(jnp.ones(2),), (jnp.zeros(2),), (jnp.arange(2.0),), (jnp.ones(4),)]
     with cache.count_body_runs(tracing.double_and_show) as runs:
-        lines = tracing.printed_lines(jax.jit(functools.partial(tracing.double_and_show)), calls)
-    assert sum(line.startswith("print sees") for line in lines) == 2 == runs.count  # one print per body run
+        lines = tracing.printed_lines(
+            jax.jit(functools.partial(tracing.double_and_show)), calls
+        )
+    assert (
+        sum(line.startswith("print sees") for line in lines) == 2 == runs.count
+    )  # one print per body run
     assert sum(line.startswith("jax.debug.print sees") for line in lines) == 4
     assert "jax.debug.print sees: [0. 1.]" in lines
 
 
 @pytest.mark.claim("sec-tracing", "clm-tr-debug-print-op")
 def test_debug_print_is_an_operation_of_the_program_and_print_is_not():
-    primitives = [str(e.primitive) for e in jax.make_jaxpr(tracing.double_and_show)(1.0).jaxpr.eqns]
-    assert len(primitives) == 2 and "mul" in primitives  # 2 * x, and one equation for the two prints:
-    assert any(p.startswith("debug") for p in primitives)  # jax.debug.print's; print left nothing
+    primitives = [
+        str(e.primitive)
+        for e in jax.make_jaxpr(tracing.double_and_show)(1.0).jaxpr.eqns
+    ]
+    assert (
+        len(primitives) == 2 and "mul" in primitives
+    )  # 2 * x, and one equation for the two prints:
+    assert any(
+        p.startswith("debug") for p in primitives
+    )  # jax.debug.print's; print left nothing
 
 
 # --- side effects ------------------------------------------------------------------------------------
@@ -95,7 +129,9 @@ def test_a_global_is_read_at_trace_time_only(monkeypatch):
         assert float(jitted(1.0)) == 2.0  # stale
     assert log.count == 0
     assert float(tracing.scaled(1.0)) == 10.0  # op by op reads the new value
-    np.testing.assert_array_equal(jitted(jnp.ones(2)), [10.0, 10.0])  # a new trace does too
+    np.testing.assert_array_equal(
+        jitted(jnp.ones(2)), [10.0, 10.0]
+    )  # a new trace does too
 
 
 # --- control flow ------------------------------------------------------------------------------------
@@ -112,9 +148,17 @@ def test_branching_on_a_shape_works_under_jit():
 def test_branching_on_a_value_raises_tracer_bool_conversion_error():
     err = jitbook.error_of(jax.jit(tracing.sin_or_cos), jnp.ones(3), 1.0)
     assert type(err) is jax.errors.TracerBoolConversionError
-    assert issubclass(jax.errors.TracerBoolConversionError, jax.errors.ConcretizationTypeError)
-    assert type(err).__mro__[1] is jax.errors.ConcretizationTypeError  # what the chapter prints
-    assert str(err).splitlines()[0].startswith("Attempted boolean conversion of traced array")
+    assert issubclass(
+        jax.errors.TracerBoolConversionError, jax.errors.ConcretizationTypeError
+    )
+    assert (
+        type(err).__mro__[1] is jax.errors.ConcretizationTypeError
+    )  # what the chapter prints
+    assert (
+        str(err)
+        .splitlines()[0]
+        .startswith("Attempted boolean conversion of traced array")
+    )
 
 
 @pytest.mark.claim("sec-tracing", "clm-tracing-ways-out-costs")
@@ -122,16 +166,22 @@ def test_three_ways_out_give_the_right_values():
     x = jnp.linspace(-1.0, 1.0, 5)
     x64 = np.asarray(x, np.float64)
     for t, want in ((1.0, np.sin(x64)), (-1.0, np.cos(x64))):
-        for fn in (tracing.sin_or_cos_static, jax.jit(tracing.sin_or_cos_where), jax.jit(tracing.sin_or_cos_cond)):
+        for fn in (
+            tracing.sin_or_cos_static,
+            jax.jit(tracing.sin_or_cos_where),
+            jax.jit(tracing.sin_or_cos_cond),
+        ):
             np.testing.assert_allclose(fn(x, t), want, atol=1e-6)
 
 
 @pytest.mark.claim("sec-tracing", "clm-tracing-static-per-value")
 def test_static_compiles_per_value_where_and_cond_once():
     x = jnp.ones(4)
-    ways = {"static": jax.jit(functools.partial(tracing.sin_or_cos), static_argnums=1),
-            "where": jax.jit(functools.partial(tracing.sin_or_cos_where)),
-            "cond": jax.jit(functools.partial(tracing.sin_or_cos_cond))}
+    ways = {
+        "static": jax.jit(functools.partial(tracing.sin_or_cos), static_argnums=1),
+        "where": jax.jit(functools.partial(tracing.sin_or_cos_where)),
+        "cond": jax.jit(functools.partial(tracing.sin_or_cos_cond)),
+    }
     counts = {}
     for name, fn in ways.items():
         with count_compiles() as log:
@@ -143,8 +193,12 @@ def test_static_compiles_per_value_where_and_cond_once():
 
 @pytest.mark.claim("sec-tracing", "clm-tracing-static-hashable")
 def test_static_arguments_must_be_hashable():
-    err = jitbook.error_of(jax.jit(tracing.sin_or_cos, static_argnums=1), jnp.ones(2), jnp.array(1.0))
-    assert type(err) is ValueError and str(err).startswith("Non-hashable static arguments are not supported")
+    err = jitbook.error_of(
+        jax.jit(tracing.sin_or_cos, static_argnums=1), jnp.ones(2), jnp.array(1.0)
+    )
+    assert type(err) is ValueError and str(err).startswith(
+        "Non-hashable static arguments are not supported"
+    )
 
 
 @pytest.mark.claim("sec-tracing", "clm-tracing-where-both-branches")
@@ -166,8 +220,11 @@ def test_static_program_holds_one_branch_where_computes_both_cond_runs_one():
 
 @pytest.mark.claim("sec-tracing-loops", "clm-tr-loop-unrolls")
 def test_python_loop_unrolls_and_structured_loops_stay_constant():
-    rows = tracing.loop_growth([tracing.python_loop, tracing.fori_version, tracing.scan_version],
-                               [1, 10, 50], jnp.ones(3))
+    rows = tracing.loop_growth(
+        [tracing.python_loop, tracing.fori_version, tracing.scan_version],
+        [1, 10, 50],
+        jnp.ones(3),
+    )
     eqs = {(r["loop"], r["n"]): r["equations"] for r in rows}
     assert [eqs["python_loop", n] for n in (1, 10, 50)] == [2, 20, 100]
     assert len({eqs["fori_version", n] for n in (1, 10, 50)}) == 1
@@ -200,12 +257,18 @@ def test_fori_loop_with_traced_n_compiles_once_static_loop_per_n():
 
 @pytest.mark.claim("sec-tracing-loops", "clm-tracing-range-traced-n-raises")
 def test_traced_loop_lengths_fail_for_range_and_scan():
-    assert isinstance(jitbook.error_of(jax.jit(tracing.python_loop), jnp.ones(2), 3),
-                      jax.errors.TracerIntegerConversionError)
-    assert isinstance(jitbook.error_of(jax.jit(tracing.scan_version), jnp.ones(2), 3),
-                      jax.errors.ConcretizationTypeError)
+    assert isinstance(
+        jitbook.error_of(jax.jit(tracing.python_loop), jnp.ones(2), 3),
+        jax.errors.TracerIntegerConversionError,
+    )
+    assert isinstance(
+        jitbook.error_of(jax.jit(tracing.scan_version), jnp.ones(2), 3),
+        jax.errors.ConcretizationTypeError,
+    )
     # unlike TracerBoolConversionError, the integer one is not a ConcretizationTypeError on this JAX
-    assert not issubclass(jax.errors.TracerIntegerConversionError, jax.errors.ConcretizationTypeError)
+    assert not issubclass(
+        jax.errors.TracerIntegerConversionError, jax.errors.ConcretizationTypeError
+    )
 
 
 def test_count_equations_counts_nested_bodies():
@@ -246,10 +309,15 @@ def test_closure_goes_stale_argument_stays_fresh():
 
 @pytest.mark.claim("sec-tracing-closures", "clm-tr-new-closure")
 def test_a_new_closure_is_a_new_function_to_jit():
-    with count_compiles() as log, cache.count_body_runs(tracing.make_scaler(2.0)) as runs:
+    with (
+        count_compiles() as log,
+        cache.count_body_runs(tracing.make_scaler(2.0)) as runs,
+    ):
         for _ in range(3):
             jax.jit(tracing.make_scaler(2.0))(1.0)
-    assert log.count_for("scale_by") == 3  # equal in behaviour, not equal as objects: compiled each time
+    assert (
+        log.count_for("scale_by") == 3
+    )  # equal in behaviour, not equal as objects: compiled each time
     assert runs.count == 3  # and each closure's body ran: no jaxpr was shared
     assert tracing.make_scaler(2.0) != tracing.make_scaler(2.0)
 
@@ -272,7 +340,9 @@ def test_a_python_float_meeting_an_int_array_brings_its_default_float_dtype():
     counts, floats = jnp.arange(3, dtype=jnp.int32), jnp.ones(3, dtype=jnp.float32)
     assert (counts * 2.0).dtype == jnp.float32 and jnp.array(2.0).dtype == jnp.float32
     with jax.enable_x64(True):
-        assert (counts * 2.0).dtype == jnp.float64 and jnp.array(2.0).dtype == jnp.float64
+        assert (counts * 2.0).dtype == jnp.float64 and jnp.array(
+            2.0
+        ).dtype == jnp.float64
         assert (floats * 2.0).dtype == jnp.float32  # weak: yields to the float32 array
 
 
@@ -280,10 +350,17 @@ def test_a_python_float_meeting_an_int_array_brings_its_default_float_dtype():
 def test_cond_under_vmap_with_a_batched_predicate_becomes_select_and_runs_both():
     x, ts = jnp.linspace(-1.0, 1.0, 3), jnp.array([1.0, -1.0])
     assert tracing.branches_run(tracing.sin_or_cos_cond, x, 1.0) == ["sin"]
-    assert tracing.branches_run_batched(tracing.sin_or_cos_cond, x, ts) == ["cos", "sin"]
-    prims = programs.stats(jax.vmap(tracing.sin_or_cos_cond, in_axes=(None, 0)), x, ts, lower=False).primitives
+    assert tracing.branches_run_batched(tracing.sin_or_cos_cond, x, ts) == [
+        "cos",
+        "sin",
+    ]
+    prims = programs.stats(
+        jax.vmap(tracing.sin_or_cos_cond, in_axes=(None, 0)), x, ts, lower=False
+    ).primitives
     assert prims["cond"] == 0 and prims["select_n"] == 3
-    eqns = jax.make_jaxpr(jax.vmap(tracing.sin_or_cos_cond, in_axes=(None, 0)))(x, ts).eqns
+    eqns = jax.make_jaxpr(jax.vmap(tracing.sin_or_cos_cond, in_axes=(None, 0)))(
+        x, ts
+    ).eqns
     names = [str(e.primitive) for e in eqns]
     # one select_n feeds each branch its operand, gradient stopped where it is not taken
     assert names.count("stop_gradient") == 2
@@ -300,16 +377,24 @@ def test_where_gives_a_nan_gradient_and_the_double_where_fixes_it():
     assert np.isnan(float(jax.grad(tracing.sqrt_or_zero)(0.0)))
     assert float(jax.grad(tracing.sqrt_or_zero_safe)(0.0)) == 0.0
     assert float(jax.grad(tracing.sqrt_or_zero_safe)(4.0)) == pytest.approx(0.25)
-    assert float(tracing.sqrt_or_zero(0.0)) == float(tracing.sqrt_or_zero_safe(0.0)) == 0.0
+    assert (
+        float(tracing.sqrt_or_zero(0.0)) == float(tracing.sqrt_or_zero_safe(0.0)) == 0.0
+    )
 
 
 @pytest.mark.claim("sec-tracing-loops", "clm-tracing-fori-while-grad")
 def test_fori_loop_with_traced_n_is_a_while_loop_that_grad_refuses():
     x = jnp.ones(3)
-    assert tracing.loop_primitive(tracing.fori_version, x, 3, static_argnums=1) == "scan"
+    assert (
+        tracing.loop_primitive(tracing.fori_version, x, 3, static_argnums=1) == "scan"
+    )
     assert tracing.loop_primitive(tracing.fori_version, x, 3) == "while"
-    err = jitbook.raised(jax.jit(jax.grad(lambda v, n: tracing.fori_version(v, n).sum())), x, 3)
-    assert isinstance(err, ValueError) and "Reverse-mode differentiation does not work" in str(err)
+    err = jitbook.raised(
+        jax.jit(jax.grad(lambda v, n: tracing.fori_version(v, n).sum())), x, 3
+    )
+    assert isinstance(
+        err, ValueError
+    ) and "Reverse-mode differentiation does not work" in str(err)
 
 
 @pytest.mark.claim("sec-tracing-loops", "clm-tracing-masked-scan")
@@ -329,10 +414,20 @@ def test_masked_scan_compiles_once_and_differentiates_like_the_unrolled_loop():
 @pytest.mark.claim("sec-tracing", "clm-tracing-shapes-need-size")
 def test_value_dependent_shapes_fail_under_jit_unless_sized():
     values = jnp.array([-1.0, 2.0, -3.0, 4.0])
-    assert isinstance(jitbook.raised(jax.jit(tracing.positives), values), jax.errors.NonConcreteBooleanIndexError)
-    assert isinstance(jitbook.raised(jax.jit(jnp.nonzero), values), jax.errors.ConcretizationTypeError)
-    assert isinstance(jitbook.raised(jax.jit(jnp.unique), values), jax.errors.ConcretizationTypeError)
-    assert tracing.positives(values).tolist() == [2.0, 4.0]  # op by op every shape is known
+    assert isinstance(
+        jitbook.raised(jax.jit(tracing.positives), values),
+        jax.errors.NonConcreteBooleanIndexError,
+    )
+    assert isinstance(
+        jitbook.raised(jax.jit(jnp.nonzero), values), jax.errors.ConcretizationTypeError
+    )
+    assert isinstance(
+        jitbook.raised(jax.jit(jnp.unique), values), jax.errors.ConcretizationTypeError
+    )
+    assert tracing.positives(values).tolist() == [
+        2.0,
+        4.0,
+    ]  # op by op every shape is known
     padded = jax.jit(tracing.positives_padded, static_argnums=1)(values, 4)
     assert padded.tolist() == [2.0, 4.0, 0.0, 0.0]
 
@@ -356,14 +451,21 @@ def test_callbacks_run_at_every_call():
         written.append(float(v))
         return v
 
-    io = jax.jit(lambda v: io_callback(record, jax.ShapeDtypeStruct((), jnp.float32), v, ordered=True))
+    io = jax.jit(
+        lambda v: io_callback(
+            record, jax.ShapeDtypeStruct((), jnp.float32), v, ordered=True
+        )
+    )
     for v in (1.0, 2.0, 3.0):
         assert float(logged(v)) == v * v
         io(v)
     jax.effects_barrier()
     assert seen == written == [1.0, 2.0, 3.0]
-    np.testing.assert_allclose(np.asarray(jax.jit(tracing.numpy_sine)(jnp.array([0.0, 1.0]))), np.sin([0.0, 1.0]),
-                               rtol=1e-6)
+    np.testing.assert_allclose(
+        np.asarray(jax.jit(tracing.numpy_sine)(jnp.array([0.0, 1.0]))),
+        np.sin([0.0, 1.0]),
+        rtol=1e-6,
+    )
 
 
 @pytest.mark.claim("sec-tracing-side-effects", "clm-tr-checking-leaks")
@@ -372,7 +474,9 @@ def test_checking_leaks_catches_the_leak_when_the_trace_ends():
         err = jitbook.raised(jax.jit(lambda v: tracing.remember(v) * 2), 1.0)
     tracing.history.clear()
     assert err is not None and str(err).startswith("Leaked trace")
-    assert jitbook.raised(jax.jit(lambda v: tracing.remember(v) * 2), 1.0) is None  # unchecked: no error
+    assert (
+        jitbook.raised(jax.jit(lambda v: tracing.remember(v) * 2), 1.0) is None
+    )  # unchecked: no error
     tracing.history.clear()
 
 
@@ -472,7 +576,10 @@ def test_a_debug_callback_is_kept_and_an_unused_pure_callback_is_dropped():
         "pure_callback, result unused": 0,
     }
     # removed by JAX's dead-code elimination at lowering, before XLA
-    assert tracing.unused_callback_stages(jnp.ones(2)) == {"in the jaxpr": True, "in the StableHLO": False}
+    assert tracing.unused_callback_stages(jnp.ones(2)) == {
+        "in the jaxpr": True,
+        "in the StableHLO": False,
+    }
 
 
 @pytest.mark.claim("sec-tracing-numpy", "clm-tracing-conversions-raise")
@@ -508,8 +615,10 @@ def test_ensure_compile_time_eval_computes_while_tracing():
     assert not names & {"argmax", "pow", "integer_pow", "iota"}
     assert len(jaxpr.consts) == 1
     assert float(jax.jit(tracing.squares_lookup)(2)) == 4.0 + 4
-    assert isinstance(jitbook.raised(jax.jit(lambda i: int(jnp.argmax(jnp.arange(5.0) * i))), 2),
-                      jax.errors.ConcretizationTypeError)
+    assert isinstance(
+        jitbook.raised(jax.jit(lambda i: int(jnp.argmax(jnp.arange(5.0) * i))), 2),
+        jax.errors.ConcretizationTypeError,
+    )
 
 
 @pytest.mark.claim("sec-tracing", "clm-tr-make-jaxpr-shares")

@@ -16,7 +16,9 @@ from jitbook.exercises import check
 def test_jit_gives_the_op_by_op_result():
     x = jax.random.normal(jax.random.key(0), (50, 20))
     y = why_compile.standardize_softplus(x)
-    np.testing.assert_allclose(jax.jit(why_compile.standardize_softplus)(x), y, atol=1e-5)
+    np.testing.assert_allclose(
+        jax.jit(why_compile.standardize_softplus)(x), y, atol=1e-5
+    )
     x64 = np.asarray(x, dtype=np.float64)  # independent reference
     sp = np.log1p(np.exp(x64))
     ref = (sp - sp.mean(1, keepdims=True)) / np.sqrt(sp.var(1, keepdims=True) + 1e-6)
@@ -80,7 +82,9 @@ def test_a_wrapper_called_again_with_the_same_shape_compiles_nothing():
 def test_op_by_op_programs_runs_cold_and_leaves_this_process_warm():
     jitted, x = jax.jit(lambda v: v - 3.0), jnp.ones(4)
     jitted(x)
-    jax.block_until_ready(why_compile.tiny(x))  # warm here: a fresh process compiles it all the same
+    jax.block_until_ready(
+        why_compile.tiny(x)
+    )  # warm here: a fresh process compiles it all the same
     assert why_compile.op_by_op_programs(why_compile.tiny, x)
     with count_compiles() as log:
         jitted(x)
@@ -95,7 +99,9 @@ def test_the_executed_page_reads_zero_compiles_for_a_new_wrapper(executed):
 
     (page,) = [p for p in harness.chapter_files() if p.stem == "why-compile"]
     cells = [c for c in executed(page).cells if c.cell_type == "code"]
-    (cell,) = [c for c in cells if "again = why_compile.new_wrapper_compiles" in c.source]
+    (cell,) = [
+        c for c in cells if "again = why_compile.new_wrapper_compiles" in c.source
+    ]
     (result,) = [o for o in cell.outputs if o.get("output_type") == "execute_result"]
     assert result["data"]["text/plain"] == "0"
 
@@ -177,9 +183,7 @@ def test_jnp_mean_is_one_program_that_runs_twice_and_compiles_once():
     with mock.patch.object(reductions, "_mean", spy):
         why_compile.standardize_softplus(x)
     assert len(calls) == 2  # the mean and the variance
-    names = why_compile.op_by_op_programs(
-        why_compile.standardize_softplus, x
-    )
+    names = why_compile.op_by_op_programs(why_compile.standardize_softplus, x)
     assert names.count("_mean") == 1
     jaxpr = jax.make_jaxpr(jnp.mean)(x).jaxpr
     assert {e.primitive.name for e in jaxpr.eqns} >= {"reduce_sum", "div"}
@@ -188,9 +192,9 @@ def test_jnp_mean_is_one_program_that_runs_twice_and_compiles_once():
 @pytest.mark.claim("sec-why-compile-two-ways", "clm-why-compile-divisor-argument")
 def test_op_by_op_division_gets_the_divisor_as_an_argument():
     x = jnp.float32(why_compile.HUGE)
-    assert why_compile.op_by_op_programs(
-        why_compile.divide_by_huge, x
-    ) == ["true_divide"]
+    assert why_compile.op_by_op_programs(why_compile.divide_by_huge, x) == [
+        "true_divide"
+    ]
     compiled = jnp.true_divide.lower(x, why_compile.HUGE).compile()
     opcodes = [r["opcode"] for r in programs.compiled_instructions(compiled)]
     assert opcodes.count("parameter") == 2 and "constant" not in opcodes
@@ -200,7 +204,9 @@ def test_op_by_op_division_gets_the_divisor_as_an_argument():
 def test_headline_races_op_by_op_against_jit():
     race = why_compile.headline(jnp.ones((8, 4)), min_time=0.0)
     assert race.names == ["op by op", "jax.jit"] and race.rounds >= 5
-    assert race.verdict("jax.jit", "op by op").phrase  # some verdict, whatever the machine
+    assert race.verdict(
+        "jax.jit", "op by op"
+    ).phrase  # some verdict, whatever the machine
 
 
 def test_headline_command_prints_the_rounds(capsys):
@@ -229,12 +235,16 @@ def test_eager_mode_compiles_each_primitive_once_per_shape():
         x + 1.0
     assert first.compiles == ["add"] and again.compiles == []
     hlo = jax.jit(jnp.add).lower(x, 1.0).as_text()
-    assert "broadcast" in hlo and "convert" in hlo  # 1.0's conversion and broadcast inside
+    assert (
+        "broadcast" in hlo and "convert" in hlo
+    )  # 1.0's conversion and broadcast inside
 
 
 @pytest.mark.claim("sec-why-compile-tiny", "clm-why-compile-both-first-calls-compile")
 def test_cold_and_warm_compare_first_calls_and_later_calls():
-    rows, later = why_compile.cold_and_warm(why_compile.tiny, jnp.zeros(13), min_time=0.0)
+    rows, later = why_compile.cold_and_warm(
+        why_compile.tiny, jnp.zeros(13), min_time=0.0
+    )
     assert [r["way"] for r in rows] == ["op by op", "jax.jit"] == later.names
     assert [r["compiles in first call"] for r in rows] == [1, 1]
     new_shape = jnp.zeros(14)
@@ -246,7 +256,9 @@ def test_cold_and_warm_compare_first_calls_and_later_calls():
 
 def test_standardize_softplus_op_count_is_computed():
     s = programs.stats(why_compile.standardize_softplus, jnp.ones((2, 3)), lower=False)
-    assert s.primitives["reduce_sum"] == 2 and s.equations > 9  # the old docstring's "nine ops" was short
+    assert (
+        s.primitives["reduce_sum"] == 2 and s.equations > 9
+    )  # the old docstring's "nine ops" was short
     assert "nine" not in (why_compile.standardize_softplus.__doc__ or "")
 
 
@@ -271,20 +283,32 @@ def test_ready_wrong_answer_that_does_not_wait():
 def test_fuse_wrong_answers():
     by_columns = lambda x: why_compile.standardize_softplus(x.T).T  # noqa: E731
     assert "not compiled by jax.jit" in check("why-compile.fuse", by_columns).message
-    assert "applied to the columns" in check("why-compile.fuse", jax.jit(why_compile.standardize_softplus)).message
+    assert (
+        "applied to the columns"
+        in check("why-compile.fuse", jax.jit(why_compile.standardize_softplus)).message
+    )
 
-    assert "second call with the same shape compiled 1 time" in check("why-compile.fuse", _RejitEachCall()).message
+    assert (
+        "second call with the same shape compiled 1 time"
+        in check("why-compile.fuse", _RejitEachCall()).message
+    )
 
 
 def test_fuse_does_not_blame_an_eager_transpose_around_one_jit():
     rows = jax.jit(why_compile.standardize_softplus)
 
-    def around(x):  # transposes op by op (compiled once per shape), the jitted part reused
+    def around(
+        x,
+    ):  # transposes op by op (compiled once per shape), the jitted part reused
         return rows(x.T).T
 
-    around.lower = rows.lower  # borrowing .lower no longer makes a jitted function (issue 31)
+    around.lower = (
+        rows.lower
+    )  # borrowing .lower no longer makes a jitted function (issue 31)
     report = check("why-compile.fuse", around)
-    assert "compiles nothing on a second call of the same shape" in report.checks, report.message
+    assert "compiles nothing on a second call of the same shape" in report.checks, (
+        report.message
+    )
     assert not report.passed and "not compiled by jax.jit" in report.message
 
 
@@ -298,9 +322,13 @@ class _RejitEachCall:
 
 
 def test_break_even_wrong_answers():
-    no_ceil = check("why-compile.break-even", lambda c, e, j: c / (e - j) if e > j else math.inf)
+    no_ceil = check(
+        "why-compile.break-even", lambda c, e, j: c / (e - j) if e > j else math.inf
+    )
     assert not no_ceil.passed
-    no_inf = check("why-compile.break-even", lambda c, e, j: math.ceil(c / (e - j)) if e > j else 0)
+    no_inf = check(
+        "why-compile.break-even", lambda c, e, j: math.ceil(c / (e - j)) if e > j else 0
+    )
     assert "never pays: return math.inf" in no_inf.message
 
 
@@ -308,6 +336,10 @@ def test_break_even_wrong_answers():
 def test_jit_can_change_a_result_by_more_than_rounding():
     x = jnp.float32(why_compile.HUGE)
     assert float(why_compile.divide_by_huge(x)) == 1.0
-    assert float(jax.jit(why_compile.divide_by_huge)(x)) != pytest.approx(1.0)  # a rewrite, not rounding
+    assert float(jax.jit(why_compile.divide_by_huge)(x)) != pytest.approx(
+        1.0
+    )  # a rewrite, not rounding
     compiled = jax.jit(why_compile.divide_by_huge).lower(x).compile()
-    assert [r["instruction"] for r in programs.compiled_instructions(compiled)][-1].endswith("multiply")
+    assert [r["instruction"] for r in programs.compiled_instructions(compiled)][
+        -1
+    ].endswith("multiply")
