@@ -13,7 +13,7 @@ KERNEL_CONFIG := $(VENV)/etc/ipython/ipython_kernel_config.py
 # The venv's Quarto (quarto-cli) first, then one on PATH; empty when there is none.
 QUARTO = $(firstword $(wildcard $(VENV)/bin/quarto) $(shell command -v quarto 2>/dev/null))
 
-.PHONY: help setup quarto book pdf notebooks test test-fast preview serve lab bench classroom handout lab-student grade clean
+.PHONY: help setup quarto book pdf notebooks test test-fast sections preview serve lab bench classroom handout lab-student grade clean
 
 # Each target's `## text` comment is its line in `make help`.
 help:  ## this list (the default goal)
@@ -107,7 +107,7 @@ lab: setup  ## JupyterLab on _build/notebooks/ until Ctrl-C (first runs `make no
 test: setup  ## the whole test suite, every chapter at small sizes (about 10 min)
 	$(PY) -m pytest
 
-sections: setup  ## every chapter's sections run alone, their quoted counts compared, caches probed (long)
+sections: setup  ## every chapter's sections run alone, their quoted counts compared, caches probed (why-compile alone: 4 min)
 	JITBOOK_SECTIONS=1 $(PY) -m pytest tests/test_cold.py
 
 # The fast loop: everything but the chapter runs (and the tests that read executed chapters).

@@ -277,7 +277,7 @@ def test_releases_run_as_dask_tasks_write_the_file_one_release_at_a_time_writes(
 ):
     from jitbook.ledger import cli
 
-    stored = json.loads(ledger.LEDGER.read_text())
+    stored = json.loads(data.LEDGER.read_text())
     claims = {
         t: c["section"]
         for t, c in stored["claims"].items()

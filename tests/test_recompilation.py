@@ -232,9 +232,9 @@ def test_explanations_name_shapes_weak_types_config_and_redefinitions():
     )
     assert "jax_enable_x64 differs: now True and before False" in x64
     assert jax.config.jax_enable_x64 is False
-    with capture_jax_logs() as messages:
-        recompilation.jit_in_a_loop("jax.jit(lambda i: plus_one(i))", steps=2)
-    text = cache.messages_about(messages, "<lambda>")
+    from jitbook.chapters.symptoms_producers import loop_story
+
+    text = cache.messages_about(loop_story(), "<lambda>")  # in a fresh process
     assert "never seen function" in text and "defined on the same line" in text
 
 

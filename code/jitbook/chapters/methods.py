@@ -247,7 +247,7 @@ def scalar_offset_counts(weight, x, values: Sequence[float]) -> list[int]:
 
     Meant for a fresh process (``run_cold``): there the cache holds no key with a
     three-element offset, comparing with which would raise. Taught in Jitting methods
-    and classes, Pitfall: arrays as metadata.
+    and classes, Pitfall: an array in the static metadata.
     """
     return count_each(
         *[

@@ -12,7 +12,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jitbook.cache import capture_jax_logs, explain_miss
+from jitbook.cache import capture_jax_logs, explain_miss, fresh_jit
 from jitbook.errors import error_line, raised
 
 
@@ -49,11 +49,19 @@ def miss_story() -> list[str]:
 
 
 def loop_story() -> list[str]:
+    """JAX's log for a jit built in a loop, in a fresh process (where every function is
+    new to JAX, as in the reader's first run)."""
+    from jitbook.fresh import run_cold
+
+    return run_cold(_loop_story)
+
+
+def _loop_story() -> list[str]:
     from jitbook.chapters import recompilation
 
     with capture_jax_logs() as messages:
-        recompilation.jit_in_a_loop("jax.jit(lambda i: plus_one(i))", steps=2)
-    return messages
+        recompilation._jit_in_a_loop("jax.jit(lambda i: plus_one(i))", steps=2)
+    return list(messages)
 
 
 def tracing(name: str) -> Callable:
@@ -65,7 +73,7 @@ def tracing(name: str) -> Callable:
 def leaked_tracer() -> str:
     from jitbook.chapters import tracing
 
-    jax.jit(tracing.remember)(1.0)
+    fresh_jit(tracing.remember)(1.0)  # traced here, whatever ran before
     try:
         return err(lambda: tracing.history[-1] + 1)
     finally:

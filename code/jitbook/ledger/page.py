@@ -56,10 +56,21 @@ def by_chapter(ledger: dict, root: Path = ROOT) -> dict[str, list[tuple[str, dic
     return {chapter: groups[place, chapter] for place, chapter in sorted(groups)}
 
 
+TITLE_WORDS = (
+    12  # of a claim's sentence in the matrix; the Claims appendix has it whole
+)
+
+
+def short(title: str) -> str:
+    """A claim's first words, enough to find it in the matrix."""
+    words = title.split()
+    return " ".join(words[:TITLE_WORDS]) + (" …" if len(words) > TITLE_WORDS else "")
+
+
 def matrix_rows(ledger: dict, claims: list[tuple[str, dict]]) -> list[dict]:
-    """One row per claim: its words, its section, a mark per release."""
+    """One row per claim: its first words, its section, a mark per release."""
     return [
-        {"claim": claim["title"], "shown in": f"@{claim['section']}"}
+        {"claim": short(claim["title"]), "shown in": f"@{claim['section']}"}
         | {r: MARKS[_status(claim, r)] for r in releases(ledger)}
         for _, claim in claims
     ]
