@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jitbook import cache, capture_jax_logs, count_compiles
+from jitbook import cache, count_compiles
 from jitbook.chapters import (
     recompilation,
     recompilation_explore,

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 import jitbook
-from jitbook.cache import fresh_jit
 from jitbook import cache, count_compiles, programs
+from jitbook.cache import fresh_jit
 from jitbook.chapters import tracing
 
 # --- tracers and abstract values ---------------------------------------------------------------------
