@@ -135,6 +135,14 @@ def v() -> jax.Array:
 
 
 def metadata_cause() -> str:
+    """In a fresh process: the first call must meet an empty cache (an entry another
+    array left there would be compared first)."""
+    from jitbook.fresh import run_cold
+
+    return run_cold(_metadata_cause)
+
+
+def _metadata_cause() -> str:
     layer = methods("ArrayMetadataLayer")
     offset = jnp.array([0.5, 0.5, 0.5])
     layer(w(), offset, "relu").predict(x())
@@ -383,3 +391,14 @@ def plain_class_through_scan() -> None:
     from jitbook.chapters.pln import seed
 
     seed.carry_through_scan(seed.PlainPLN(jnp.zeros((3, 2)), jnp.ones((3, 2))))
+
+
+def other_platform() -> str:
+    """An export made for the GPU only, called on this machine's CPU."""
+    from jax import export
+
+    from jitbook.chapters import artifacts
+
+    w, x = jnp.ones((3, 2)), jnp.ones((4, 3))
+    gpu_only = export.export(jax.jit(artifacts.predict), platforms=("cuda",))(w, x)
+    return err(gpu_only.call, w, x)

@@ -351,6 +351,15 @@ INDEX: list[Symptom] = [
         lambda: produce.export_mismatch(constraint=True),
     ),
     Symptom(
+        "ValueError",
+        r"was exported for platforms .* but it is used on",
+        "An export runs only on the platforms it was made for: export with "
+        '`platforms=("cpu", "cuda")` to ship one program to both.',
+        "sec-artifacts-export",
+        "One export, many platforms",
+        produce.other_platform,
+    ),
+    Symptom(
         "JaxRuntimeError",
         r"No such compile option",
         "`compiler_options` named an option this XLA does not know.",

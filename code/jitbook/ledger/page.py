@@ -56,9 +56,7 @@ def by_chapter(ledger: dict, root: Path = ROOT) -> dict[str, list[tuple[str, dic
     return {chapter: groups[place, chapter] for place, chapter in sorted(groups)}
 
 
-TITLE_WORDS = (
-    12  # of a claim's sentence in the matrix; the Claims appendix has it whole
-)
+TITLE_WORDS = 8  # of a claim's sentence in the matrix; the Claims appendix has it all
 
 
 def short(title: str) -> str:
