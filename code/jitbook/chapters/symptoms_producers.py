@@ -290,6 +290,13 @@ def pln_counts() -> str:
 
 
 def pln_seed_copy() -> str:
+    """In a fresh process: JAX's caches hold no other key with array metadata there."""
+    from jitbook.fresh import run_cold
+
+    return run_cold(_pln_seed_copy)
+
+
+def _pln_seed_copy() -> str:
     from jitbook.chapters.pln import seed
 
     data = pln_data()
