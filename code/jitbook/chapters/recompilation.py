@@ -417,6 +417,21 @@ def _jit_in_a_loop(how: str, steps: int) -> dict:
     return {"loop body": how, "steps": steps, "result": int(i), "compiles": log.count}
 
 
+def jit_in_a_loop_log(how: str, steps: int = 2) -> list[str]:
+    """JAX's log lines while ``jit_in_a_loop`` runs, in a fresh process, where its
+    functions are new to JAX as on a reader's first run.
+
+    Taught in Static arguments and compiling again, Diagnosing a recompile.
+    """
+    return run_cold(_jit_in_a_loop_log, how, steps)
+
+
+def _jit_in_a_loop_log(how: str, steps: int) -> list[str]:
+    with capture_jax_logs() as messages:
+        _jit_in_a_loop(how, steps)
+    return list(messages)
+
+
 def compiles_around_clear_caches(x: jax.Array) -> int:
     """Compiles of a warm jitted ``add_one`` called once, then again after
     ``jax.clear_caches()``.

@@ -49,19 +49,9 @@ def miss_story() -> list[str]:
 
 
 def loop_story() -> list[str]:
-    """JAX's log for a jit built in a loop, in a fresh process (where every function is
-    new to JAX, as in the reader's first run)."""
-    from jitbook.fresh import run_cold
-
-    return run_cold(_loop_story)
-
-
-def _loop_story() -> list[str]:
     from jitbook.chapters import recompilation
 
-    with capture_jax_logs() as messages:
-        recompilation._jit_in_a_loop("jax.jit(lambda i: plus_one(i))", steps=2)
-    return list(messages)
+    return recompilation.jit_in_a_loop_log("jax.jit(lambda i: plus_one(i))", steps=2)
 
 
 def tracing(name: str) -> Callable:

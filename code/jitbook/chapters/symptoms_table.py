@@ -191,8 +191,8 @@ INDEX: list[Symptom] = [
         "A trace missed jit's tracing cache and no entry holds this function "
         "object: its first trace, or a new lambda or closure at each call (a new "
         "`jax.jit(f)` of an `f` already traced logs nothing).",
-        "sec-recompilation-persistent",
-        "A cache that outlives the process",
+        "sec-recompilation-diagnose",
+        "Diagnosing a recompile",
         produce.first(produce.loop_story, "never seen function"),
     ),
     Symptom(
