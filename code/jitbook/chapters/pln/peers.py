@@ -24,7 +24,11 @@ from time import perf_counter
 
 import numpy as np
 
-from jitbook.paths import DATA, ROOT
+if __package__:
+    from jitbook.paths import DATA, ROOT
+else:  # a script in the peers' interpreter, which has no jitbook: read paths.py alone
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+    from paths import DATA, ROOT  # type: ignore[no-redef]
 
 INSTALL_HINT = (
     "the peers (PyTorch, pyPLNmodels) are an optional extra: `pip install -e .[peers] "
