@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 from jitbook.display import plural
 from jitbook.timing import verdict_from_rounds
@@ -27,6 +28,15 @@ THREAD_ENV = (
     "OMP_WAIT_POLICY",
 )
 CONTROL = " (control)"  # a variant's second name: the same work raced against itself
+# XLA:CPU's thread pools, by the name its threads carry: the intra-op pool (the work
+# inside an operation) and the execute pool (whole compiled programs). Both are sized
+# when the backend starts, from NPROC or else the CPUs the process may run on; XLA_FLAGS
+# holds the rest (e.g. --xla_cpu_multi_thread_eigen=false keeps operations on one
+# thread). Counted, not assumed: `xla_threads`.
+XLA_POOLS = {
+    "XLA intra-op threads": "tf_XLAEigen",
+    "XLA inter-op threads": "tf_XLAExecute",
+}
 
 
 def control_of(name: str) -> str:
@@ -78,6 +88,16 @@ def pin_jax(cores: Sequence[int]) -> dict:
         "XLA backend started before pinning": started,
         "env": {k: os.environ.get(k) for k in THREAD_ENV},
     }
+
+
+def xla_threads(tasks: str = "/proc/self/task") -> dict:
+    """XLA's CPU thread pools as this process has them, counted by their threads'
+    names in `tasks` (empty where threads cannot be listed, as off Linux)."""
+    try:
+        names = [Path(tasks, t, "comm").read_text().strip() for t in os.listdir(tasks)]
+    except OSError:
+        return {}
+    return {key: names.count(name) for key, name in XLA_POOLS.items()}
 
 
 class LoadWatch:
@@ -160,16 +180,20 @@ def _budget_reasons(record: dict) -> list[str]:
 
 
 def _control_reasons(record: dict) -> list[str]:
-    race = record.get("race", {})
-    controls = [name for name in race if name.endswith(CONTROL)]
-    if not controls:
-        return ["no control was raced (no side raced against itself)"]
+    """The controls of the warm race and, where recorded, of the one-off race."""
+    races = [record.get("race", {})]
+    if record.get("one-off race"):
+        races.append(record["one-off race"]["times"])
     reasons = []
-    for name in controls:
-        base = name.removesuffix(CONTROL)
-        v = verdict_from_rounds(race[base], race[name], base, name)
-        if v.decisive:
-            reasons.append(f"the control failed: {base} was {v} itself")
+    for race in races:
+        controls = [name for name in race if name.endswith(CONTROL)]
+        if not controls:
+            reasons.append("no control was raced (no side raced against itself)")
+        for name in controls:
+            base = name.removesuffix(CONTROL)
+            v = verdict_from_rounds(race[base], race[name], base, name)
+            if v.decisive:
+                reasons.append(f"the control failed: {base} was {v} itself")
     return reasons
 
 
@@ -229,7 +253,7 @@ def conditions_rows(record: dict) -> list[dict]:
             "side": "JAX",
             "cores pinned": jax["cores"],
             "intra-op threads": jax["XLA intra-op threads"],
-            "inter-op threads": "not recorded",
+            "inter-op threads": jax.get("XLA inter-op threads", "not recorded"),
             "BLAS threads": f"{jax['OpenBLAS threads inside a fit']} inside a fit",
             "OMP_WAIT_POLICY": jax["env"].get("OMP_WAIT_POLICY") or "unset",
         }
