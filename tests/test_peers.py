@@ -138,12 +138,12 @@ def test_pypln_loss_scores_its_parameters_with_the_book_elbo():
 # A fake peer interpreter: it ignores its arguments and answers the peers' protocol with
 # short sleeps and a fake pyPLNmodels fit (the parameters it starts from).
 FAKE_PEER = """#!{python}
-import json, sys, time
+import json, os, sys, time
 import numpy as np
 
 if "first-fit" in sys.argv:  # pyPLNmodels' first fit, in a fresh process
     time.sleep(0.05)
-    print(json.dumps({{"fit s": 0.05}}))
+    print(json.dumps({{"fit s": 0.05, "pid": os.getpid()}}))
     sys.exit()
 state = {{}}
 for line in sys.stdin:
@@ -250,7 +250,7 @@ def test_bench_with_a_peer_fills_every_timing_cell_and_prints_conditions_control
         "| fast against itself |" in out and "| torch.compile against itself |" in out
     )
     assert "torch.utils.benchmark.Timer" in out
-    assert "One-off, compiles included (one run each, no verdict): Newton " in out
+    assert "One-off, compiles included: not raced (--one-off ROUNDS races" in out
     assert (
         "first call of torch.compile: " in err
         and "pyPLNmodels' own fit (its target): done in" in err
@@ -322,6 +322,60 @@ def test_a_race_on_a_busy_machine_prints_no_verdict_and_is_not_recorded(
     ]
     assert verdicts == []
     assert not (tmp_path / "recorded").exists()
+
+
+def test_a_one_off_race_runs_each_side_in_a_fresh_process_every_round_and_gives_no_verdict_under_load(
+    fake_peer, tmp_path, capsys, monkeypatch
+):
+    from jitbook.chapters.pln import bench as pln_bench
+
+    monkeypatch.setattr(peers, "RECORDINGS", tmp_path / "recorded")
+    monkeypatch.setattr(os, "getloadavg", lambda: (7.5, 6.0, 5.0))  # faked: busy
+    newton, pypln = [], []
+    run_cold, pypln_cold = pln_bench.run_cold, peers.Peer.pypln_cold
+
+    def newton_spy(fn, *args):
+        out = run_cold(fn, *args)
+        if fn is pln_bench.newton_cold:  # not the levels' first fits
+            newton.append(out)
+        return out
+
+    def pypln_spy(peer):
+        pypln.append((pypln_cold(peer), peer._proc.pid))
+        return pypln[-1][0]
+
+    monkeypatch.setattr(pln_bench, "run_cold", newton_spy)
+    monkeypatch.setattr(peers.Peer, "pypln_cold", pypln_spy)
+    run_with_fake_peer(
+        fake_peer,
+        "--newton-iters",
+        "30",
+        "--one-off",
+        "2",
+        "--record",
+        "f",
+        "--force-record",
+    )
+    out = capsys.readouterr().out
+    recorded = json.loads((tmp_path / "recorded" / "f.json").read_text())
+    times = recorded["one-off race"]["times"]
+    assert {name: len(t) for name, t in times.items()} == {
+        "Newton, cold": 2,
+        "pyPLNmodels fit(), cold": 2,
+        "Newton, cold (control)": 2,
+        "pyPLNmodels fit(), cold (control)": 2,
+    }
+    # each round, each side and its control: a process of its own, apart from the peer's
+    assert len(newton) == 4 and len(pypln) == 4
+    assert len({pid for answer, _ in pypln for pid in [answer["pid"]]}) == 4
+    assert all(answer["pid"] != serving for answer, serving in pypln)
+    stop = recorded["one-off race"]["Newton iterations"]
+    assert stop == recorded["newton"]["iterations to target"]
+    assert all(n["final loss"] <= recorded["target"] * (1 + 1e-6) for n in newton)
+    assert min(times["Newton, cold"]) > recorded["newton"]["seconds to target"]
+    assert "One-off: Newton (" in out and "| Newton, cold |" in out
+    assert "One-off, Newton to that loss was" not in out  # unfit: no verdict
+    assert peers.one_off_verdict(recorded) is None and not recorded["fit to compare"]
 
 
 def test_a_peer_without_torch_is_said_before_any_jax_work(capsys):

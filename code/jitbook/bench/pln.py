@@ -517,8 +517,8 @@ def _one_off(args, raw, peer, row: dict, say) -> dict:
         why = (
             "--one-off ROUNDS races each side cold, in fresh processes"
             if not args.one_off
-            else f"the Newton fit did not reach pyPLNmodels' loss in {row['iterations']} "
-            "iterations (raise --newton-iters)"
+            else "the Newton fit did not reach pyPLNmodels' loss in "
+            f"{row['iterations']} iterations (raise --newton-iters)"
         )
         print(f"One-off, compiles included: not raced ({why}).")
         return {}

@@ -240,7 +240,7 @@ def pypln_loss(pypln: dict, data) -> float:
 
 
 def _pin(cores) -> None:
-    """Pin this process to `cores` and size torch's pools to them, before torch works."""
+    """Pin this process to `cores`, torch's pools sized to them, before torch works."""
     import torch
 
     if cores:
