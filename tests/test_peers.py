@@ -442,13 +442,13 @@ def test_the_pln_page_reads_the_quiet_recordings_and_names_each_verdicts_pairing
     assert full is not None and tenth is not None, "data/peers/full.json or tenth.json"
     assert (full["n"], tenth["n"]) == (11_600, 1_160)
     namespace, inline = run_page_section()
-    assert namespace["recorded"] == full and namespace["runs"]["tenth"] == tenth
+    assert namespace["recorded"] == full and namespace["peer_runs"]["tenth"] == tenth
     said = " ".join(inline)
     assert full["date"][:10] in said and full["book commit"] in inline
     rows = {
         name: peers.verdict_rows(peers.recording(name)) for name in ("full", "tenth")
     }
-    for name, run in namespace["runs"].items():
+    for name, run in namespace["peer_runs"].items():
         assert not conditions.unfit_reasons(run)
         size = f"{run['n']:,} x {run['p']}"
         for row, shown in zip(rows[name], namespace["peer_rows"], strict=True):
