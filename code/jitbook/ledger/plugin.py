@@ -123,7 +123,7 @@ def outcome(report) -> dict:
         reason = str(reason).removeprefix("Skipped: ")
         return {"status": "n/a", "reason": one_line(reason)}
     if report.failed:
-        crash = getattr(report.longrepr, "reprcrash", None)
+        crash = getattr(getattr(report, "longrepr", None), "reprcrash", None)
         return classify(
             {"status": "fails", "reason": one_line(report.longreprtext)},
             raised_in=str(crash.path) if crash else None,

@@ -159,7 +159,7 @@ def in_book_order(root: Path = ROOT) -> list[Span]:
 
 
 def numbers(root: Path = ROOT) -> dict[str, int]:
-    """Each claim's number, 1 up in reading order: the label its mark and its row share."""
+    """Each claim's number, 1 up in reading order: its mark's and evidence's label."""
     found: dict[str, int] = {}
     for span in in_book_order(root):
         found.setdefault(span.id, len(found) + 1)

@@ -1,5 +1,5 @@
 """The claim tests' code as pages of the site: each test module that asserts a claim,
-highlighted, a line anchor per line, so a claim's evidence links straight to its test."""
+highlighted, an anchor per line, so a claim's evidence links straight to its test."""
 
 from __future__ import annotations
 
@@ -29,13 +29,15 @@ pre > span[id]:target { background: #fff3bf; }
 
 
 def _colours() -> str:
-    """Pygments' colours: a light style, and a dark one when the reader's system is dark."""
+    """Pygments' colours: a light style, and a dark one for a reader's dark system."""
     light = HtmlFormatter(style="friendly").get_style_defs(".highlight")
     dark = HtmlFormatter(style="monokai").get_style_defs(".highlight")
-    return f"{light}\n.highlight {{ background: none; }}\n@media (prefers-color-scheme: dark) {{\n{dark}\n.highlight {{ background: none; }} }}"
+    plain = ".highlight { background: none; }"
+    dark = f"@media (prefers-color-scheme: dark) {{\n{dark}\n{plain} }}"
+    return f"{light}\n{plain}\n{dark}"
 
 
-def page_of(test: str) -> str:
+def page_of(test: spans.ClaimTest) -> str:
     """Where a claim test's code is, from the Claims appendix (chapters/claims.html):
     its module's page, at the test's first line (its first decorator)."""
     module = Path(test.test.split("::")[0]).stem
@@ -45,7 +47,11 @@ def page_of(test: str) -> str:
 def _decorators(test: spans.ClaimTest) -> int:
     """How many lines above its ``def`` a test's decorators start."""
     first = spans.source_of(test).splitlines()
-    return next(i for i, line in enumerate(first) if line.lstrip().startswith(("def ", "async def ")))
+    return next(
+        i
+        for i, line in enumerate(first)
+        if line.lstrip().startswith(("def ", "async def "))
+    )
 
 
 def module_page(path: Path) -> str:
