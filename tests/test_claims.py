@@ -178,3 +178,20 @@ def test_every_claim_has_its_evidence_numbered_as_its_mark_with_its_test_code_an
     assert module[line - 1].lstrip().startswith("@") and link in text
     page_html = claim_tests.module_page(spans.ROOT / first.test.split("::")[0])
     assert f'<span id="L-{line}">' in page_html
+
+
+def test_the_site_gets_a_page_of_code_for_every_test_module_with_a_claim(tmp_path):
+    from jitbook.site import claim_tests, post_render
+
+    written = claim_tests.write(tmp_path)
+    tests = [t for t in spans.claim_tests() if t.span]
+    assert {p.name for p in written} == {
+        f"{t.test.split('::')[0].removeprefix('tests/').removesuffix('.py')}.html"
+        for t in spans.claim_tests()
+    }
+    for test in tests[:: max(1, len(tests) // 20)]:  # a sample across the modules
+        page, anchor = claim_tests.page_of(test).removeprefix("../").split("#")
+        html = (tmp_path / page).read_text()
+        line = html.split(f'<span id="{anchor}">', 1)[1].split('<span id="L-', 1)[0]
+        assert re.sub(r"<[^>]+>", "", line).lstrip().startswith("@"), (test, line)
+        assert post_render.remote_loads(html) == []

@@ -347,7 +347,7 @@ def _evidence(row: dict, root: Path) -> str:
         f"[claim {row['number']}]{{.claim-number}} {row['sentence']} "
         f"[↩ back]({row['page']}#{row['id']}){{.claim-back}}\n\n"
         f"Measured: {row['measured']}. Releases: {marks}; {row['verdict']}. "
-        f"Code: {code}.\n"
+        f'[Code: {code}.]{{.content-visible when-format="html"}}\n'  # pages of the site
         ":::\n"
     )
 
