@@ -55,7 +55,7 @@ def test_block_until_ready_waits_for_every_array_in_a_tree():
 
 
 @pytest.mark.claim("sec-why-compile-again", "clm-why-compile-new-wrapper")
-def test_the_cache_key_holds_the_function_so_a_new_wrapper_finds_it():
+def test_the_cache_key_holds_the_function_so_a_new_wrapper_finds_it(measured):
     def local(x):
         return x * 5.0
 
@@ -66,6 +66,9 @@ def test_the_cache_key_holds_the_function_so_a_new_wrapper_finds_it():
         jax.jit(local)(x)
     assert (first.count_for("local"), second.count_for("local")) == (1, 0)
     assert why_compile.new_wrapper_compiles(local, x) == 0
+    measured(
+        "programs a second, new jax.jit(local) compiled", second.count_for("local")
+    )
 
 
 @pytest.mark.claim("sec-why-compile-two-ways", "clm-why-compile-second-call-hits")
