@@ -37,14 +37,13 @@ def test_abstract_values_seen_inside_jit():
     rows = tracing.seen_by_jit(
         3.0, 3, jnp.float32(3.0), jnp.ones((2, 3)), jnp.arange(4)
     )
-    assert [r["abstract value"] for r in rows] == [
-        "~float32[]",
-        "~int32[]",
-        "float32[]",
-        "float32[2,3]",
-        "int32[4]",
+    assert [(r["shape"], r["dtype"], r["weak_type"]) for r in rows] == [
+        ((), "float32", True),
+        ((), "int32", True),
+        ((), "float32", False),
+        ((2, 3), "float32", False),
+        ((4,), "int32", False),
     ]
-    assert [r["weak_type"] for r in rows] == [True, True, False, False, False]
     assert all("Tracer" in r["type"] for r in rows)
     assert rows[3]["shape"] == (2, 3) and rows[4]["dtype"] == "int32"
     assert (
