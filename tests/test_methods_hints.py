@@ -45,9 +45,7 @@ def test_a_state_built_from_numpy_leaves_one_jitted_step_as_jax_arrays():
     assert float(after.total) == 2.5 and int(after.count) == 1
 
 
-@pytest.mark.claim(
-    "sec-methods-dataclass-libraries", "clm-methods-dataclass-pytrees"
-)
+@pytest.mark.claim("sec-methods-dataclass-libraries", "clm-methods-dataclass-pytrees")
 def test_register_dataclass_and_equinox_flatten_a_layer_alike_and_key_on_the_static_field():
     rows = methods_dataclasses.dataclass_rows(WEIGHT)
     assert [r["class"] for r in rows] == ["DataclassLayer", "EqxLayer"]

@@ -40,7 +40,9 @@ def test_the_preface_names_every_stored_measurement_the_book_holds():
     evidence = PREFACE.split("{#sec-preface-evidence}")[1].split("\n## ")[0]
     for name in stored:
         suffix = "" if (data / name).is_file() else "/"
-        assert f"`data/{name}{suffix}`" in evidence, f"data/{name} is not in the preface"
+        assert f"`data/{name}{suffix}`" in evidence, (
+            f"data/{name} is not in the preface"
+        )
     assert "pyPLNmodels reference fit" in evidence  # stored in data/README.md
     assert not re.search(r"\b(two|three|four|five|six) kinds\b", evidence)
 

@@ -15,7 +15,9 @@ X = jnp.linspace(-1.0, 1.0, 5)
 def test_a_function_jitted_only_below_its_branch_compiles_once_per_part_and_stays_right():
     ts = (1.0, 2.0, -1.0, -2.0, 0.0, 3)
     for t in ts:
-        assert jnp.allclose(tracing_part.sin_or_cos_partly(X, t), tracing.sin_or_cos(X, t))
+        assert jnp.allclose(
+            tracing_part.sin_or_cos_partly(X, t), tracing.sin_or_cos(X, t)
+        )
     held = tracing_part.programs_held()
     # new values of t of either sign, a Python int, a concrete jax.Array: nothing new
     with count_compiles() as log:

@@ -27,7 +27,9 @@ def grad_jaxpr_facts(x: float = 1.0) -> dict:
     Taught in jaxprs and the road to XLA, The jaxpr of a gradient.
     """
     if not isinstance(x, (int, float)) or isinstance(x, bool):
-        raise TypeError(f"grad_jaxpr_facts takes a Python number, got {type(x).__name__}.")
+        raise TypeError(
+            f"grad_jaxpr_facts takes a Python number, got {type(x).__name__}."
+        )
     forward = jax.make_jaxpr(wiggle)(x)
     gradient = jax.make_jaxpr(jax.grad(wiggle))(x)
     (jitted_eqn,) = jax.make_jaxpr(jax.jit(jax.grad(wiggle)))(x).jaxpr.eqns

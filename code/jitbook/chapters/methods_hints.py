@@ -43,9 +43,9 @@ def hint_rows() -> list[dict]:
         ("Python float", 1.5),
         ("list (not ArrayLike)", [1.0, 2.0]),
     ):
-        seen = []
+        seen: list[tuple[int, bool]] = []
 
-        def spy(x):
+        def spy(x, seen=seen):
             leaves = jax.tree.leaves(x)
             seen.append((len(leaves), all(isinstance(v, jax.Array) for v in leaves)))
             return doubled(x)
@@ -73,8 +73,7 @@ def state_field_types() -> dict[str, list[str]]:
     return {
         "built from NumPy": [type(v).__name__ for v in start],
         "after one jitted step": [
-            "jax.Array" if isinstance(v, jax.Array) else type(v).__name__
-            for v in after
+            "jax.Array" if isinstance(v, jax.Array) else type(v).__name__ for v in after
         ],
     }
 

@@ -37,7 +37,7 @@ def sin_or_cos_partly(x: jax.Array, t) -> jax.Array:
 
 
 def programs_held() -> int:
-    """Programs the two jitted parts hold in their caches (one per part and signature)."""
+    """Programs the two jitted parts hold in their caches: one per part and shape."""
     return sin_part._cache_size() + cos_part._cache_size()
 
 
@@ -51,7 +51,9 @@ def part_rows(x: jax.Array, ts: Sequence[float]) -> list[dict]:
         {
             "call": f"sin_or_cos_partly(x, {t})",
             "outcome": "same as un-jitted sin_or_cos: "
-            + str(bool(jnp.allclose(sin_or_cos_partly(x, t), tracing.sin_or_cos(x, t)))),
+            + str(
+                bool(jnp.allclose(sin_or_cos_partly(x, t), tracing.sin_or_cos(x, t)))
+            ),
             "programs held by the parts": programs_held(),
         }
         for t in ts

@@ -61,7 +61,10 @@ def four_functions(x: jax.Array) -> dict[str, dict]:
         name: [
             count_equations(jax.make_jaxpr(fn, static_argnums=1)(x, n)) for n in (5, 50)
         ]
-        for name, fn in (("python", tracing.python_loop), ("fori", tracing.fori_version))
+        for name, fn in (
+            ("python", tracing.python_loop),
+            ("fori", tracing.fori_version),
+        )
     }
     sizes = [jnp.arange(n, dtype=jnp.float32) for n in (3, 4, 5)]
     by_size = fresh_jit(mean_by_size)
@@ -85,7 +88,9 @@ def four_functions(x: jax.Array) -> dict[str, dict]:
             "right": all(float(by_size(v)) == float(v.mean()) for v in sizes),
         },
         "class argument": {
-            "as written": error_line(raised(jax.jit(scaled), Scale(jnp.asarray(2.0)), x)),
+            "as written": error_line(
+                raised(jax.jit(scaled), Scale(jnp.asarray(2.0)), x)
+            ),
             "way out compiles": _compiles([lambda s=s: by_tree(s, x) for s in trees]),
             "way out right": all(
                 bool(jnp.allclose(by_tree(s, x), s.factor * x)) for s in trees
@@ -95,7 +100,7 @@ def four_functions(x: jax.Array) -> dict[str, dict]:
 
 
 def comparison_rows(facts: dict[str, dict]) -> list[dict]:
-    """The table of the section: PyTorch's tracer as documented, ``jax.jit`` measured."""
+    """The section's table: PyTorch's tracer as documented, ``jax.jit`` measured."""
     branch, loop = facts["branch on a value"], facts["Python loop"]
     size, tree = facts["size read in Python"], facts["class argument"]
     return [
@@ -103,7 +108,8 @@ def comparison_rows(facts: dict[str, dict]) -> list[dict]:
             "the function": "`if t > 0:` on an argument",
             "torch.jit.trace (documented)": "records the branch the example input took "
             "and runs that graph on any input",
-            "jax.jit, as written": branch["as written"].split(":")[0] + ", at the first "
+            "jax.jit, as written": branch["as written"].split(":")[0]
+            + ", at the first "
             f"call ({branch['compiled before the error']} compiles)",
             "JAX's way out, measured": f"`lax.cond`: {branch['way out compiles']} "
             f"compile for t = 1 and -1, both right: {branch['way out right']}",
@@ -131,7 +137,8 @@ def comparison_rows(facts: dict[str, dict]) -> list[dict]:
             "torch.jit.trace (documented)": "made for tensors and lists, dicts and "
             "tuples of tensors",
             "jax.jit, as written": tree["as written"].split(":")[0],
-            "JAX's way out, measured": f"a NamedTuple (a pytree): {tree['way out compiles']}"
-            f" compile for two values, both right: {tree['way out right']}",
+            "JAX's way out, measured": "a NamedTuple (a pytree): "
+            f"{tree['way out compiles']} compile for two values, both right: "
+            f"{tree['way out right']}",
         },
     ]
