@@ -381,11 +381,24 @@ def test_reduce_window_in_the_sum_comes_from_the_guard_flag():
 
 
 @pytest.mark.claim("sec-jaxprs-nested", "clm-jaxprs-nested-equation")
-def test_a_nested_jit_is_one_equation():
+def test_a_nested_jit_is_one_equation_unless_it_is_inlined_early():
     j = jax.make_jaxpr(jaxprs.outer)(jnp.ones(3))
     assert [e.primitive.name for e in j.eqns] == ["jit", "add"]
     assert j.eqns[0].params["name"] == "inner"
     assert programs.stats(jaxprs.outer, jnp.ones(3), lower=False).all_equations == 4
+    # jitted with inline=JAX_EARLY, the body's equations land in the caller's jaxpr
+    early = jax.make_jaxpr(jaxprs.outer_early)(jnp.ones(3))
+    assert [e.primitive.name for e in early.eqns] == ["sin", "mul", "add"]
+    assert jaxprs.inner_early(jnp.ones(3)).shape == (3,)  # still a jitted function
+    # as JAX defines jnp.einsum and others: no jit equation of their own in a caller's jaxpr
+    a = jnp.ones((2, 3))
+    for fn, primitive in (
+        (lambda a: jnp.einsum("ij,kj->ik", a, a), "dot_general"),
+        (jnp.ravel, "reshape"),
+        (lambda a: jnp.moveaxis(a, 0, 1), "transpose"),
+    ):
+        names = [e.primitive.name for e in jax.make_jaxpr(fn)(a).eqns]
+        assert primitive in names and not {"jit", "pjit"} & set(names), names
 
 
 @pytest.mark.claim("sec-jaxprs-eval-shape", "clm-jaxprs-eval-shape")
