@@ -4,6 +4,7 @@ import functools
 import os
 import re
 import tempfile
+import warnings
 
 import jax
 import jax.numpy as jnp
@@ -705,19 +706,60 @@ def test_the_dispatch_key_holds_identity_donation_and_compiler_options_not_keep_
     # what ran was jax.jit(first_of)'s program, which dropped b; built afresh, it keeps b
     assert main_parameters(jax.jit(first_of).lower(x, x).as_text()) == 1
     assert main_parameters(kept.lower(x, x).as_text()) == 2
+    device = jax.devices()[0]
+    on_device = jax.sharding.SingleDeviceSharding(device)
     for options in (
         {"donate_argnums": 1},
         {"compiler_options": {"xla_cpu_enable_fast_math": False}},
+        {"device": device},
+        {"backend": jax.default_backend()},
+        {"in_shardings": on_device},
+        {"out_shardings": on_device},
     ):
-        with cache.count_dispatch_misses() as dispatch:
-            jax.jit(first_of, **options)(jnp.ones(3), jnp.ones(3))
+        with warnings.catch_warnings():  # device= and backend= are deprecated
+            warnings.simplefilter("ignore", DeprecationWarning)
+            with cache.count_dispatch_misses() as dispatch:
+                for _ in range(3):  # a miss, then the new options' own entry
+                    jax.jit(first_of, **options)(jnp.ones(3), jnp.ones(3))
         assert dispatch.count_for("first_of") == 1, options
+    assert _layout_misses(first_of, on_device) in ([1, 1], None)
+    # the key's own fields, where the release names them so (a private class)
+    import dataclasses
+
+    from jax._src.interpreters import pxla
+
+    keys = getattr(pxla, "JitGlobalCppCacheKeys", None)
+    fields = {f.name for f in dataclasses.fields(keys)} if keys else None
+    if fields is not None:
+        assert {"donate_argnums", "device", "backend", "compiler_options_kvs"} <= fields
+        assert {"in_shardings_leaves", "out_shardings_leaves"} <= fields
+        assert "out_layouts_leaves" in fields
+        assert not fields & {"static_argnums", "static_argnames", "keep_unused"}
     one = ScaleBy(2.0)
     jax.jit(one)(x)
     with cache.count_dispatch_misses() as dispatch:
         jax.jit(one)(x)
         jax.jit(ScaleBy(2.0))(x)  # equal, not the same object
     assert len(dispatch.misses) == 1 and one == ScaleBy(2.0)
+
+
+def _layout_misses(fn, sharding) -> list[int] | None:
+    """Dispatch misses of new wrappers of ``fn`` whose options differ only in the output's
+    layout (row-major, then column-major; three calls each); None on a release without
+    ``jax.experimental.layout.Format``."""
+    try:
+        from jax.experimental.layout import Format, Layout
+    except ImportError:
+        return None
+    m = jnp.ones((2, 3))
+    misses = []
+    for order in ((0, 1), (1, 0)):
+        out = Format(Layout(major_to_minor=order), sharding)
+        with cache.count_dispatch_misses() as dispatch:
+            for _ in range(3):
+                jax.jit(fn, out_shardings=out)(m, m)
+        misses.append(dispatch.count_for(fn.__name__))
+    return misses
 
 
 @pytest.mark.claim("sec-recompilation-diagnose", "clm-rec-infer-per-wrapper")
