@@ -564,10 +564,31 @@ def test_a_dynamic_jaxpr_tracer_prints_as_jit_tracer_under_jit_and_make_jaxpr():
     jax.jit(lambda v: jax.lax.cond(v > 0, note, note, v))(1.0)
     jax.lax.scan(lambda c, _: (note(c), None), 1.0, length=2)
     assert {kind for _, kind in seen} == {"DynamicJaxprTracer"} and len(seen) >= 2, seen
+    # partial evaluation records a jaxpr too, with JaxprTracer (private names: the test fails
+    # if they move)
+    from jax._src import core
     from jax._src.interpreters import partial_eval as pe
 
+    seen.clear()
+    jaxpr, _, _ = pe.trace_to_jaxpr_nounits(
+        _wrapped(lambda v: [note(v) * 2.0]),
+        [pe.PartialVal.unknown(core.ShapedArray((), jnp.float32))],
+    )
+    assert [kind for _, kind in seen] == ["JaxprTracer"]
     assert pe.JaxprTracer is not pe.DynamicJaxprTracer
-    assert issubclass(pe.JaxprTracer, jax.core.Tracer)
+    assert isinstance(jaxpr, core.Jaxpr) and jaxpr.eqns  # the multiply was recorded
+
+
+def _wrapped(fn):
+    """``fn`` as JAX's internal ``WrappedFun``, with the debug info newer releases need."""
+    from jax._src import linear_util
+
+    try:
+        from jax._src.api_util import debug_info
+
+        return linear_util.wrap_init(fn, debug_info=debug_info("fn", fn, (1.0,), {}))
+    except (ImportError, TypeError):
+        return linear_util.wrap_init(fn)
 
 
 @pytest.mark.claim("sec-tracing-side-effects", "clm-tr-pure-callback-dce")
