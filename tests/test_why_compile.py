@@ -13,6 +13,41 @@ from jitbook.exercises import check
 
 
 @pytest.mark.claim("sec-why-compile", "clm-why-compile-op-by-op")
+def test_op_by_op_each_jnp_function_is_a_cached_program_that_writes_its_result():
+    """Each jnp call runs as a program of its own, compiled for a new shape and cached, and
+    hands back a whole array in a buffer of its own (no tracer, no fusion with the next)."""
+    from unittest import mock
+
+    names = ("abs", "exp", "log1p", "maximum", "mean", "sqrt")
+    originals = {name: getattr(jnp, name) for name in names}
+    results = []
+
+    def spy(name):
+        def called(*args, **kwargs):
+            out = originals[name](*args, **kwargs)
+            results.append((name, out))
+            return out
+
+        return called
+
+    x = jnp.ones((7, 43))  # a shape no other test uses
+    with mock.patch.multiple(jnp, **{n: spy(n) for n in names}):
+        with count_compiles() as first:
+            why_compile.standardize_softplus(x)
+    with count_compiles() as again:
+        why_compile.standardize_softplus(x)
+    assert {"abs", "exp", "log1p", "maximum", "_mean", "sqrt"} <= set(first.compiles)
+    assert again.compiles == []  # cached per shape and dtype
+    with count_compiles() as other_dtype:
+        why_compile.standardize_softplus(x.astype(jnp.bfloat16))
+    assert {"exp", "_mean"} <= set(other_dtype.compiles)
+    assert [n for n, _ in results] == ["abs", "exp", "log1p", "maximum", "mean", "mean", "sqrt"]
+    for name, out in results:  # a concrete array with a buffer, as large as its result
+        assert isinstance(out, jax.Array) and not isinstance(out, jax.core.Tracer), name
+        assert out.unsafe_buffer_pointer() and out.nbytes == out.size * out.itemsize
+    assert results[0][1].shape == x.shape  # full size, written before the next call
+
+
 def test_jit_gives_the_op_by_op_result():
     x = jax.random.normal(jax.random.key(0), (50, 20))
     y = why_compile.standardize_softplus(x)
