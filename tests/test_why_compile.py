@@ -107,11 +107,22 @@ def test_the_cache_key_holds_the_function_so_a_new_wrapper_finds_it():
 def test_a_wrapper_called_again_with_the_same_shape_compiles_nothing():
     jitted = jax.jit(lambda v: v * 7.0)
     ones, zeros = jnp.ones(9), jnp.zeros(9)  # other values, same shape and dtype
+    noise = jax.random.normal(jax.random.key(0), (9,))
+    numpy = np.arange(9, dtype=np.float32)  # a NumPy array of that shape and dtype
     with count_compiles() as first:
         jitted(ones)
     with count_compiles() as second:
-        jitted(zeros)
+        for other in (zeros, noise, numpy):
+            jitted(other)
     assert (first.count, second.count) == (1, 0)
+    # the exceptions the sentence names: a weak type, a placement
+    scalar = jax.jit(lambda v: v * 7.0)
+    scalar(1.0)
+    with count_compiles() as strong:
+        scalar(jnp.float32(1.0))  # f32[] as 1.0 is, but strongly typed
+    with count_compiles() as placed:
+        jitted(jax.device_put(ones, jax.devices()[0]))  # committed to a device
+    assert (strong.count, placed.count) == (1, 1)
 
 
 def test_op_by_op_programs_runs_cold_and_leaves_this_process_warm():
