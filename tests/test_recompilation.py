@@ -305,14 +305,18 @@ def test_next_bucket():
 
 @pytest.mark.claim("sec-recompilation", "clm-rec-clear-caches")
 def test_clear_caches_makes_the_next_call_compile():
+    """For every function: a jitted one traces (its body runs) and compiles again, and so
+    does another jitted function and an op-by-op jnp call; in this test's process."""
     f = jax.jit(recompilation.add_one)
-    x = jnp.ones(5)
-    f(x)
-    with count_compiles() as log:
-        f(x)
+    g = jax.jit(recompilation.matmul)
+    x, m = jnp.ones(5), jnp.ones((2, 2))
+    f(x), g(m, m), jnp.sin(x)
+    with count_compiles() as log, cache.count_body_runs(recompilation.add_one) as runs:
+        f(x), g(m, m), jnp.sin(x)
         jax.clear_caches()
-        f(x)
-    assert log.count_for("add_one") == 1
+        f(x), g(m, m), jnp.sin(x)
+    assert (log.count_for("add_one"), runs.count) == (1, 1)
+    assert log.count_for("matmul") == 1 and log.count_for("sin") == 1
 
 
 @pytest.mark.claim("sec-recompilation-persistent", "clm-rec-disk-hit")
@@ -335,8 +339,48 @@ def test_a_second_process_loads_the_program_from_the_disk_cache_when_the_thresho
 @pytest.mark.claim(
     "sec-recompilation-persistent", "clm-recompilation-persistent-thresholds"
 )
-def test_default_write_threshold_is_one_second():
+def test_default_write_threshold_is_one_second_and_both_thresholds_decide_what_is_written(
+    tmp_path,
+):
     assert jax.config.values["jax_persistent_cache_min_compile_time_secs"] == 1.0
+    assert "jax_persistent_cache_min_entry_size_bytes" in jax.config.values
+    # in fresh processes: quick compiles allowed, then only the entry size decides
+    written = {
+        size: _files_written(tmp_path / f"entry-{size}", min_seconds=0.0, min_bytes=size)
+        for size in (0, 10**12)
+    }
+    assert written[0] > 0 and written[10**12] == 0, written
+    assert _files_written(tmp_path / "default", min_seconds=None, min_bytes=0) == 0
+
+
+_WRITE_CHILD = """
+import os, sys
+import jitbook, jax, jax.numpy as jnp
+directory, seconds, size = sys.argv[1], sys.argv[2], int(sys.argv[3])
+jax.config.update("jax_compilation_cache_dir", directory)
+if seconds != "default":
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", float(seconds))
+jax.config.update("jax_persistent_cache_min_entry_size_bytes", size)
+jax.block_until_ready(jax.jit(lambda x: jnp.tanh(x) * 2.0)(jnp.ones(8)))
+print(len(os.listdir(directory)))
+"""
+
+
+def _files_written(directory, min_seconds: float | None, min_bytes: int) -> int:
+    """Files a fresh process writes to a new cache ``directory`` for one quick program."""
+    import subprocess
+    import sys
+
+    directory.mkdir()
+    seconds = "default" if min_seconds is None else str(min_seconds)
+    done = subprocess.run(
+        [sys.executable, "-c", _WRITE_CHILD, str(directory), seconds, str(min_bytes)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    return int(done.stdout.split()[-1])
 
 
 def test_cold_start_needs_an_existing_directory():
@@ -425,6 +469,14 @@ def test_a_committed_array_compiles_again_without_tracing_and_is_not_explained()
 def test_weak_types_yield_within_a_kind_and_promote_across_kinds():
     assert (jnp.ones(3, jnp.float16) + 1.0).dtype == jnp.float16
     assert (jnp.ones(3, jnp.int32) * 2.0).dtype == jnp.float32
+    for dtype in (jnp.bfloat16, jnp.float16, jnp.float32):  # a float yields to floats
+        assert (jnp.ones(3, dtype) + 1.0).dtype == dtype
+        assert jax.jit(lambda v: v + 1.0)(jnp.ones(3, dtype)).dtype == dtype
+    for dtype in (jnp.int8, jnp.uint8, jnp.int16, jnp.int32):  # an int to ints
+        assert (jnp.ones(3, dtype) + 1).dtype == dtype
+    for dtype in (jnp.int8, jnp.uint8, jnp.int16):  # a float to an int: promotes
+        assert jnp.issubdtype((jnp.ones(3, dtype) * 2.0).dtype, jnp.floating)
+    assert (jnp.ones(3, jnp.bool_) + 1).dtype == jnp.int32  # bool to int: promotes
 
 
 @pytest.mark.claim("sec-recompilation-persistent", "clm-rec-cache-dir-fixed")
