@@ -859,3 +859,17 @@ def test_the_dispatch_cache_is_two_caches_and_ours_shares_its_room_with_jnp_func
         filled
     )  # one entry each, same cache
     assert sum(filled["jax.jit(ScaleBy(3.0), donate_argnums=0)"]) == 1, filled
+
+
+@pytest.mark.chapter
+def test_the_executed_page_reads_no_dispatch_miss_in_the_wrapper_race(executed):
+    """The sentence after the race says none of its calls left the dispatch cache: the
+    executed page's count must be 0 too, not what an earlier cell left (the dispatch cache
+    filled in the reader's process once evicted plus_one, and the page read 1)."""
+    from jitbook.site import harness
+
+    (page,) = [p for p in harness.chapter_files() if p.stem == "recompilation"]
+    cells = [c for c in executed(page).cells if c.cell_type == "code"]
+    (cell,) = [c for c in cells if "race_misses.count_for" in c.source and "verdict" in c.source]
+    (result,) = [o for o in cell.outputs if o.get("output_type") == "execute_result"]
+    assert result["data"]["text/plain"] == "(0, 0)"
