@@ -210,6 +210,24 @@ def test_op_by_op_runs_one_program_per_jnp_function_not_per_primitive():
     # "almost": a jnp function JAX does not jit runs primitive by primitive
     eye = why_compile.op_by_op_programs(jnp.eye, 4)
     assert "eye" not in eye and len(eye) > 2
+    # beyond this function: the jnp functions a reader computes with are one program each
+    a, b = jnp.ones((5, 39)), jnp.full((5, 39), 2.0)
+    above, m = a > 0, jnp.ones((39, 5))
+    calls = [
+        lambda: jnp.exp(a), lambda: jnp.sin(a), lambda: jnp.tanh(a),
+        lambda: jnp.log1p(a), lambda: jnp.abs(a), lambda: jnp.sqrt(a),
+        lambda: jnp.maximum(a, b), lambda: a + b, lambda: a * b, lambda: a / b,
+        lambda: jnp.mean(a, axis=1), lambda: jnp.sum(a), lambda: jnp.max(a),
+        lambda: jnp.where(above, a, b), lambda: a @ m, lambda: a.T,
+        lambda: jnp.clip(a, 0, 1), lambda: jnp.cumsum(a), lambda: jnp.sort(a),
+        lambda: jnp.argmax(a),
+    ]  # fmt: skip
+    programs_per_call = []
+    for call in calls:
+        with count_compiles() as log:
+            call()
+        programs_per_call.append(log.count)
+    assert programs_per_call == [1] * len(calls)
 
 
 @pytest.mark.claim("sec-why-compile-two-ways", "clm-why-compile-mean-once")
