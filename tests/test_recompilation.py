@@ -237,6 +237,9 @@ def test_explanations_name_shapes_weak_types_config_and_redefinitions():
 
     text = cache.messages_about(loop_story(), "<lambda>")  # in a fresh process
     assert "never seen function" in text and "defined on the same line" in text
+    # compared with the closest key, not the one the call changed: n changed, x is blamed
+    blame = recompilation_explore.closest_key_blame()
+    assert "at x, now f32[8] and before f32[9]" in blame
 
 
 @pytest.mark.claim("sec-recompilation-diagnose", "clm-rec-static-unexplained")
