@@ -61,22 +61,32 @@ def test_jit_gives_the_op_by_op_result():
 
 
 @pytest.mark.claim("sec-why-compile-async", "clm-why-compile-async")
-def test_dispatch_returns_before_the_result_is_ready():
-    """Both ends: real work (a product, a random fill) is queued; on the CPU a cheap program
-    runs inline and is ready when the call returns."""
+def test_dispatch_returns_before_the_result_is_ready_unless_xla_runs_it_inline():
+    """Real work is queued (a product, a random fill); on the CPU, a program XLA's cost
+    analysis counts under 1,000 flops runs inline and is ready when the call returns, and
+    a sin of a million numbers, 0 flops counted, too, though it is real work."""
     matrix = why_compile.square(1500)
     assert matrix.is_ready()  # square waited for its fill
-    assert not jax.random.normal(jax.random.key(1), (1500, 1500)).is_ready()
+    for n in (1500, 3000):  # the test's size and the page's
+        assert not jax.random.normal(jax.random.key(1), (n, n)).is_ready()
     product = why_compile.heavy_matmul(matrix)
     assert not product.is_ready()
     product.block_until_ready()
     assert product.is_ready()
-    cheap = jax.jit(why_compile.tiny)
-    cheap(jnp.ones(3)).block_until_ready()
-    if jax.default_backend() == "cpu":
-        assert all(cheap(jnp.ones(3)).is_ready() for _ in range(10))
+    heavy = why_compile.ready_when_returned(why_compile.heavy_matmul, matrix)
+    assert heavy["flops counted"] >= 1000 and not heavy["ready when the call returned"]
     dispatch, blocked = why_compile.dispatch_and_compute(matrix)
     assert dispatch < blocked / 5  # queueing is a small part of the blocked time
+    if jax.default_backend() != "cpu":
+        return
+    for _ in range(10):  # the threshold's side that is certain: always inline
+        below = why_compile.ready_when_returned(why_compile.tiny, jnp.ones(999))
+        assert below == {**below, "flops counted": 999, "ready when the call returned": True}
+    sine = why_compile.ready_when_returned(jnp.sin, jnp.ones(1_000_000))
+    assert sine["flops counted"] == 0 and sine["ready when the call returned"]
+    # real work: the call returned only when its result was done, later than the queued
+    # product's call returned
+    assert sine["call returned after (ms)"] > heavy["call returned after (ms)"]
 
 
 @pytest.mark.claim("sec-why-compile", "clm-why-compile-is-ready")
