@@ -137,3 +137,76 @@ def test_no_page_shows_more_than_a_tenth_plumbing_among_its_visible_code(page):
         "plumbing (tables, display, sizes, fresh processes, explorers): hide them (`#| echo: false`) "
         "and show the JAX code instead"
     )
+
+
+# ---- diagrams -------------------------------------------------------------------------------------------
+
+IMAGES = harness.ROOT / "chapters" / "images"
+DIAGRAMS = {"jit-road": "why-compile", "jit-caches": "recompilation"}
+# The light drawing's colours and the dark drawing's, in order: the dark one is the light one repainted.
+LIGHT = ["#333333", "#222222", "#ffffff", "#dbe8fb", "#fdf1d6", "#18652b"]
+DARK = ["#d0d0d0", "#e8e8e8", "#2b2b2b", "#1d3557", "#4a3b16", "#6fd08a"]
+PAGE = {"light": "#ffffff", "dark": "#222222"}  # cosmo's and darkly's page backgrounds
+
+
+def repainted(svg: str) -> str:
+    for light, dark in zip(LIGHT, DARK):
+        svg = svg.replace(light, dark)
+    return svg
+
+
+def luminance(colour: str) -> float:
+    """WCAG's relative luminance of ``#rrggbb``."""
+    channels = [int(colour[i : i + 2], 16) / 255 for i in (1, 3, 5)]
+    r, g, b = [c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4 for c in channels]
+    return 0.2126 * r + 0.7152 * g + 0.0722 * b
+
+
+def contrast(a: str, b: str) -> float:
+    high, low = sorted([luminance(a), luminance(b)], reverse=True)
+    return (high + 0.05) / (low + 0.05)
+
+
+def text_and_backgrounds(svg: str) -> tuple[set[str], set[str]]:
+    """The colours text is drawn in, and those it lies on (box fills and the page)."""
+    texts = set(re.findall(r'<(?:text|g)[^>]*fill="(#[0-9a-f]{6})"', svg))
+    boxes = set(re.findall(r'<rect[^>]*fill="(#[0-9a-f]{6})"', svg))
+    return texts, boxes
+
+
+@pytest.mark.parametrize("name", DIAGRAMS)
+def test_each_diagram_has_a_dark_variant_that_is_the_light_one_repainted(name):
+    light = (IMAGES / f"{name}.svg").read_text()
+    dark = (IMAGES / f"{name}-dark.svg").read_text()
+    assert dark == repainted(light), f"{name}-dark.svg is not {name}.svg with the palette swapped"
+    assert not set(LIGHT) & set(re.findall(r"#[0-9a-f]{6}", dark))
+
+
+@pytest.mark.parametrize("name", [f"{n}{v}" for n in DIAGRAMS for v in ("", "-dark")])
+def test_each_diagram_is_offline_scalable_described_and_legible(name):
+    svg = (IMAGES / f"{name}.svg").read_text()
+    assert re.search(r'viewBox="0 0 \d+ \d+"', svg), "a viewBox, so it scales to a phone"
+    assert re.search(r"<title[^>]*>\w", svg) and re.search(r"<desc[^>]*>\w", svg)
+    assert not re.search(r"https?://(?!www\.w3\.org/2000/svg)|<image|<script|@import", svg)
+    page = PAGE["dark" if name.endswith("-dark") else "light"]
+    texts, boxes = text_and_backgrounds(svg)
+    assert texts and boxes
+    low = [(t, b) for t in texts for b in boxes | {page} if contrast(t, b) < 4.5]
+    assert not low, f"{name}: text colour on background below WCAG AA contrast 4.5: {low}"
+
+
+@pytest.mark.parametrize("name,chapter", DIAGRAMS.items())
+def test_each_diagram_sits_in_the_chapter_that_teaches_it_with_alt_text_and_a_light_pdf(name, chapter):
+    page = (harness.ROOT / "chapters" / f"{chapter}.qmd").read_text()
+    figure = re.search(rf"::: \{{#fig-{name}\}}\n(.*?)\n:::\n\n(.+?)\n:::\n", page, re.S)
+    assert figure, f"{chapter}.qmd has no figure #fig-{name}"
+    body = figure.group(1)
+    assert f"![](images/{name}.svg){{.light-content fig-alt=" in body
+    # the PDF (Typst) has no dark mode: the dark drawing is for the site only
+    assert (
+        f'::: {{.content-visible when-format="html"}}\n![](images/{name}-dark.svg){{.dark-content fig-alt='
+        in body
+    )
+    svg = (IMAGES / f"{name}.svg").read_text()
+    described = re.search(r"<desc[^>]*>(.*?)</desc>", svg, re.S).group(1).replace('"', "'")
+    assert body.count(f'fig-alt="{described}"') == 2, "the figure's alt text is the drawing's description"
