@@ -523,6 +523,32 @@ def test_every_page_fits_the_screen_and_no_line_scrolls(site, served, browser, w
     assert not problems, problems
 
 
+MOST_SCREENS = 25  # a chapter page at 1280 x 800; reference material is folded or a page of its own
+
+
+def screens(browser, base: str, path: str) -> float:
+    """How many 1280 x 800 screens a served page is tall, with what is folded left folded."""
+    page = browser.new_page(viewport={"width": 1280, "height": 800})
+    page.goto(f"{base}/{path}", wait_until="load")
+    height = page.evaluate("document.documentElement.scrollHeight")
+    page.close()
+    return height / 800
+
+
+def test_no_page_is_longer_than_25_screens_at_1280_px(site, served, browser):
+    """Measured on the tests' small sizes: full-size tables and listings are the same length."""
+    heights = {
+        html.relative_to(site["dir"]).as_posix(): screens(
+            browser, served, html.relative_to(site["dir"]).as_posix()
+        )
+        for html in sorted(site["dir"].rglob("*.html"))
+        if html.name != "search.html"
+    }
+    print("screens at 1280 x 800:", {p: round(s, 1) for p, s in heights.items()})
+    long = {p: round(s, 1) for p, s in heights.items() if s > MOST_SCREENS}
+    assert not long, f"pages over {MOST_SCREENS} screens at 1280 px: {long}"
+
+
 # ---- contrast (axe-core), phones, load time ----------------------------------------------------------------
 
 
