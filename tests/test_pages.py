@@ -210,3 +210,23 @@ def test_each_diagram_sits_in_the_chapter_that_teaches_it_with_alt_text_and_a_li
     svg = (IMAGES / f"{name}.svg").read_text()
     described = re.search(r"<desc[^>]*>(.*?)</desc>", svg, re.S).group(1).replace('"', "'")
     assert body.count(f'fig-alt="{described}"') == 2, "the figure's alt text is the drawing's description"
+
+
+@pytest.mark.parametrize("name,chapter", DIAGRAMS.items())
+def test_a_downloaded_notebook_carries_the_light_drawing_as_an_attachment(name, chapter):
+    import base64
+
+    import nbformat
+
+    from jitbook.site import downloads
+
+    nb = downloads.reader_notebook(
+        harness.to_notebook(harness.ROOT / "chapters" / f"{chapter}.qmd"), titles={}
+    )
+    nbformat.validate(nb)
+    text = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
+    assert f"](attachment:{name}.svg)" in text
+    assert "images/" not in text and "-dark.svg" not in text and "light-content" not in text
+    (cell,) = [c for c in nb.cells if f"{name}.svg" in c.get("attachments", {})]
+    carried = base64.b64decode(cell.attachments[f"{name}.svg"]["image/svg+xml"])
+    assert carried == (IMAGES / f"{name}.svg").read_bytes()
