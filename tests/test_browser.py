@@ -556,7 +556,9 @@ def test_no_page_is_longer_than_25_screens_at_1280_px(site, served, browser, qmd
     """Measured on the tests' small sizes: full-size tables and listings are as long."""
     path = qmd.relative_to(harness.ROOT).with_suffix(".html").as_posix()
     tall = screens(browser, served, path)
-    assert tall <= MOST_SCREENS, f"{path}: {tall:.1f} screens at 1280 x 800, over {MOST_SCREENS}"
+    assert tall <= MOST_SCREENS, (
+        f"{path}: {tall:.1f} screens at 1280 x 800, over {MOST_SCREENS}"
+    )
 
 
 # ---- contrast (axe-core), phones, load time ----------------------------------------------------------------

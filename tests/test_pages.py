@@ -49,7 +49,9 @@ def shown_sources(source: str, namespace: dict) -> list[str]:
                 for k in node.keywords
             )
         ):
-            obj = eval(compile(ast.Expression(node.args[0]), "<qmd>", "eval"), namespace)
+            obj = eval(
+                compile(ast.Expression(node.args[0]), "<qmd>", "eval"), namespace
+            )
             shown.append(display.source(obj))
     return shown
 
@@ -125,13 +127,13 @@ def test_a_hidden_cell_that_shows_a_listing_unfolded_counts_its_lines(tmp_path):
     assert visible_code(page) == (1 + listing + 1, 1)
 
 
-@pytest.mark.parametrize(
-    "page", harness.chapter_files(), ids=lambda p: p.stem
-)
+@pytest.mark.parametrize("page", harness.chapter_files(), ids=lambda p: p.stem)
 def test_no_page_shows_more_than_a_tenth_plumbing_among_its_visible_code(page):
     visible, plumbing = visible_code(page)
     share = plumbing / visible if visible else 0.0
-    print(f"{page.stem}: {plumbing} of {visible} visible code lines are plumbing ({share:.0%})")
+    print(
+        f"{page.stem}: {plumbing} of {visible} visible code lines are plumbing ({share:.0%})"
+    )
     assert share <= MOST_PLUMBING, (
         f"{page.name}: {plumbing} of {visible} visible code lines ({share:.0%}) call the book's "
         "plumbing (tables, display, sizes, fresh processes, explorers): hide them (`#| echo: false`) "
@@ -150,7 +152,7 @@ PAGE = {"light": "#ffffff", "dark": "#222222"}  # cosmo's and darkly's page back
 
 
 def repainted(svg: str) -> str:
-    for light, dark in zip(LIGHT, DARK):
+    for light, dark in zip(LIGHT, DARK, strict=True):
         svg = svg.replace(light, dark)
     return svg
 
@@ -158,7 +160,9 @@ def repainted(svg: str) -> str:
 def luminance(colour: str) -> float:
     """WCAG's relative luminance of ``#rrggbb``."""
     channels = [int(colour[i : i + 2], 16) / 255 for i in (1, 3, 5)]
-    r, g, b = [c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4 for c in channels]
+    r, g, b = [
+        c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4 for c in channels
+    ]
     return 0.2126 * r + 0.7152 * g + 0.0722 * b
 
 
@@ -178,27 +182,39 @@ def text_and_backgrounds(svg: str) -> tuple[set[str], set[str]]:
 def test_each_diagram_has_a_dark_variant_that_is_the_light_one_repainted(name):
     light = (IMAGES / f"{name}.svg").read_text()
     dark = (IMAGES / f"{name}-dark.svg").read_text()
-    assert dark == repainted(light), f"{name}-dark.svg is not {name}.svg with the palette swapped"
+    assert dark == repainted(light), (
+        f"{name}-dark.svg is not {name}.svg with the palette swapped"
+    )
     assert not set(LIGHT) & set(re.findall(r"#[0-9a-f]{6}", dark))
 
 
 @pytest.mark.parametrize("name", [f"{n}{v}" for n in DIAGRAMS for v in ("", "-dark")])
 def test_each_diagram_is_offline_scalable_described_and_legible(name):
     svg = (IMAGES / f"{name}.svg").read_text()
-    assert re.search(r'viewBox="0 0 \d+ \d+"', svg), "a viewBox, so it scales to a phone"
+    assert re.search(r'viewBox="0 0 \d+ \d+"', svg), (
+        "a viewBox, so it scales to a phone"
+    )
     assert re.search(r"<title[^>]*>\w", svg) and re.search(r"<desc[^>]*>\w", svg)
-    assert not re.search(r"https?://(?!www\.w3\.org/2000/svg)|<image|<script|@import", svg)
+    assert not re.search(
+        r"https?://(?!www\.w3\.org/2000/svg)|<image|<script|@import", svg
+    )
     page = PAGE["dark" if name.endswith("-dark") else "light"]
     texts, boxes = text_and_backgrounds(svg)
     assert texts and boxes
     low = [(t, b) for t in texts for b in boxes | {page} if contrast(t, b) < 4.5]
-    assert not low, f"{name}: text colour on background below WCAG AA contrast 4.5: {low}"
+    assert not low, (
+        f"{name}: text colour on background below WCAG AA contrast 4.5: {low}"
+    )
 
 
 @pytest.mark.parametrize("name,chapter", DIAGRAMS.items())
-def test_each_diagram_sits_in_the_chapter_that_teaches_it_with_alt_text_and_a_light_pdf(name, chapter):
+def test_each_diagram_sits_in_the_chapter_that_teaches_it_with_alt_text_and_a_light_pdf(
+    name, chapter
+):
     page = (harness.ROOT / "chapters" / f"{chapter}.qmd").read_text()
-    figure = re.search(rf"::: \{{#fig-{name}\}}\n(.*?)\n:::\n\n(.+?)\n:::\n", page, re.S)
+    figure = re.search(
+        rf"::: \{{#fig-{name}\}}\n(.*?)\n:::\n\n(.+?)\n:::\n", page, re.S
+    )
     assert figure, f"{chapter}.qmd has no figure #fig-{name}"
     body = figure.group(1)
     assert f"![](images/{name}.svg){{.light-content fig-alt=" in body
@@ -208,12 +224,18 @@ def test_each_diagram_sits_in_the_chapter_that_teaches_it_with_alt_text_and_a_li
         in body
     )
     svg = (IMAGES / f"{name}.svg").read_text()
-    described = re.search(r"<desc[^>]*>(.*?)</desc>", svg, re.S).group(1).replace('"', "'")
-    assert body.count(f'fig-alt="{described}"') == 2, "the figure's alt text is the drawing's description"
+    described = (
+        re.search(r"<desc[^>]*>(.*?)</desc>", svg, re.S).group(1).replace('"', "'")
+    )
+    assert body.count(f'fig-alt="{described}"') == 2, (
+        "the figure's alt text is the drawing's description"
+    )
 
 
 @pytest.mark.parametrize("name,chapter", DIAGRAMS.items())
-def test_a_downloaded_notebook_carries_the_light_drawing_as_an_attachment(name, chapter):
+def test_a_downloaded_notebook_carries_the_light_drawing_as_an_attachment(
+    name, chapter
+):
     import base64
 
     import nbformat
@@ -226,7 +248,11 @@ def test_a_downloaded_notebook_carries_the_light_drawing_as_an_attachment(name, 
     nbformat.validate(nb)
     text = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
     assert f"](attachment:{name}.svg)" in text
-    assert "images/" not in text and "-dark.svg" not in text and "light-content" not in text
+    assert (
+        "images/" not in text
+        and "-dark.svg" not in text
+        and "light-content" not in text
+    )
     (cell,) = [c for c in nb.cells if f"{name}.svg" in c.get("attachments", {})]
     carried = base64.b64decode(cell.attachments[f"{name}.svg"]["image/svg+xml"])
     assert carried == (IMAGES / f"{name}.svg").read_bytes()

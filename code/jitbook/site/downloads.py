@@ -99,8 +99,8 @@ def _inline_values(cell) -> str:
 
 
 def _attach_images(cell, folder: Path = ROOT / "chapters") -> None:
-    """The chapter's drawings carried in the Markdown cell as attachments, so the notebook
-    shows them wherever it is opened; the dark-mode copies, for the site only, dropped."""
+    """The chapter's drawings carried in the Markdown cell as attachments, so the
+    notebook shows them wherever it is opened; the dark copies (site only) dropped."""
 
     def attach(match):
         caption, path, attributes = match.groups()
