@@ -22,9 +22,11 @@ from jitbook.chapters import (
 
 
 @pytest.mark.claim("sec-recompilation", "clm-recompilation-static-values")
-def test_each_new_static_value_compiles_and_2_point_0_is_not_2():
+def test_each_new_static_value_compiles_and_2_point_0_is_not_2(measured):
     rows = recompilation.static_sweep([2, 3, 2, 2.0])
     assert [r["compiled"] for r in rows] == [1, 1, 0, 1]
+    compiled = ", ".join(str(r["compiled"]) for r in rows)
+    measured("programs compiled by static 2, 3, 2, 2.0", compiled)
     assert [r["result dtype"] for r in rows] == [
         "float32"
     ] * 4  # the same result type, yet a second program

@@ -16,17 +16,20 @@ from jitbook.chapters import tracing
 
 
 @pytest.mark.claim("sec-tracing", "clm-tr-print-tracer")
-def test_print_inside_jit_shows_a_tracer_with_its_abstract_value():
-    lines = tracing.printed_lines(
-        jax.jit(functools.partial(tracing.double_and_show)), [(3.0,)]
-    )
-    assert (
-        lines[0].startswith("print sees: ")
-        and "Tracer" in lines[0]
-        and "~float32[]" in lines[0]
-    )
-    assert "3.0" not in lines[0]  # the value is not there while tracing
-    assert lines[1] == "jax.debug.print sees: 3.0"
+def test_print_inside_jit_receives_a_tracer_while_tracing_not_the_value(
+    monkeypatch, measured
+):
+    received = []  # what the body's print is handed: the object, not its printed text
+    monkeypatch.setattr(tracing, "print", lambda *a: received.append(a), raising=False)
+    fast = jax.jit(tracing.double_and_show)
+    out = fast(3.0)
+    fast(4.0)  # same signature, no new trace: print does not run again
+    jax.effects_barrier()
+    ((label, seen),) = received
+    assert label == "print sees:" and isinstance(seen, jax.core.Tracer)
+    assert seen.aval.shape == () and seen.aval.dtype == jnp.float32  # abstract value
+    assert float(out) == 6.0
+    measured("what print received", f"a {type(seen).__name__}")
 
 
 @pytest.mark.claim("sec-tracing", "clm-tracing-aval-in-key")
@@ -34,14 +37,13 @@ def test_abstract_values_seen_inside_jit():
     rows = tracing.seen_by_jit(
         3.0, 3, jnp.float32(3.0), jnp.ones((2, 3)), jnp.arange(4)
     )
-    assert [r["abstract value"] for r in rows] == [
-        "~float32[]",
-        "~int32[]",
-        "float32[]",
-        "float32[2,3]",
-        "int32[4]",
+    assert [(r["shape"], r["dtype"], r["weak_type"]) for r in rows] == [
+        ((), "float32", True),
+        ((), "int32", True),
+        ((), "float32", False),
+        ((2, 3), "float32", False),
+        ((4,), "int32", False),
     ]
-    assert [r["weak_type"] for r in rows] == [True, True, False, False, False]
     assert all("Tracer" in r["type"] for r in rows)
     assert rows[3]["shape"] == (2, 3) and rows[4]["dtype"] == "int32"
     assert (

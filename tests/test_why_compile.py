@@ -55,7 +55,7 @@ def test_block_until_ready_waits_for_every_array_in_a_tree():
 
 
 @pytest.mark.claim("sec-why-compile-again", "clm-why-compile-new-wrapper")
-def test_the_cache_key_holds_the_function_so_a_new_wrapper_finds_it():
+def test_the_cache_key_holds_the_function_so_a_new_wrapper_finds_it(measured):
     def local(x):
         return x * 5.0
 
@@ -66,10 +66,13 @@ def test_the_cache_key_holds_the_function_so_a_new_wrapper_finds_it():
         jax.jit(local)(x)
     assert (first.count_for("local"), second.count_for("local")) == (1, 0)
     assert why_compile.new_wrapper_compiles(local, x) == 0
+    measured(
+        "programs a second, new jax.jit(local) compiled", second.count_for("local")
+    )
 
 
 @pytest.mark.claim("sec-why-compile-two-ways", "clm-why-compile-second-call-hits")
-def test_a_wrapper_called_again_with_the_same_shape_compiles_nothing():
+def test_a_wrapper_called_again_with_the_same_shape_compiles_nothing(measured):
     jitted = jax.jit(lambda v: v * 7.0)
     ones, zeros = jnp.ones(9), jnp.zeros(9)  # other values, same shape and dtype
     with count_compiles() as first:
@@ -77,6 +80,10 @@ def test_a_wrapper_called_again_with_the_same_shape_compiles_nothing():
     with count_compiles() as second:
         jitted(zeros)
     assert (first.count, second.count) == (1, 0)
+    measured(
+        "programs compiled by the first call, then the second",
+        f"{first.count}, then {second.count}",
+    )
 
 
 def test_op_by_op_programs_runs_cold_and_leaves_this_process_warm():

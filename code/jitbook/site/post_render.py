@@ -9,7 +9,7 @@ from pathlib import Path
 import nbformat
 
 from jitbook.explore.page import PLOTLY_FILE, plotly_js
-from jitbook.site import search, wheel
+from jitbook.site import claim_tests, search, wheel
 from jitbook.site.downloads import (
     label_titles,
     reader_notebook,
@@ -208,6 +208,7 @@ def build_site(site: Path, root: Path = ROOT) -> list[Path]:
         if light != text:
             page.write_text(light)
     unsearchable(site, root)
+    claim_tests.write(site, root)  # the Claims appendix links each claim's test
     titles, written, missing = label_titles(root), [], []
     target = site / "notebooks"
     target.mkdir(exist_ok=True)
