@@ -530,6 +530,7 @@ KNOWN_LONG = {
     "recompilation.qmd": "39 screens: the cache key, dispatch, diagnosing and persistent-cache sections",
     "methods.qmd": "37 screens: five strategies, each with its pitfalls, then the guide",
     "pln.qmd": "30 screens (full size): the seed's bugs, the levels, the peers",
+    "tracing.qmd": "38 screens: control flow and loops, each with its listings shown",
 }
 
 
