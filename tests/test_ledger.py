@@ -413,3 +413,19 @@ def test_releases_run_as_dask_tasks_write_the_file_one_release_at_a_time_writes(
             "0.0.1",
             "0.0.2",
         }
+
+
+def test_the_plugin_imports_in_a_release_venv_without_dask():
+    """A release's venv has pytest and JAX but not Dask: the plugin it loads must not
+    reach the command's imports (jitbook.ledger's package import included)."""
+    import subprocess
+    import sys
+
+    from jitbook.paths import CODE
+
+    code = (
+        "import sys; sys.modules['distributed'] = None; sys.modules['dask'] = None; "
+        f"sys.path.insert(0, {str(CODE)!r}); import jitbook.ledger.plugin"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
