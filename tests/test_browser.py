@@ -705,3 +705,47 @@ def test_explorer_pages_are_interactive_soon_and_plotly_comes_after(
             slow.append(path)
     assert shown, "no page with an explorer"
     assert not slow, f"interactive later than {INTERACTIVE_S} s: {shown}"
+
+
+# The questions a reader types into the search box, and the page that must come first.
+QUESTIONS = {
+    "why is my function slow": "chapters/why-compile.html",
+    "if statement": "chapters/tracing.html",
+    "TracerBoolConversionError": "chapters/symptoms.html",
+    "ConcretizationTypeError": "chapters/symptoms.html",
+}
+
+
+def search_first_pages(browser, site: Path, queries: list[str]) -> dict[str, list[str]]:
+    """The pages each query finds, best first, ranked as the site's search box ranks them: the
+    site's own Fuse.js with the index options of its quarto-search.js, on its search.json, grouped
+    by page in the order of each page's best entry (as quarto-search.js groups them)."""
+    script = (site / "site_libs" / "quarto-search" / "quarto-search.js").read_text()
+    options = re.search(r"const kFuseIndexOptions = (\{.*?\});", script, re.S).group(1)
+    page = browser.new_page()
+    page.set_content("<html><body></body></html>")
+    page.add_script_tag(path=str(site / "site_libs" / "quarto-search" / "fuse.min.js"))
+    found = page.evaluate(
+        """([docs, options, queries]) => {
+            const fuse = new Fuse(docs, eval("(" + options + ")"));
+            const out = {};
+            for (const q of queries) {
+                const pages = [];
+                for (const r of fuse.search(q, {limit: 50})) {
+                    const href = r.item.href.split("#")[0];
+                    if (!pages.includes(href)) pages.push(href);
+                }
+                out[q] = pages;
+            }
+            return out;
+        }""",
+        [json.loads((site / "search.json").read_text()), options, queries],
+    )
+    page.close()
+    return found
+
+
+def test_search_finds_the_page_that_answers_each_obvious_question_first(site, browser):
+    found = search_first_pages(browser, site["dir"], list(QUESTIONS))
+    wrong = {q: pages[:3] for q, pages in found.items() if pages[:1] != [QUESTIONS[q]]}
+    assert not wrong, f"these searches find another page first (or nothing): {wrong}"
