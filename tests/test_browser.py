@@ -647,11 +647,25 @@ PHONE = """() => {
 }"""
 
 
+# Every wide table, explorers' folded ones opened, scrolled to its end: the first cell of each row (what
+# the row is) must still be at the table's left edge. The number of tables where it is not.
+ROW_LABELS = """() => {
+  document.querySelectorAll("main details").forEach(d => { d.open = true; });
+  const tables = [...document.querySelectorAll("main table")].filter(t => t.scrollWidth > t.clientWidth + 1);
+  return tables.filter(t => {
+    t.scrollLeft = t.scrollWidth;
+    const left = t.getBoundingClientRect().left;
+    return [...t.querySelectorAll("tr > :first-child")].some(c => c.getBoundingClientRect().left < left - 1);
+  }).length;
+}"""
+
+
 def test_phones_get_page_contents_table_cues_and_a_copy_button_off_the_code(
     site, served, browser
 ):
     """At 390 px on a touch screen: the page's contents at its top, a scroll cue on every table wider
-    than the screen, and no copy button over the first line of code."""
+    than the screen, its first column in view when it scrolls, and no copy button over the first
+    line of code."""
     problems = []
     for html in sorted((site["dir"] / "chapters").glob("*.html")):
         path = html.relative_to(site["dir"]).as_posix()
@@ -661,7 +675,12 @@ def test_phones_get_page_contents_table_cues_and_a_copy_button_off_the_code(
         page = context.new_page()
         page.goto(f"{served}/{path}", wait_until="load")
         seen = page.evaluate(PHONE)
+        lost = page.evaluate(ROW_LABELS)
         context.close()
+        if lost:
+            problems.append(
+                f"{path}: {lost} wide tables lose their first column when scrolled sideways"
+            )
         if seen["sections"] >= 2 and not seen["toc"]:
             problems.append(f"{path}: no page contents on a phone")
         if seen["cue"] != seen["wide"]:
