@@ -345,16 +345,18 @@ def write_notebooks(
         )
     written = []
     if chosen:
-        # as the site's downloads: the package's wheel beside the student notebooks, and
-        # a first cell that installs it where jitbook is missing (a student's Jupyter, Colab)
+        # as the site's downloads: the package's wheel beside the student notebooks,
+        # and a first cell that installs it where jitbook is missing (Jupyter, Colab)
         package = wheel.build(out_dir / "student").name
     for qmd, instructor in chosen:
         executed = executed_copy(qmd)
         if executed is None and values:
             log(f"executing {qmd.name} ...", flush=True)
             executed = _execute(qmd, full_size, progress)
-        student = student_notebook(qmd, executed)
-        kinds = [("student", downloads.with_setup(student, package, downloads.site_address()))]
+        student = downloads.with_setup(
+            student_notebook(qmd, executed), package, downloads.site_address()
+        )
+        kinds = [("student", student)]
         if not students_only:
             kinds.insert(0, ("instructor", instructor))
         for kind, nb in kinds:
