@@ -778,3 +778,40 @@ def test_search_finds_the_page_that_answers_each_obvious_question_first(site, br
     found = search_first_pages(browser, site["dir"], list(questions))
     wrong = {q: pages[:3] for q, pages in found.items() if pages[:1] != [questions[q]]}
     assert not wrong, f"these searches find another page first (or nothing): {wrong}"
+
+
+# Each cell of a heat map explorer at 390 px: its text at least this size, and clear of its neighbours'.
+SMALLEST_CELL_TEXT_PX = 11
+HEAT_CELLS = """() => {
+  const labels = [...document.querySelectorAll(".jitbook-explorer-plot .heatmap-label")]
+    .map(t => ({px: parseFloat(getComputedStyle(t).fontSize), box: t.getBoundingClientRect()}));
+  const rows = {};
+  labels.forEach(l => { (rows[Math.round(l.box.top)] ||= []).push(l.box); });
+  const overlaps = Object.values(rows).flatMap(r => r.sort((a, b) => a.left - b.left)
+    .slice(1).filter((b, k) => b.left < r[k].right));
+  return {count: labels.length, smallest: Math.min(...labels.map(l => l.px)), overlaps: overlaps.length};
+}"""
+
+
+def test_a_heat_map_explorer_reads_on_a_phone(browser, tmp_path):
+    """The methods chapter's grid in miniature: long strategy names, notes like "2: no: stale"."""
+    strategies = [f"{k}. a strategy with a long name" for k in range(8)]
+    events = ["new weights", "new layer", "new activation"]
+    rows = [
+        {"strategy": s, "event": e, "compiles": (i + j) % 3, "right": "yes" if i % 2 else "no: stale"}
+        for i, s in enumerate(strategies)
+        for j, e in enumerate(events)
+    ]
+    grid = explore.grid(rows, across="event", down="strategy", value="compiles", note="right", title="grid")
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("grid")])
+    nb.cells[0].outputs = [
+        nbformat.v4.new_output("display_data", data={"text/html": grid.html(True), "text/plain": "grid"})
+    ]
+    page = browser.new_page(viewport={"width": 390, "height": 844}, is_mobile=True, has_touch=True)
+    page.goto(export(nb, tmp_path).as_uri(), wait_until="load")
+    page.wait_for_selector(".jitbook-explorer-plot .heatmap-label", state="attached")
+    seen = page.evaluate(HEAT_CELLS)
+    page.close()
+    assert seen["count"] == len(rows), seen
+    assert seen["smallest"] >= SMALLEST_CELL_TEXT_PX, f"cell text shrunk to fit: {seen}"
+    assert seen["overlaps"] == 0, f"cells' texts run into each other: {seen}"
