@@ -3,7 +3,7 @@
 -- Typst document, so this filter sees every page at once. The site is claims.lua's and
 -- notebook-link.lua's.
 
--- An empty anchor, []{#ev-clm-...} in the Claims appendix, is a Typst label with nothing before it
+-- An empty anchor, []{#...} (a table row of the appendices), is a Typst label with nothing before it
 -- ("label is not attached to anything"), so a link to it goes nowhere: it labels an invisible
 -- metadata element instead, which a link can land on.
 local function anchor(span)
@@ -13,15 +13,16 @@ local function anchor(span)
   return pandoc.RawInline("typst", "#metadata(none)<" .. span.identifier .. ">")
 end
 
--- The anchors the document holds, so a mark never links to a row that is not there (a link to a
--- missing label stops Typst).
+-- The anchors the document holds (spans and divs), so a mark never links to a row that is not
+-- there (a link to a missing label stops Typst).
 local function anchors(doc)
   local found = {}
-  doc:walk({Span = function(span)
-    if span.identifier ~= "" then
-      found[span.identifier] = true
+  local function note(el)
+    if el.identifier ~= "" then
+      found[el.identifier] = true
     end
-  end})
+  end
+  doc:walk({Span = note, Div = note})
   return found
 end
 
@@ -39,9 +40,9 @@ function Pandoc(doc)
   local present = anchors(doc)
   doc = doc:walk({Span = function(span)
     if span.classes:includes("claim") and present["ev-" .. span.identifier] then
-      -- as on the site: a small "test" mark after the sentence, linking to its row in the Claims
-      -- appendix, whose sentence links back here
-      span.content:insert(pandoc.Superscript({pandoc.Link({pandoc.Str("test")}, "#ev-" .. span.identifier)}))
+      -- as on the site: a small mark after the sentence, linking to its evidence in the Claims
+      -- appendix, which links back here
+      span.content:insert(pandoc.Superscript({pandoc.Link({pandoc.Str("claim")}, "#ev-" .. span.identifier)}))
       return span
     end
     return anchor(span)

@@ -37,8 +37,8 @@ book:
 PROBE = f"""
 ```{{=typst}}
 #context {{
-  let first = locate(<ev-clm-c0>).page()
-  let last = locate(<ev-clm-c{ROWS - 1}>).page()
+  let first = locate(<row-0>).page()
+  let last = locate(<row-{ROWS - 1}>).page()
   assert(last > first, message: "PROBE: the long table stays on page " + str(first))
   for i in range({CLAIMS}) {{
     let row = label("ev-clm-c" + str(i))
@@ -67,13 +67,17 @@ def small_book(folder):
         for i in range(CLAIMS)
     )
     (folder / "chapters" / "chapter.qmd").write_text(f"# A chapter\n\n{sentences}\n")
+    evidence = "\n".join(  # as the Claims appendix has it: a block per claim
+        f"::: {{#ev-clm-c{i} .claim-evidence}}\nThe evidence of [claim {i}](chapter.qmd#clm-c{i}).\n:::\n"
+        for i in range(CLAIMS)
+    )
     rows = "\n".join(
-        f"| chapter | []{{#ev-clm-c{i}}}[claim number {i % CLAIMS}](chapter.qmd#clm-c{i % CLAIMS})"
+        f"| chapter | []{{#row-{i}}}[claim number {i % CLAIMS}](chapter.qmd#clm-c{i % CLAIMS})"
         f" | `test_claim_{i}` and words enough to wrap the cell | ✓ ✓ ✗ |"
         for i in range(ROWS)
     )
     (folder / "chapters" / "claims.qmd").write_text(
-        "# Claims {#sec-claims}\n\nEvery claim.\n\n"
+        f"# Claims {{#sec-claims}}\n\nEvery claim.\n\n{evidence}\n"
         "| chapter | claim | test | marks |\n|:--|:--|:--|:--|\n"
         f"{rows}\n\n: Every claim. {{#tbl-claims}}\n{PROBE}"
     )
@@ -106,11 +110,12 @@ def rendered(tmp_path_factory):
 def test_a_long_table_breaks_across_pages_and_every_claim_row_is_a_link_target(rendered):
     # the render fails (asserted in the fixture) when Typst's own probe finds otherwise
     assert "not attached to anything" not in rendered["log"], rendered["log"][-2000:]
+    assert "#metadata(none)<row-0>" in rendered["typst"], "an empty span anchors its row"
 
 
 def test_each_claim_sentence_carries_a_mark_linking_to_its_row(rendered):
     for i in range(CLAIMS):
-        assert f"#link(<ev-clm-c{i}>)[test]" in rendered["typst"]
+        assert f"#link(<ev-clm-c{i}>)[claim]" in rendered["typst"]
         assert f"#link(<clm-c{i}>)" in rendered["typst"], "the row links back"
 
 
