@@ -62,7 +62,10 @@ TITLE_WORDS = 8  # of a claim's sentence in the matrix; the Claims appendix has 
 def short(title: str) -> str:
     """A claim's first words, enough to find it in the matrix."""
     words = title.split()
-    return " ".join(words[:TITLE_WORDS]) + (" …" if len(words) > TITLE_WORDS else "")
+    head = " ".join(words[:TITLE_WORDS])
+    if head.count("`") % 2:  # a code span the cut left open would eat the table
+        head += "`"
+    return head + (" …" if len(words) > TITLE_WORDS else "")
 
 
 def matrix_rows(ledger: dict, claims: list[tuple[str, dict]]) -> list[dict]:

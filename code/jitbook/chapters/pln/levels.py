@@ -455,8 +455,10 @@ def level_curves(
     share: float = 0.99,
     compile_s: dict[str, float] | None = None,
 ) -> tuple[dict[str, tuple[np.ndarray, np.ndarray]], list[dict]]:
-    """Each level's loss per iteration, and the iterations and warm seconds it took to
-    go ``share`` of the way down, beside the compile a first fit paid.
+    """Each level's loss against the warm seconds its iterations take (every level runs
+    the same fit, so by iteration their curves are one; by time they part as the levels
+    get faster), the iterations and warm seconds it took to go ``share`` of the way
+    down, beside the compile a first fit paid.
 
     "The way down" runs from the highest first loss to the lowest loss any level
     reached. ``runs`` is ``fit_levels``' result, ``ms_per_iter`` each level's warm run
@@ -481,7 +483,8 @@ def level_curves(
     series, rows = {}, []
     for level, result in runs.items():
         losses = np.asarray(result.losses, dtype=np.float64)
-        series[level] = (np.arange(1, len(losses) + 1), losses)
+        seconds = np.arange(1, len(losses) + 1) * ms_per_iter[level] / 1e3
+        series[level] = (seconds, losses)
         hit = np.flatnonzero(losses <= target)
         reached = int(hit[0]) + 1 if hit.size else None
         row = {
