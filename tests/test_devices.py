@@ -72,6 +72,8 @@ FACTS = textwrap.dedent("""
     facts["pln one-device collectives"] = dict(devices.collectives(devices.pln_step_compiled(oaks, None)))
     facts["pln reduced shapes"] = devices.reduced_shapes(program)
     facts["pln collective shapes"] = devices.collective_shapes(program)
+    facts["pln collective shapes, twice the rows"] = devices.collective_shapes(
+        devices.pln_step_compiled(pln.load_oaks(2), mesh))
     facts["pln rows"] = [int(oaks.Y.shape[0]), int(data.Y.addressable_shards[0].data.shape[0])]
     facts["pln reduced origins"] = [[r["operation"], r["part of the step"], list(r["shape"])]
                                     for r in devices.reduced_origins(program)]
@@ -388,6 +390,8 @@ def test_nothing_with_one_entry_per_row_crosses_devices(facts):
     dims = {d for _, shape in moved for d in shape}
     assert 114 in dims  # the taxa: the parse sees the arrays that cross
     assert not dims & {rows, shard_rows}, moved  # neither all the rows nor one device's
+    # nothing that scales with the rows: twice the rows, the very same arrays cross
+    assert facts["pln collective shapes, twice the rows"] == moved
 
 
 def test_place_rows_refuses_rows_that_do_not_split(facts):
