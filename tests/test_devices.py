@@ -35,6 +35,7 @@ FACTS = textwrap.dedent("""
     xe = jax.device_put(x, NamedSharding(explicit, P("data", None)))
     facts["explicit type"] = str(jax.typeof(xe))
     facts["explicit gram"] = errors.error_line(errors.raised(jax.jit(lambda v: v.T @ v), xe))
+    facts["explicit gram traced"] = errors.error_line(errors.raised(jax.make_jaxpr(lambda v: v.T @ v), xe))
     mesh = devices.data_mesh(4)
     xr = jax.device_put(x, NamedSharding(mesh, P("data", None)))
     facts["auto type"] = str(jax.typeof(xr))
@@ -181,6 +182,10 @@ def test_make_mesh_is_explicit_by_default_and_typeof_shows_the_sharding(facts):
 @pytest.mark.claim("sec-devices", "clm-devices-explicit-refuses-ambiguous")
 def test_explicit_mode_refuses_a_product_over_split_rows(facts):
     assert facts["explicit gram"].startswith(
+        "ShardingTypeError: Contracting dimensions are sharded"
+    )
+    # while tracing: tracing alone (make_jaxpr, no lowering, no compile) refuses it
+    assert facts["explicit gram traced"].startswith(
         "ShardingTypeError: Contracting dimensions are sharded"
     )
 

@@ -209,6 +209,18 @@ def test_a_precision_context_recompiles_under_jax_jit_not_under_minijit():
     rows = minijit.precision_side_by_side(jaxprs.with_argument, X, X.T)
     assert [r["jax.jit compiles"] for r in rows] == [1, 2, 2]
     assert [r["minijit compiles"] for r in rows] == [1, 1, 1]
+    # the other setting the sentence names: jax_enable_x64, switched on for one call
+    ours = minijit.jit(minijit.new_function(jaxprs.with_argument))
+    theirs = jax.jit(minijit.new_function(jaxprs.with_argument))
+    ours(X, X.T), theirs(X, X.T)
+    x64 = (
+        jax.enable_x64(True)
+        if hasattr(jax, "enable_x64")
+        else jax.experimental.enable_x64()
+    )
+    with x64, count_compiles() as log:
+        ours(X, X.T), theirs(X, X.T)
+    assert ours.compiles == 1 and log.count_for(theirs.__name__) == 1
 
 
 @pytest.mark.claim("sec-minijit-differences", "clm-minijit-cache-layers")

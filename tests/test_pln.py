@@ -290,7 +290,16 @@ def test_fast_radam_scalars_match_optax():
 
 @pytest.mark.claim("sec-pln-levels", "clm-pln-scan-one-program")
 def test_each_compiled_level_compiles_its_loop_once(data):
-    """A second fit of the same shapes compiles nothing; scan-based levels compile one program for the loop."""
+    """The scan level's loop is one jitted function holding one lax.scan of n_iter turns; a
+    second fit of the same shapes compiles nothing, a new loop length a new program."""
+    from jitbook.chapters.pln import device_data
+    from jitbook.chapters.pln.levels import scan_program
+
+    whole = jax.make_jaxpr(scan_program, static_argnums=1)(device_data(data), 3, 1.0)
+    (call,) = whole.eqns  # one program, one call
+    assert call.primitive.name in ("jit", "pjit")
+    inner = call.params["jaxpr"].eqns
+    assert [e.params["length"] for e in inner if e.primitive.name == "scan"] == [3]
     for level in ("scan", "namedtuple", "pytree", "equinox", "fast"):
         fit(data, 3, level)
         with count_compiles() as log:
@@ -304,7 +313,15 @@ def test_each_compiled_level_compiles_its_loop_once(data):
 @pytest.mark.claim("sec-pln-levels", "clm-pln-lr-traced")
 def test_learning_rate_is_traced_one_compile_for_two_rates(data):
     """Only n_iter is static: a second learning rate reuses every compiled level's program."""
-    for level in ("jit_iteration", "scan", "namedtuple", "pytree", "equinox", "fast"):
+    for level in (
+        "jit_step",
+        "jit_iteration",
+        "scan",
+        "namedtuple",
+        "pytree",
+        "equinox",
+        "fast",
+    ):
         a = fit(
             data, 10, level, lr=1.0
         )  # RAdam's first steps are clipped whatever the rate: run past them
@@ -477,8 +494,24 @@ def test_a_ones_product_compiles_to_a_dot_not_a_reduce_window():
 
 @pytest.mark.claim("sec-pln-profile", "clm-pln-fast-xla-names")
 def test_cpu_linear_algebra_calls_lapack_custom_calls(jdata):
-    text = compiled_fit(jdata, 3, "fast").as_text()
-    assert "lapack_spotrf" in text and "lapack_strsm" in text
+    """The profile's triangular_solve, lu and cholesky rows are LAPACK custom calls, every
+    one of them on p x p matrices, in the fast and the scan level alike."""
+    import re
+
+    p = jdata.Y.shape[1]
+    for level, names in (("fast", {"cholesky", "triangular_solve"}), ("scan", {"lu"})):
+        text = compiled_fit(jdata, 3, level).as_text()
+        calls = [
+            line
+            for line in text.splitlines()
+            if re.search(r"%(cholesky|triangular_solve|lu)[.\d]* = ", line)
+            and " custom-call(" in line
+        ]
+        assert {re.search(r"%([a-z_]+)", c).group(1) for c in calls} >= names, level
+        for call in calls:
+            assert 'custom_call_target="lapack_' in call, call
+            result = call.split(" = ", 1)[1].split("custom-call")[0]
+            assert re.findall(r"f32\[([\d,]+)\]", result) == [f"{p},{p}"], call
 
 
 @pytest.mark.claim("sec-pln-fast-level")
@@ -567,7 +600,9 @@ def test_corrected_losses_are_finite_and_positive_so_their_log_is_too(runs):
 
 
 @pytest.mark.claim("sec-pln-levels", "clm-pln-levels-differ-in-compile")
-def test_every_level_runs_the_same_iteration_and_each_compiles_other_programs(runs, jdata):
+def test_every_level_runs_the_same_iteration_and_each_compiles_other_programs(
+    runs, jdata
+):
     """The same iteration: every level's first losses are the scan level's, to float32
     rounding. Different compiles: no two levels' first fits, each from empty caches in a fresh
     process, compile the same programs."""
@@ -974,7 +1009,9 @@ def test_first_fit_compiles_eager_setup_programs_outside_the_loop(jdata):
     zeros = op_by_op_programs(jnp.zeros, jdata.Y.shape)
     stack = op_by_op_programs(jnp.stack, [jnp.float32(0.0)] * 3)
     assert "iota" in eye and "eye" not in eye
-    assert len(eye) >= len(jax.make_jaxpr(lambda: jnp.eye(p))().eqns) > 2  # per primitive
+    assert (
+        len(eye) >= len(jax.make_jaxpr(lambda: jnp.eye(p))().eqns) > 2
+    )  # per primitive
     assert "broadcast_in_dim" in zeros and "zeros" not in zeros
     stacked = jax.make_jaxpr(lambda *v: jnp.stack(v))(*[jnp.float32(0.0)] * 3)
     assert stack == [e.primitive.name for e in stacked.eqns]  # its primitives, one each
