@@ -284,8 +284,26 @@ def test_radam_rectifier_differs_between_eager_and_jit():
 
 @pytest.mark.claim("sec-pln-fast-level", "clm-pln-fast-radam-as-optax")
 def test_fast_radam_scalars_match_optax():
+    """The fast level's RAdam, one array at a time, takes the steps of the optimizer the
+    other levels use (optax's RAdam, scaled by -lr, clipped), before and after the
+    rectifier switches on."""
+    from jitbook.chapters.pln.model import make_optimizer
+    from jitbook.chapters.pln.radam import radam_step
+
     c1, c2, r, rect = radam_scalars(jnp.asarray(10, jnp.int32))
     assert float(c1) == pytest.approx(1 - 0.9**10, rel=1e-5) and bool(rect)
+    rng = np.random.default_rng(0)
+    x = jnp.asarray(rng.normal(size=(5, 4)), jnp.float32)
+    opt = make_optimizer(0.3)
+    state, ours, mu, nu = opt.init(x), x, jnp.zeros_like(x), jnp.zeros_like(x)
+    theirs = x
+    for count in range(1, 11):  # the rectifier switches on at step 6
+        g = jnp.asarray(rng.normal(size=x.shape), jnp.float32)
+        updates, state = opt.update(g, state, theirs)
+        theirs = theirs + updates
+        scalars = radam_scalars(jnp.asarray(count, jnp.int32))
+        ours, mu, nu = radam_step(ours, g, mu, nu, scalars, 0.3)
+        np.testing.assert_allclose(ours, theirs, rtol=1e-5, atol=1e-6, err_msg=count)
 
 
 @pytest.mark.claim("sec-pln-levels", "clm-pln-scan-one-program")
