@@ -523,6 +523,45 @@ def test_every_page_fits_the_screen_and_no_line_scrolls(site, served, browser, w
     assert not problems, problems
 
 
+MOST_SCREENS = 25  # a chapter page at 1280 x 800; reference material is folded or a page of its own
+# Pages still longer, measured at the small sizes (Nov 2026): each needs a split of the sections that are
+# reference, not a fold. Strict: a page that gets short enough fails here until it leaves this list.
+KNOWN_LONG = {
+    "recompilation.qmd": "39 screens: the cache key, dispatch, diagnosing and persistent-cache sections",
+    "methods.qmd": "37 screens: five strategies, each with its pitfalls, then the guide",
+    "pln.qmd": "30 screens (full size): the seed's bugs, the levels, the peers",
+    "tracing.qmd": "38 screens: control flow and loops, each with its listings shown",
+}
+
+
+def screens(browser, base: str, path: str) -> float:
+    """How many 1280 x 800 screens a served page is tall, with what is folded left folded."""
+    page = browser.new_page(viewport={"width": 1280, "height": 800})
+    page.goto(f"{base}/{path}", wait_until="load")
+    height = page.evaluate("document.documentElement.scrollHeight")
+    page.close()
+    return height / 800
+
+
+@pytest.mark.parametrize(
+    "qmd",
+    [
+        pytest.param(p, marks=pytest.mark.xfail(strict=True, reason=KNOWN_LONG[p.name]))
+        if p.name in KNOWN_LONG
+        else p
+        for p in harness.chapter_files()
+    ],
+    ids=lambda p: p.name,
+)
+def test_no_page_is_longer_than_25_screens_at_1280_px(site, served, browser, qmd):
+    """Measured on the tests' small sizes: full-size tables and listings are as long."""
+    path = qmd.relative_to(harness.ROOT).with_suffix(".html").as_posix()
+    tall = screens(browser, served, path)
+    assert tall <= MOST_SCREENS, (
+        f"{path}: {tall:.1f} screens at 1280 x 800, over {MOST_SCREENS}"
+    )
+
+
 # ---- contrast (axe-core), phones, load time ----------------------------------------------------------------
 
 

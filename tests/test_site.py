@@ -341,6 +341,19 @@ def test_offline_html_removes_what_quarto_adds_and_keeps_the_rest():
     )
 
 
+def test_offline_html_drops_the_empty_anchor_of_each_code_line_and_keeps_the_code():
+    line = (
+        '<span id="cb3-2"><a href="#cb3-2" aria-hidden="true" tabindex="-1"></a>'
+        '<span class="cf">return</span> x</span>'
+    )
+    link = '<a href="#cb3-2">line 2</a>'  # a link a reader follows stays
+    offline = post_render.offline_html(f"<pre><code>{line}</code></pre>{link}")
+    assert offline == (
+        '<pre><code><span id="cb3-2"><span class="cf">return</span> x</span></code></pre>'
+        + link
+    )
+
+
 def test_the_check_report_is_html_without_scripts():
     from jitbook.exercises import check
 
