@@ -421,6 +421,10 @@ def test_an_export_runs_only_on_the_platforms_it_names_and_platforms_names_sever
         *specs
     )
     assert everywhere.platforms == ("cpu", "cuda")
+    # one module for both: a platform index chooses, by a stablehlo.case, what runs
+    module = everywhere.mlir_module()
+    assert "_platform_index" in module and "stablehlo.case" in module
+    assert "_platform_index" not in default.mlir_module()
     remote = artifacts.call_in_fresh_process(
         everywhere.serialize(), w, batch
     )  # picks its own

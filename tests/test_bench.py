@@ -271,7 +271,6 @@ def test_newton_time_to_target_reports_first_hit_and_races_the_fit_that_stops_th
     )
 
 
-@pytest.mark.claim("sec-pln-cost", "clm-pln-state-new-buffers")
 def test_the_donated_iteration_hands_its_state_buffers_to_the_next_state():
     """Donation is honoured on CPU: the state given to the call is deleted after it."""
     import jax.numpy as jnp
