@@ -21,7 +21,8 @@ import pytest
 from nbconvert import HTMLExporter
 
 import processes
-from jitbook import explore
+from jitbook.explore.core import METADATA_KEY
+from jitbook.explore.page import plotly_js
 from jitbook.site import harness, post_render, talk
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
@@ -58,11 +59,11 @@ def chapters() -> list[Path]:
 def explorer_specs(nb: nbformat.NotebookNode) -> list[dict]:
     """What the notebook's explorers hold: the data the browser must show, read from the outputs' metadata."""
     return [
-        out["metadata"][explore.METADATA_KEY]
+        out["metadata"][METADATA_KEY]
         for cell in nb.cells
         if cell.cell_type == "code"
         for out in cell.get("outputs", [])
-        if explore.METADATA_KEY in out.get("metadata", {})
+        if METADATA_KEY in out.get("metadata", {})
     ]
 
 
@@ -74,7 +75,7 @@ def export(nb: nbformat.NotebookNode, folder: Path) -> Path:
     # As the site does: the page points at one shared plotly.js (downloads carry none).
     lib = folder / post_render.PLOTLY_LIB
     lib.parent.mkdir(parents=True, exist_ok=True)
-    lib.write_text(explore.plotly_js(), encoding="utf-8")
+    lib.write_text(plotly_js(), encoding="utf-8")
     body = body.replace(
         "<head>", f'<head><script src="{post_render.PLOTLY_LIB}"></script>', 1
     )

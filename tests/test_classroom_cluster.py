@@ -15,7 +15,7 @@ from distributed import Client
 
 import processes
 from jitbook import classroom
-from jitbook.classroom import cluster
+from jitbook.classroom import cli, cluster, handout
 from jitbook.classroom.report import Grade, read_sheet
 from jitbook.site import harness
 
@@ -36,7 +36,7 @@ def handouts(tmp_path_factory) -> dict[str, Path]:
     """why-compile's instructor and student notebooks, cut to the first code cell and the exercises (a student
     may delete cells; grading then takes seconds, not a minute)."""
     out = tmp_path_factory.mktemp("notebooks")
-    classroom.write_notebooks(out, [CHAPTER], values=False)
+    handout.write_notebooks(out, [CHAPTER], values=False)
     found = {}
     for kind in ("instructor", "student"):
         nb = nbformat.read(out / kind / "why-compile.ipynb", as_version=4)
@@ -113,7 +113,7 @@ def test_a_worker_killed_mid_class_costs_nothing_and_the_sheet_is_a_one_worker_r
         codes = []
         run = threading.Thread(
             target=lambda: codes.append(
-                classroom.main(
+                cli.main(
                     [
                         "grade",
                         str(subs),
@@ -149,7 +149,7 @@ def test_a_worker_killed_mid_class_costs_nothing_and_the_sheet_is_a_one_worker_r
             "each worker held one notebook when one was killed"
         )
         assert (
-            classroom.main(
+            cli.main(
                 [
                     "grade",
                     str(subs),
@@ -202,7 +202,7 @@ def test_resume_grades_only_the_notebooks_the_sheet_lacks_and_a_lost_one_again(
         )
     ]
     classroom.report.write_csv(kept + lost, sheet)
-    code = classroom.main(
+    code = cli.main(
         ["grade", str(subs), "--out", str(sheet), "--resume", "--workers", "1"]
     )
     out = capsys.readouterr().out
@@ -261,7 +261,7 @@ def test_a_worker_with_another_book_is_named_and_nothing_is_graded(tmp_path, cap
         with Client(where) as client:
             (bad,) = client.scheduler_info()["workers"]
         assert (
-            classroom.main(
+            cli.main(
                 [
                     "grade",
                     str(subs),
@@ -284,7 +284,7 @@ def test_a_worker_with_another_book_is_named_and_nothing_is_graded(tmp_path, cap
 
 def test_workers_are_for_the_local_cluster_only(tmp_path, capsys):
     (tmp_path / "s1").mkdir()
-    code = classroom.main(
+    code = cli.main(
         [
             "grade",
             str(tmp_path),

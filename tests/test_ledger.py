@@ -73,8 +73,12 @@ def test_a_claims_key_is_its_span_so_renaming_its_test_keeps_history_and_title(
     )
     assert row["title"] == span.words, "the title is the sentence, not the test's name"
     other = spans.spans()[1]
-    (moved,) = cli.rows({"tests/t.py::test_old": [other.section, other.id]}, old).values()
-    assert moved["results"] == old[span.id]["results"], "a new span keeps its test's history"
+    (moved,) = cli.rows(
+        {"tests/t.py::test_old": [other.section, other.id]}, old
+    ).values()
+    assert moved["results"] == old[span.id]["results"], (
+        "a new span keeps its test's history"
+    )
 
 
 def test_the_ledger_check_names_every_claim_unrun_on_a_release():

@@ -21,7 +21,7 @@ from jitbook.chapters.pln import (
 )
 from jitbook.chapters.pln.converge import fit_newton
 from jitbook.chapters.pln.data import PLNData
-from jitbook.chapters.pln.fast import FastState, fast_program, loss_and_grads, precision
+from jitbook.chapters.pln.fast import FastState, loss_and_grads, precision
 from jitbook.chapters.pln.levels import LEVELS, PLN, fit_levels
 from jitbook.chapters.pln.profile import compiled_fit
 from jitbook.chapters.pln.radam import radam_scalars

@@ -13,7 +13,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from jitbook import display, explore
+from jitbook import display
+from jitbook.explore.page import plotly_js
 from jitbook.site import cli, downloads, harness, post_render, wheel
 
 ROOT = harness.ROOT
@@ -269,7 +270,7 @@ def test_downloads_carry_no_quarto_markup_and_no_build_paths(page, executed):
         for i, c in enumerate(nb.cells)
         if c.cell_type == "code"
         for o in c.get("outputs", [])
-        if explore.plotly_js()[:200] in str(o.get("data", {}).get("text/html", ""))
+        if plotly_js()[:200] in str(o.get("data", {}).get("text/html", ""))
     ]
     assert not plotly, (
         f"{page.name}: plotly.js embedded in cells {plotly}; JupyterLab draws Plotly's MIME type"
@@ -319,7 +320,7 @@ def test_explorer_pages_load_the_sites_one_plotly_js_once_parsed(tmp_path):
     assert post_render.shared_plotly(light, page.relative_to(site), site) == light, (
         "once"
     )
-    assert (site / post_render.PLOTLY_LIB).read_text() == explore.plotly_js()
+    assert (site / post_render.PLOTLY_LIB).read_text() == plotly_js()
     assert (
         post_render.shared_plotly("<body>plain</body>", Path("index.html"), site)
         == "<body>plain</body>"

@@ -11,7 +11,6 @@ and writes the file, ``page`` makes the appendices' tables, ``cli`` is the comma
 Taught in Ledger of claims: every claim on every release, How the ledger is made.
 """
 
-from jitbook.ledger.cli import main as main
 from jitbook.ledger.data import load as load
 from jitbook.ledger.page import changed as changed
 from jitbook.ledger.page import changes_table as changes_table

@@ -2,6 +2,6 @@
 
 import sys
 
-from jitbook.ledger import main
+from jitbook.ledger.cli import main
 
 sys.exit(main())

@@ -40,7 +40,7 @@ def locked_jax(root: Path = ROOT) -> str:
 
 def key(test: str, span: str) -> str:
     """A claim's row in the ledger: the span of its sentence, with the case of a
-    parametrised test (``clm-x[case]``), so renaming the test keeps the row's history."""
+    parametrised test (``clm-x[case]``): renaming the test keeps the row's history."""
     _, bracket, case = test.rpartition("::")[2].partition("[")
     return span + bracket + case
 

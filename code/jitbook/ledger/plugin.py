@@ -41,8 +41,8 @@ def _claim_marker(item) -> tuple[str, str] | None:
     ):
         raise ValueError(
             f"{item.nodeid}: write the claim marker as "
-            "@pytest.mark.claim('sec-...', 'clm-...'), naming the section that shows it "
-            f"and the span of the sentence it asserts; got {args!r}."
+            "@pytest.mark.claim('sec-...', 'clm-...'), naming the section that shows "
+            f"it and the span of the sentence it asserts; got {args!r}."
         )
     return args
 

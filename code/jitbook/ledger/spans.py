@@ -145,8 +145,8 @@ def problems(root: Path = ROOT) -> list[str]:
     for test in tests:
         if test.span is None:
             out.append(
-                f"{test.test} (line {test.line}) names no claim span; mark its sentence "
-                "[the sentence]{.claim #clm-...} and name it: "
+                f"{test.test} (line {test.line}) names no claim span; mark its "
+                "sentence [the sentence]{.claim #clm-...} and name it: "
                 f"@pytest.mark.claim({test.section!r}, 'clm-...')."
             )
         elif test.span not in seen:
