@@ -24,11 +24,11 @@ ADDRESS = re.compile(
     r"\b0x[0-9a-fA-F]{6,}\b|\bid=\d{6,}"
 )  # repr()'s hex address, JAX's cache-miss `id=`
 # Pages whose outputs break a rule today, each fixed in the chapter (not here): a strict xfail turns red
-# the day the page is fixed, so the mark is removed then. Issue 13, items 5 and 6.
+# the day the page is fixed, so the mark is removed then.
 KNOWN_WIDE = {}
 KNOWN_WIDE_CODE: dict[
     str, str
-] = {}  # none today: every shown code line fits the column (issue 23)
+] = {}  # none today: every shown code line fits the column
 KNOWN_CAPTIONS: dict[
     str, str
 ] = {}  # none today: methods' strategies caption writes `<Error>` in code
