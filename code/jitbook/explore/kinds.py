@@ -53,22 +53,9 @@ def slider(
         }
         for y in ys
     ]
+    ring = {"size": 14, "symbol": "circle-open", "line": {"width": 3}}
     marks = [
-        {
-            "type": "scatter",
-            "mode": "markers",
-            "name": f"chosen {x}",
-            "showlegend": False,
-            "hoverinfo": "skip",
-            "marker": {
-                "size": 14,
-                "color": HIGHLIGHT,
-                "symbol": "circle-open",
-                "line": {"width": 3},
-            },
-            "x": [xs[0]],
-            "y": [curves[k]["y"][0]],
-        }
+        _mark(xs[0], curves[k]["y"][0], ring) | {"name": f"chosen {x}"}
         for k in range(len(ys))
     ]
     traces = list(range(len(ys), 2 * len(ys)))
@@ -118,15 +105,7 @@ def picker(
     ]
     # A bar of length zero has no colour to change: a marker at its end shows the
     # choice whatever the value.
-    mark = {
-        "type": "scatter",
-        "mode": "markers",
-        "showlegend": False,
-        "hoverinfo": "skip",
-        "x": [values[0]],
-        "y": [names[0]],
-        "marker": {"size": 12, "symbol": "diamond", "color": HIGHLIGHT},
-    }
+    mark = _mark(values[0], names[0], {"size": 12, "symbol": "diamond"})
     updates = [
         {
             "marker.color": [colors[i], HIGHLIGHT],
@@ -191,20 +170,8 @@ def grid(
         "texttemplate": "%{text}",
         "hoverinfo": "text",
     }
-    mark = {
-        "type": "scatter",
-        "mode": "markers",
-        "showlegend": False,
-        "hoverinfo": "skip",
-        "x": [cols[0]],
-        "y": [lines[0]],
-        "marker": {
-            "size": 40,
-            "symbol": "square-open",
-            "color": HIGHLIGHT,
-            "line": {"width": 4},
-        },
-    }
+    square = {"size": 40, "symbol": "square-open", "line": {"width": 4}}
+    mark = _mark(cols[0], lines[0], square)
     updates = [{"x": [[_label(r[across])]], "y": [[_label(r[down])]]} for r in rows]
     labels = [f"{fmt(r[down])} / {fmt(r[across])}" for r in rows]
     layout = axes.layout(title, across, down)
@@ -224,6 +191,19 @@ def grid(
         updates,
         start,
     )
+
+
+def _mark(x, y, marker: dict) -> dict:
+    """The trace that marks the chosen point, out of the legend and the hover text."""
+    return {
+        "type": "scatter",
+        "mode": "markers",
+        "showlegend": False,
+        "hoverinfo": "skip",
+        "x": [x],
+        "y": [y],
+        "marker": {"color": HIGHLIGHT, **marker},
+    }
 
 
 def _label(value, width: int = 16) -> str:
