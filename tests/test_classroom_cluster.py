@@ -103,6 +103,11 @@ def address(file: Path, workers: int) -> str:
         return client.scheduler.address
 
 
+def _grade_on(scheduler: str, subs: Path, sheet: Path) -> int:
+    """``python -m jitbook.classroom grade SUBS --scheduler ADDRESS --out SHEET``."""
+    return cli.main(["grade", str(subs), "--scheduler", scheduler, "--out", str(sheet)])
+
+
 def test_a_worker_killed_mid_class_costs_nothing_and_the_sheet_is_a_one_worker_runs(
     tmp_path, handouts, capsys
 ):
@@ -113,16 +118,7 @@ def test_a_worker_killed_mid_class_costs_nothing_and_the_sheet_is_a_one_worker_r
         codes = []
         run = threading.Thread(
             target=lambda: codes.append(
-                cli.main(
-                    [
-                        "grade",
-                        str(subs),
-                        "--scheduler",
-                        where,
-                        "--out",
-                        str(tmp_path / "two" / "g.csv"),
-                    ]
-                )
+                _grade_on(where, subs, tmp_path / "two" / "g.csv")
             )
         )
         run.start()
@@ -148,19 +144,7 @@ def test_a_worker_killed_mid_class_costs_nothing_and_the_sheet_is_a_one_worker_r
         assert all(len(keys) == 1 for keys in busy.values()), (
             "each worker held one notebook when one was killed"
         )
-        assert (
-            cli.main(
-                [
-                    "grade",
-                    str(subs),
-                    "--scheduler",
-                    where,
-                    "--out",
-                    str(tmp_path / "one" / "g.csv"),
-                ]
-            )
-            == 0
-        )
+        assert _grade_on(where, subs, tmp_path / "one" / "g.csv") == 0
         assert first.poll() is None
     two, one = (read_sheet(tmp_path / run / "g.csv") for run in ("two", "one"))
     assert two == one
@@ -260,19 +244,7 @@ def test_a_worker_with_another_book_is_named_and_nothing_is_graded(tmp_path, cap
         where = address(file, 1)
         with Client(where) as client:
             (bad,) = client.scheduler_info()["workers"]
-        assert (
-            cli.main(
-                [
-                    "grade",
-                    str(subs),
-                    "--scheduler",
-                    where,
-                    "--out",
-                    str(tmp_path / "g.csv"),
-                ]
-            )
-            == 2
-        )
+        assert _grade_on(where, subs, tmp_path / "g.csv") == 2
     err = capsys.readouterr().err
     assert (
         f"worker {bad} on" in err

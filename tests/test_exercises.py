@@ -1379,6 +1379,26 @@ class ArraysAsAux(Carry):
         return cls(children[0], *aux)
 
 
+@jax.tree_util.register_pytree_node_class
+class DropsSteps(Carry):
+    def tree_flatten(self):
+        return (self.M, self.Omega), None
+
+    @classmethod
+    def tree_unflatten(cls, aux, children):
+        return cls(*children, 1)
+
+
+@jax.tree_util.register_pytree_node_class
+class AllAsAux(Carry):
+    def tree_flatten(self):
+        return (), (self.M, self.Omega, self.n_steps)
+
+    @classmethod
+    def tree_unflatten(cls, aux, children):
+        return cls(*aux)
+
+
 @jax.tree_util.register_dataclass
 @dataclasses.dataclass
 class DataclassCarry:
@@ -1399,6 +1419,8 @@ def test_pytree_split_is_probed_in_the_students_process_and_marked_self_reported
         not aux.passed
         and "M and Omega are arrays and belong in the children" in aux.message
     )
+    assert "n_steps is 1" in graded("pln.pytree", DropsSteps).message
+    assert "flattening gave 0 leaves" in graded("pln.pytree", AllAsAux).message
     assert "is not a class" not in graded("pln.pytree", Carry).message
     assert "NotImplementedError" in graded("pln.pytree", stub).message
 

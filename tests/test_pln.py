@@ -687,44 +687,6 @@ def test_exercise_trace_term_rejects_seed_value_and_MtM():
     assert "that is MᵀM" in check("pln-fast.trace-term", broadcast_MtM).message
 
 
-def test_exercise_pytree_rejects_int_as_child_and_arrays_as_aux():
-    from jitbook.exercises import check
-
-    @jax.tree_util.register_pytree_node_class
-    class AllChildren:
-        def __init__(self, M, Omega, n_steps):
-            self.M, self.Omega, self.n_steps = M, Omega, n_steps
-
-        def tree_flatten(self):
-            return (self.M, self.Omega, self.n_steps), None
-
-        @classmethod
-        def tree_unflatten(cls, aux, children):
-            return cls(*children)
-
-    @jax.tree_util.register_pytree_node_class
-    class DropsSteps(AllChildren):
-        def tree_flatten(self):
-            return (self.M, self.Omega), None
-
-        @classmethod
-        def tree_unflatten(cls, aux, children):
-            return cls(*children, 1)
-
-    @jax.tree_util.register_pytree_node_class
-    class ArraysAsAux(AllChildren):
-        def tree_flatten(self):
-            return (), (self.M, self.Omega, self.n_steps)
-
-        @classmethod
-        def tree_unflatten(cls, aux, children):
-            return cls(*aux)
-
-    assert "n_steps became a child" in check("pln.pytree", AllChildren).message
-    assert "n_steps is 1" in check("pln.pytree", DropsSteps).message
-    assert "flattening gave 0 leaves" in check("pln.pytree", ArraysAsAux).message
-
-
 # ---- the tutorial's NaN log, its level 4, its un-jitted scan ------------------------------------
 
 
