@@ -1,7 +1,8 @@
--- A claim of the book, [the sentence]{.claim #clm-...}, is one click from its evidence: after the
--- sentence, a small "test" mark links to the claim's row in the Claims appendix
--- (chapters/claims.qmd), and its tooltip names the test that asserts the sentence and what the
--- ledger (data/ledger.json) says of it: its status on the book's JAX and on how many releases it holds.
+-- A claim of the book, [the sentence]{.claim #clm-...}, is one tap from its evidence: after the
+-- sentence, a small badge, "claim 12" (✓ when its test holds on the book's JAX), links to the
+-- claim's evidence in the Claims appendix (chapters/claims.qmd): the sentence, what its test
+-- measured, its marks release by release, its test's code and the way back. The number is the
+-- claim's place in reading order, counted as jitbook.ledger.spans.numbers counts it.
 local function root()
   if quarto and quarto.project and quarto.project.directory then
     return quarto.project.directory
@@ -19,62 +20,49 @@ local function read(path)
   return text
 end
 
--- {clm-id = "tests/test_x.py::test_y"}, read from the tests as tests/test_claims.py reads them.
-local function claim_tests()
-  local found = {}
-  local ok, names = pcall(pandoc.system.list_directory, pandoc.path.join({root(), "tests"}))
-  if not ok then
-    return found
-  end
-  for _, name in ipairs(names) do
-    if name:match("^test_.*%.py$") then
-      local text = read(pandoc.path.join({root(), "tests", name})) or ""
-      local pattern = 'mark%.claim%(%s*"sec%-[%w%-]+"%s*,%s*"(clm%-[%w%-]+)"%s*%).-\n%s*def%s+([%w_]+)'
-      for span, test in text:gmatch(pattern) do
-        found[span] = "tests/" .. name .. "::" .. test
+-- {clm-id = n}: every claim span of the book in reading order, pages as _quarto.yml lists them.
+local function claim_numbers()
+  local numbers, count, seen = {}, 0, {}
+  local order = read(pandoc.path.join({root(), "_quarto.yml"})) or ""
+  for stem in order:gmatch("([%w%-_]+)%.qmd") do
+    if not seen[stem] then
+      seen[stem] = true
+      local path = stem == "index" and pandoc.path.join({root(), "index.qmd"})
+        or pandoc.path.join({root(), "chapters", stem .. ".qmd"})
+      for id in (read(path) or ""):gmatch("%]%{%.claim%s+#(clm%-[%w%-_]+)%}") do
+        if not numbers[id] then
+          count = count + 1
+          numbers[id] = count
+        end
       end
+    end
+  end
+  return numbers
+end
+
+-- Whether every case of a claim holds on the book's release in the ledger.
+local function holds_here(ledger, id)
+  if not ledger or not ledger.claims then
+    return false
+  end
+  local found = false
+  for key, claim in pairs(ledger.claims) do
+    if key == id or key:sub(1, #id + 1) == id .. "[" then
+      local row = (claim.results or {})[ledger.lock]
+      if not row or row.status ~= "holds" then
+        return false
+      end
+      found = true
     end
   end
   return found
 end
 
--- What the ledger says of a test (its parametrised cases together): the book's release, its status
--- there, and on how many releases it holds.
-local function ledger_words(ledger, test)
-  if not ledger or not ledger.claims then
-    return "not yet in the ledger"
-  end
-  local lock, holds, releases, here = ledger.lock, 0, 0, nil
-  for release, _ in pairs(ledger.releases or {}) do
-    local status = nil
-    for key, claim in pairs(ledger.claims) do
-      if key == test or key:sub(1, #test + 1) == test .. "[" then
-        local row = (claim.results or {})[release]
-        if row and status ~= "fails" then
-          status = row.status
-        end
-      end
-    end
-    if status then
-      releases = releases + 1
-      holds = holds + (status == "holds" and 1 or 0)
-      if release == lock then
-        here = status
-      end
-    end
-  end
-  if releases == 0 then
-    return "not yet in the ledger"
-  end
-  return string.format("%s on JAX %s, the book's; holds on %d of %d releases of the ledger",
-    here or "not run", lock, holds, releases)
-end
+local numbers, ledger = nil, nil
 
-local tests, ledger = nil, nil
-
-local function evidence(id)
-  if tests == nil then
-    tests = claim_tests()
+local function load()
+  if numbers == nil then
+    numbers = claim_numbers()
     -- pandoc.json arrived in pandoc 3.1 (Quarto's); quarto.json stands in under older pandocs
     local decode = (pandoc.json and pandoc.json.decode) or (quarto and quarto.json and quarto.json.decode)
     local ok, decoded = false, nil
@@ -83,11 +71,6 @@ local function evidence(id)
     end
     ledger = ok and type(decoded) == "table" and decoded or nil
   end
-  local test = tests[id]
-  if not test then
-    return "The test that asserts this sentence, and the releases it holds on"
-  end
-  return "Asserted by " .. test:match("::(.*)$") .. ": " .. ledger_words(ledger, test)
 end
 
 local function appendix()
@@ -105,12 +88,19 @@ function Span(el)
   if not quarto.doc.is_format("html") then
     return nil
   end
+  load()
+  local label = "claim " .. tostring(numbers[el.identifier] or "?")
+  local holds = holds_here(ledger, el.identifier)
   local link = pandoc.Link(
-    {pandoc.Str("test")},
+    {pandoc.Str((holds and "✓ " or "") .. label)},
     appendix() .. "#ev-" .. el.identifier,
-    evidence(el.identifier),
-    pandoc.Attr("", {"claim-evidence"})
+    "",
+    pandoc.Attr("", {"claim-mark"}, {
+      ["aria-label"] = label .. (holds and ", holds on this build" or "")
+        .. ": its evidence in the Claims appendix",
+    })
   )
-  el.content:insert(pandoc.Superscript({link}))
+  el.content:insert(pandoc.Space())
+  el.content:insert(link)
   return el
 end

@@ -69,7 +69,12 @@ def test_captured_logs_explain_a_cache_miss_and_config_is_restored():
         f(jnp.ones(4))
     assert jax.config.jax_explain_cache_misses == before
     assert any("TRACING CACHE MISS" in m and "f32[4]" in m for m in messages)
-    assert any(m.startswith("Finished XLA compilation of jit(shift)") for m in messages)
+    # log_compiles: each of the three stages, tracing, lowering and compiling
+    for stage in ("Finished tracing", "to MLIR module conversion", "XLA compilation of"):
+        assert any(stage in m and "shift" in m for m in messages), stage
+    # a miss explained against the closest previous key: here f32[3], the only one
+    (miss,) = [m for m in messages if m.startswith("TRACING CACHE MISS")]
+    assert "closest previous key" in miss and "f32[3]" in miss
 
 
 def test_messages_about_strips_paths_and_addresses_and_wraps():

@@ -1,6 +1,7 @@
 """Every claim sentence of the book has a test, and every test that names a sentence
 names one that exists: read statically, so this takes a second."""
 
+import re
 import shutil
 import subprocess
 import textwrap
@@ -92,12 +93,34 @@ def _pandoc() -> str | None:
     return found if version >= (3, 1) else None
 
 
+def _pandoc_or_quartos() -> str | None:
+    """A pandoc on PATH new enough, else the one Quarto bundles."""
+    found = _pandoc()
+    quarto = shutil.which("quarto")
+    if found is None and quarto:
+        out = subprocess.run(
+            [quarto, "pandoc", "--version"], capture_output=True, text=True
+        )
+        return None if out.returncode else "quarto"
+    return found
+
+
 @pytest.mark.skipif(
-    _pandoc() is None, reason="needs pandoc 3.1 or newer on PATH (Quarto bundles one)"
+    _pandoc_or_quartos() is None,
+    reason="needs pandoc 3.1 or newer on PATH, or Quarto (which bundles one)",
 )
-def test_the_claims_filter_links_each_claim_to_its_row_and_names_its_test(tmp_path):
+def test_the_claims_filter_puts_a_numbered_badge_after_each_claim_leading_to_its_evidence(
+    tmp_path,
+):
     """Run the Lua filter under plain pandoc, with the Quarto functions it uses stood in for."""
+    from jitbook import ledger
+    from jitbook.ledger import page
+
     claim = next(t for t in spans.claim_tests() if t.span)
+    number = spans.numbers()[claim.span]
+    holds = (
+        page.claim_status(ledger.load(), claim.span, ledger.load()["lock"]) == "holds"
+    )
 
     def run(input_file: str) -> str:
         shim = tmp_path / "shim.lua"
@@ -108,8 +131,10 @@ def test_the_claims_filter_links_each_claim_to_its_row_and_names_its_test(tmp_pa
             + (spans.ROOT / "filters" / "claims.lua").read_text()
         )
         text = f"A [claim `1`.]{{.claim #{claim.span}}} and [not one]{{.other #y}}.\n"
+        pandoc = _pandoc_or_quartos()
+        command = [pandoc] if pandoc != "quarto" else ["quarto", "pandoc"]
         return subprocess.run(
-            [_pandoc(), "-f", "markdown", "-t", "html", "--lua-filter", str(shim)],
+            [*command, "-f", "markdown", "-t", "html", "--lua-filter", str(shim)],
             input=text,
             capture_output=True,
             text=True,
@@ -121,21 +146,55 @@ def test_the_claims_filter_links_each_claim_to_its_row_and_names_its_test(tmp_pa
         f'id="{claim.span}"' in chapter
         and f'href="claims.html#ev-{claim.span}"' in chapter
     )
-    assert chapter.count("claim-evidence") == 1, "only .claim spans get a link"
-    assert (
-        f"Asserted by {claim.test.split('::')[-1]}: " in chapter
-    )  # the tooltip names the test
-    assert "releases of the ledger" in chapter or "not yet in the ledger" in chapter
+    assert chapter.count("claim-mark") == 1, "only .claim spans get a mark"
+    # the badge says which claim, numbered as the appendix numbers it, ✓ only where it holds
+    label = ("✓ " if holds else "") + f"claim {number}</a>"
+    assert label in chapter, chapter
+    assert "title=" not in chapter  # nothing only a hover would show
     assert f'href="chapters/claims.html#ev-{claim.span}"' in run("/book/index.qmd")
 
 
-def test_the_appendix_has_a_row_and_an_anchor_for_every_claim():
+def test_every_claim_has_its_evidence_numbered_as_its_mark_with_its_test_code_and_a_way_back():
     from jitbook import ledger
     from jitbook.ledger import page
 
-    rows = page.claim_rows(ledger.load())
-    assert len(rows) == len(spans.spans())
-    anchors = {r["claim"].split("}", 1)[0].removeprefix("[]{#ev-") for r in rows}
-    assert anchors == {s.id for s in spans.spans()}
-    marks = [r[list(r)[-1]] for r in rows]
-    assert all(m == "not yet in the ledger" or m.startswith("`") for m in marks)
+    book = ledger.load()
+    text = page.claim_evidence(book).text
+    found = spans.in_book_order()
+    assert [
+        int(n) for n in re.findall(r"\[claim (\d+)\]\{\.claim-number\}", text)
+    ] == list(range(1, len(found) + 1))
+    for span in found:
+        assert f"{{#ev-{span.id} .claim-evidence}}" in text
+        assert f"#{span.id}){{.claim-back}}" in text
+    first = next(t for t in spans.claim_tests() if t.span)
+    code = spans.source_of(first)
+    assert (
+        code.lstrip().startswith("@") and f"def {first.test.split('::')[-1]}(" in code
+    )
+    # each test link lands on its decorator's line of its module's page
+    from jitbook.site import claim_tests
+
+    link = claim_tests.page_of(first)
+    line = int(link.rsplit("#L-", 1)[1])
+    module = (spans.ROOT / first.test.split("::")[0]).read_text().splitlines()
+    assert module[line - 1].lstrip().startswith("@") and link in text
+    page_html = claim_tests.module_page(spans.ROOT / first.test.split("::")[0])
+    assert f'<span id="L-{line}">' in page_html
+
+
+def test_the_site_gets_a_page_of_code_for_every_test_module_with_a_claim(tmp_path):
+    from jitbook.site import claim_tests, post_render
+
+    written = claim_tests.write(tmp_path)
+    tests = [t for t in spans.claim_tests() if t.span]
+    assert {p.name for p in written} == {
+        f"{t.test.split('::')[0].removeprefix('tests/').removesuffix('.py')}.html"
+        for t in spans.claim_tests()
+    }
+    for test in tests[:: max(1, len(tests) // 20)]:  # a sample across the modules
+        page, anchor = claim_tests.page_of(test).removeprefix("../").split("#")
+        html = (tmp_path / page).read_text()
+        line = html.split(f'<span id="{anchor}">', 1)[1].split('<span id="L-', 1)[0]
+        assert re.sub(r"<[^>]+>", "", line).lstrip().startswith("@"), (test, line)
+        assert post_render.remote_loads(html) == []

@@ -103,7 +103,7 @@ def test_notebooks_command_writes_student_and_instructor_notebooks_for_every_cha
         p for p in chapters() if classroom.has_exercises(harness.to_notebook(p))
     ]
     assert any(p.stem == "why-compile" for p in with_exercises)
-    assert sorted(p.name for p in (tmp_path / "student").iterdir()) == sorted(
+    assert sorted(p.name for p in (tmp_path / "student").glob("*.ipynb")) == sorted(
         f"{p.stem}.ipynb" for p in with_exercises
     )
     for qmd in with_exercises:
@@ -129,6 +129,8 @@ def test_notebooks_command_writes_student_and_instructor_notebooks_for_every_cha
         outside = code_lines(
             nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(outside_code)])
         )
+        assert student.cells[2].metadata["jitbook"]["setup"], "the downloads' setup cell"
+        del student.cells[2]  # the setup's own lines are not the chapter's
         student_code = "\n".join(
             c.source for c in student.cells if c.cell_type == "code"
         )
@@ -838,3 +840,18 @@ def test_a_handout_without_executed_chapters_runs_them_small_and_says_how_long_f
     assert said[2:] == ["executing why-compile.qmd ...", str(written[0])], (
         "each step said as it happens"
     )
+
+
+def test_the_handout_installs_jitbook_from_the_wheel_beside_it_as_the_downloads_do(tmp_path):
+    from jitbook.site import wheel
+
+    written = classroom.write_notebooks(
+        tmp_path, [harness.ROOT / "chapters" / "why-compile.qmd"], students_only=True,
+        log=lambda *a, **k: None,
+    )
+    [student] = [p for p in written if p.suffix == ".ipynb"]
+    nb = nbformat.read(student, as_version=4)
+    first = next(c for c in nb.cells if c.cell_type == "code")
+    assert first.metadata.get("jitbook", {}).get("setup"), "the setup cell comes first"
+    assert f'WHEEL = "{wheel.wheel_name()}"' in first.source
+    assert (student.parent / wheel.wheel_name()).is_file(), "the wheel lies beside it"

@@ -40,11 +40,17 @@ def handouts(tmp_path_factory) -> dict[str, Path]:
     found = {}
     for kind in ("instructor", "student"):
         nb = nbformat.read(out / kind / "why-compile.ipynb", as_version=4)
-        first = next(i for i, c in enumerate(nb.cells) if c.cell_type == "code")
+        first = next(  # the chapter's first cell, below the handout's setup cell
+            i
+            for i, c in enumerate(nb.cells)
+            if c.cell_type == "code" and not c.metadata.get("jitbook", {}).get("setup")
+        )
         nb.cells = [
             c
             for i, c in enumerate(nb.cells)
-            if i == first or "exercise" in c.metadata.get("jitbook", {})
+            if i == first
+            or "exercise" in c.metadata.get("jitbook", {})
+            or c.metadata.get("jitbook", {}).get("setup")
         ]
         found[kind] = out / f"{kind}.ipynb"
         nbformat.write(nb, found[kind])

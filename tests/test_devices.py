@@ -35,6 +35,7 @@ FACTS = textwrap.dedent("""
     xe = jax.device_put(x, NamedSharding(explicit, P("data", None)))
     facts["explicit type"] = str(jax.typeof(xe))
     facts["explicit gram"] = errors.error_line(errors.raised(jax.jit(lambda v: v.T @ v), xe))
+    facts["explicit gram traced"] = errors.error_line(errors.raised(jax.make_jaxpr(lambda v: v.T @ v), xe))
     mesh = devices.data_mesh(4)
     xr = jax.device_put(x, NamedSharding(mesh, P("data", None)))
     facts["auto type"] = str(jax.typeof(xr))
@@ -72,6 +73,8 @@ FACTS = textwrap.dedent("""
     facts["pln one-device collectives"] = dict(devices.collectives(devices.pln_step_compiled(oaks, None)))
     facts["pln reduced shapes"] = devices.reduced_shapes(program)
     facts["pln collective shapes"] = devices.collective_shapes(program)
+    facts["pln collective shapes, twice the rows"] = devices.collective_shapes(
+        devices.pln_step_compiled(pln.load_oaks(2), mesh))
     facts["pln rows"] = [int(oaks.Y.shape[0]), int(data.Y.addressable_shards[0].data.shape[0])]
     facts["pln reduced origins"] = [[r["operation"], r["part of the step"], list(r["shape"])]
                                     for r in devices.reduced_origins(program)]
@@ -179,6 +182,10 @@ def test_make_mesh_is_explicit_by_default_and_typeof_shows_the_sharding(facts):
 @pytest.mark.claim("sec-devices", "clm-devices-explicit-refuses-ambiguous")
 def test_explicit_mode_refuses_a_product_over_split_rows(facts):
     assert facts["explicit gram"].startswith(
+        "ShardingTypeError: Contracting dimensions are sharded"
+    )
+    # while tracing: tracing alone (make_jaxpr, no lowering, no compile) refuses it
+    assert facts["explicit gram traced"].startswith(
         "ShardingTypeError: Contracting dimensions are sharded"
     )
 
@@ -388,6 +395,8 @@ def test_nothing_with_one_entry_per_row_crosses_devices(facts):
     dims = {d for _, shape in moved for d in shape}
     assert 114 in dims  # the taxa: the parse sees the arrays that cross
     assert not dims & {rows, shard_rows}, moved  # neither all the rows nor one device's
+    # nothing that scales with the rows: twice the rows, the very same arrays cross
+    assert facts["pln collective shapes, twice the rows"] == moved
 
 
 def test_place_rows_refuses_rows_that_do_not_split(facts):

@@ -365,13 +365,20 @@ def test_level_curves_reach_and_bad_input():
     fast = FitResult(np.array([100.0, 10.0, 2.0, 1.0]), None, None, None)
     slow = FitResult(np.array([100.0, 50.0]), None, None, None)
     series, rows = level_curves(
-        {"fast": fast, "slow": slow}, {"fast": 2.0, "slow": 1.0}, share=0.9
+        {"fast": fast, "slow": slow},
+        {"fast": 2.0, "slow": 1.0},
+        share=0.9,
+        compile_s={"fast": 0.5},
     )
-    assert list(series) == ["fast", "slow"] and list(series["fast"][0]) == [1, 2, 3, 4]
+    assert list(series) == ["fast", "slow"]
+    assert list(series["fast"][0]) == [0.002, 0.004, 0.006, 0.008], "seconds, not iterations"
+    assert list(series["slow"][0]) == [0.001, 0.002], "each level's own time per iteration"
     assert (
         rows[0]["iterations to 90% of the way down"] == 2
-        and rows[0]["seconds to get there"] == 2 * 2.0 / 1e3
+        and rows[0]["seconds to get there, warm"] == 2 * 2.0 / 1e3
     )
+    assert rows[0]["compile s of a first fit"] == 0.5  # beside the warm seconds
+    assert rows[1]["compile s of a first fit"] == "not measured"
     assert rows[1]["iterations to 90% of the way down"] == "not in 2"
     with pytest.raises(ValueError, match="no time per iteration"):
         level_curves({"fast": fast}, {})

@@ -98,7 +98,7 @@ def test_the_ledger_spans_eleven_releases_up_to_the_lock(stored):
     assert stored["made"]["date"] and stored["made"]["machine"]
 
 
-def test_statuses_are_the_three_words_with_a_reason_for_each_failure(stored):
+def test_statuses_are_the_four_words_with_a_reason_for_each_failure(stored):
     for test, claim in stored["claims"].items():
         for release, row in claim["results"].items():
             assert row["status"] in data.STATUSES, (test, release, row)
@@ -137,6 +137,108 @@ def test_skips_are_not_applicable_and_failures_keep_one_line():
         "status": "fails",
         "reason": "AssertionError: at y.py line",
     }
+
+
+def test_a_failure_of_the_tests_own_means_could_not_run_and_only_jax_behaving_otherwise_fails():
+    def status(reason, raised_in=None):
+        return plugin.classify({"status": "fails", "reason": reason}, raised_in)[
+            "status"
+        ]
+
+    own = spans.ROOT / "code" / "jitbook" / "cache.py"
+    # a signature or an option the release lacks, wherever it was raised
+    assert status("TypeError: jit() missing 1 required positional argument: 'fun'") == (
+        "could not run"
+    )
+    assert status(
+        "TypeError: jit() got an unexpected keyword argument 'compiler_options'"
+    ) == ("could not run")
+    assert (
+        status("AttributeError: Unrecognized config option: jax_x") == "could not run"
+    )
+    # an error other than an assertion, raised in the book's own code (relative or absolute)
+    assert status("KeyError: 'jaxpr'", str(own)) == "could not run"
+    assert status("RuntimeError: the child process failed:", "tests/processes.py") == (
+        "could not run"
+    )
+    # JAX raising or measuring otherwise: a change in JAX
+    assert status(
+        "IndexError: Slice entries must be static integers", "/v/jax/_src/x.py"
+    ) == ("fails")
+    assert status("assert (2, 1, 1) == (100, 1, 1)", str(own)) == "fails"
+    assert status("AssertionError: assert 0 == 1", "tests/test_x.py") == "fails"
+    # an API the release does not have stays n/a; a result already classified stays
+    assert status("ImportError: cannot import name 'export' from 'jax'") == "n/a"
+    assert (
+        plugin.classify({"status": "holds", "reason": ""}, str(own))["status"]
+        == "holds"
+    )
+
+
+def test_a_claim_tests_measured_figures_travel_with_its_outcome_into_the_record(
+    tmp_path,
+):
+    (tmp_path / "test_m.py").write_text(
+        "import pytest\n\n"
+        '@pytest.mark.claim("sec-x", "clm-x")\n'
+        "def test_m(measured):\n"
+        '    measured("programs compiled", 2)\n'
+        '    measured("what print received", "a tracer")\n\n'
+        '@pytest.mark.claim("sec-x", "clm-y")\n'
+        "def test_bad(measured):\n"
+        '    measured("a mapping", {"a": 1})\n'
+    )
+    record = tmp_path / "record.jsonl"
+    env = venvs._env("0") | {
+        plugin.RECORD_ENV: str(record),
+        plugin.ONLY_ENV: json.dumps(["test_m.py::test_m", "test_m.py::test_bad"]),
+    }
+    subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "jitbook.ledger.plugin",
+         "-p", "no:cacheprovider", "--noconftest", "-o", "addopts=",
+         "--rootdir", str(tmp_path), "test_m.py"],
+        cwd=tmp_path, env=env, capture_output=True, check=False,
+    )  # fmt: skip
+    rows = {r["test"]: r for r in map(json.loads, record.read_text().splitlines())}
+    assert rows["test_m.py::test_m"]["measured"] == [
+        ["programs compiled", 2],
+        ["what print received", "a tracer"],
+    ]
+    bad = rows["test_m.py::test_bad"]
+    assert bad["status"] == "could not run" and "measured(" in bad["reason"]
+
+
+def test_a_claims_verdict_counts_only_the_releases_it_applies_to():
+    statuses = {"0.4.18": "n/a", "0.4.30": "n/a", "0.5.3": "holds", "0.6.2": "holds"}
+    assert (
+        page.verdict(statuses) == "holds on every release it applies to (2), n/a on 2"
+    )
+    statuses |= {"0.7.2": "fails", "0.8.3": "could not run", "0.9.2": None}
+    assert page.verdict(statuses) == (
+        "holds on 2 of the 3 releases it applies to, n/a on 2, "
+        "its test could not run on 1, not yet run on 1"
+    )
+    marks = [(r, page.MARKS[s]) for r, s in statuses.items()]
+    assert page.runs(marks) == (
+        "[– 0.4.18 to 0.4.30]{.claim-release} · [✓ 0.5.3 to 0.6.2]{.claim-release} · "
+        "[✗ 0.7.2]{.claim-release} · [? 0.8.3]{.claim-release} · [· 0.9.2]{.claim-release}"
+    )
+
+
+def test_a_claims_evidence_prints_what_its_test_measured_on_the_lock_or_not_recorded():
+    book = {"lock": "0.12.0.1", "claims": {
+        "clm-a[x]": {"results": {"0.12.0.1": {"status": "holds", "reason": "",
+                                              "measured": [["compiles", 1234]]}}},
+        "clm-a[y]": {"results": {"0.12.0.1": {"status": "holds", "reason": "",
+                                              "measured": [["traces", 0.5]]}},
+                     "0.11.2": {"status": "holds", "reason": "",
+                                "measured": [["compiles", 9]]}},
+        "clm-b": {"results": {"0.12.0.1": {"status": "holds", "reason": ""}}},
+    }}  # fmt: skip
+    assert (
+        page.measured(book, "clm-a") == "[x] compiles: **1,234**; [y] traces: **0.5**"
+    )
+    assert page.measured(book, "clm-b") == "not recorded"
 
 
 def test_a_module_that_cannot_be_imported_is_not_applicable_only_for_a_missing_api():
@@ -314,3 +416,28 @@ def test_releases_run_as_dask_tasks_write_the_file_one_release_at_a_time_writes(
             "0.0.1",
             "0.0.2",
         }
+
+
+def test_the_plugin_imports_in_a_release_venv_without_dask():
+    """A release's venv has pytest and JAX but not Dask: the plugin it loads must not
+    reach the command's imports (jitbook.ledger's package import included)."""
+    import subprocess
+    import sys
+
+    from jitbook.paths import CODE
+
+    code = (
+        "import sys; sys.modules['distributed'] = None; sys.modules['dask'] = None; "
+        f"sys.path.insert(0, {str(CODE)!r}); import jitbook.ledger.plugin"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+
+
+def test_a_claims_first_words_in_the_matrix_never_leave_a_code_span_open():
+    from jitbook.ledger import page
+
+    cut = page.short("Those two classes are now one: `jax.extend.core.ClosedJaxpr is a` thing")
+    assert cut.count("`") % 2 == 0, cut
+    assert cut.endswith("` …"), "the span closes before the ellipsis"
+    assert page.short("`a` b") == "`a` b", "a short title is left as it is"

@@ -122,6 +122,7 @@ def test_jitted_bound_method_goes_stale_after_mutation():
     fast = jax.jit(layer.predict)
     before = fast(X)
     layer.weight = NEW_WEIGHT
+    assert count_each(lambda: fast(X)) == [0]  # the program it already has
     after = fast(X)
     np.testing.assert_allclose(after, before)
     assert not np.allclose(after, ref(NEW_WEIGHT))
@@ -135,9 +136,19 @@ def test_rejitting_the_bound_method_is_stale_while_the_first_wrapper_lives():
     before = fast(X)
     layer.weight = NEW_WEIGHT
     assert layer.predict is not layer.predict and layer.predict == layer.predict
-    np.testing.assert_allclose(
-        jax.jit(layer.predict)(X), before
-    )  # a new wrapper, the old result
+    from jitbook.cache import count_body_runs, count_compiles, count_dispatch_misses
+
+    with (
+        count_dispatch_misses() as dispatch,
+        count_compiles() as log,
+        count_body_runs(methods.Layer.predict) as runs,
+    ):
+        again = jax.jit(layer.predict)(X)
+    np.testing.assert_allclose(again, before)  # a new wrapper, the old result
+    # the dispatch cache goes by identity: a new bound method misses it; the tracing cache
+    # goes by equality: it finds the old trace and program, so nothing traces or compiles
+    assert dispatch.count_for("predict") == 1
+    assert (runs.count_for(methods.Layer.predict), log.count) == (0, 0)
     del fast
     gc.collect()
     np.testing.assert_allclose(jax.jit(layer.predict)(X), ref(NEW_WEIGHT))
@@ -321,6 +332,11 @@ def test_a_jitted_method_that_assigns_to_self_changes_nothing():
 # Strategy 4: Equinox.
 @pytest.mark.claim("sec-methods", "clm-methods-eqx-frozen-pytree")
 def test_equinox_modules_are_frozen():
+    layer = methods.EqxLayer(WEIGHT, "relu")
+    assert dataclasses.is_dataclass(layer)
+    leaves, treedef = jax.tree.flatten(layer)  # a pytree: the array a child, the static
+    assert len(leaves) == 1 and leaves[0] is layer.weight  # field in the structure
+    assert treedef != jax.tree.structure(methods.EqxLayer(WEIGHT, "tanh"))
     err = raised(setattr, methods.EqxLayer(WEIGHT, "relu"), "weight", NEW_WEIGHT)
     assert isinstance(err, dataclasses.FrozenInstanceError)
     new = eqx.tree_at(lambda m: m.weight, methods.EqxLayer(WEIGHT, "relu"), NEW_WEIGHT)
@@ -545,6 +561,18 @@ def test_filter_jit_traces_arrays_and_holds_python_numbers_static():
     assert count_each(
         lambda: f(X, 1.0), lambda: f(X, 2.0), lambda: f(X, one), lambda: f(X, two)
     ) == [1, 1, 1, 0]
+
+    # strings and functions are static too: a new one compiles, the same one does not
+    def apply(v, how, fn):
+        return fn(v) if how == "as is" else -fn(v)
+
+    g = eqx.filter_jit(apply)
+    assert count_each(
+        lambda: g(X, "as is", jnp.sin),
+        lambda: g(X, "as is", jnp.sin),
+        lambda: g(X, "negated", jnp.sin),
+        lambda: g(X, "negated", jnp.cos),
+    ) == [1, 0, 1, 1]
 
 
 @pytest.mark.claim("sec-methods", "clm-methods-optax-namedtuples")

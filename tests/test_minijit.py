@@ -134,13 +134,15 @@ def test_captured_arrays_become_constants_and_scalars_literals():
     assert literal.consts == [] and isinstance(
         literal.equations[0].inputs[1], minijit.Literal
     )
-    # as many as JAX, whatever is captured: scalars of Python and NumPy, 0-d and 1-d arrays
-    for captured in (
-        2.0,
-        np.float32(2.0),
-        np.array(2.0, np.float32),
-        jnp.float32(2.0),
-        jnp.arange(5.0),
+    # as many as JAX, whatever is captured: a Python or NumPy scalar a literal, a jax.Array
+    # (a 0-d one too) a constant
+    for captured, constants in (
+        (2.0, 0),
+        (np.float32(2.0), 0),
+        (np.array(2.0, np.float32), 0),
+        (jnp.float32(2.0), 1),
+        (jnp.array(2.0), 1),
+        (jnp.arange(5.0), 1),
     ):
 
         def times(x, c=captured):
@@ -148,7 +150,9 @@ def test_captured_arrays_become_constants_and_scalars_literals():
 
         mine = minijit.trace(times, V)
         theirs = jax.make_jaxpr(times)(V)
-        assert len(mine.consts) == len(theirs.consts), type(captured)
+        assert len(mine.consts) == len(theirs.consts) == constants, type(captured)
+        is_literal = isinstance(mine.equations[-1].inputs[1], minijit.Literal)
+        assert is_literal == (constants == 0), type(captured)
 
 
 @pytest.mark.claim("sec-minijit-cache", "clm-minijit-weak-key")
@@ -205,6 +209,18 @@ def test_a_precision_context_recompiles_under_jax_jit_not_under_minijit():
     rows = minijit.precision_side_by_side(jaxprs.with_argument, X, X.T)
     assert [r["jax.jit compiles"] for r in rows] == [1, 2, 2]
     assert [r["minijit compiles"] for r in rows] == [1, 1, 1]
+    # the other setting the sentence names: jax_enable_x64, switched on for one call
+    ours = minijit.jit(minijit.new_function(jaxprs.with_argument))
+    theirs = jax.jit(minijit.new_function(jaxprs.with_argument))
+    ours(X, X.T), theirs(X, X.T)
+    x64 = (
+        jax.enable_x64(True)
+        if hasattr(jax, "enable_x64")
+        else jax.experimental.enable_x64()
+    )
+    with x64, count_compiles() as log:
+        ours(X, X.T), theirs(X, X.T)
+    assert ours.compiles == 1 and log.count_for(theirs.__name__) == 1
 
 
 @pytest.mark.claim("sec-minijit-differences", "clm-minijit-cache-layers")

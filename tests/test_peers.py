@@ -138,9 +138,13 @@ def test_pypln_loss_scores_its_parameters_with_the_book_elbo():
 # A fake peer interpreter: it ignores its arguments and answers the peers' protocol with
 # short sleeps and a fake pyPLNmodels fit (the parameters it starts from).
 FAKE_PEER = """#!{python}
-import json, sys, time
+import json, os, sys, time
 import numpy as np
 
+if "first-fit" in sys.argv:  # pyPLNmodels' first fit, in a fresh process
+    time.sleep(0.05)
+    print(json.dumps({{"fit s": 0.05, "pid": os.getpid()}}))
+    sys.exit()
 state = {{}}
 for line in sys.stdin:
     msg = json.loads(line)
@@ -246,7 +250,7 @@ def test_bench_with_a_peer_fills_every_timing_cell_and_prints_conditions_control
         "| fast against itself |" in out and "| torch.compile against itself |" in out
     )
     assert "torch.utils.benchmark.Timer" in out
-    assert "One-off, compiles included (one run each, no verdict): Newton " in out
+    assert "One-off, compiles included: not raced (--one-off ROUNDS races" in out
     assert (
         "first call of torch.compile: " in err
         and "pyPLNmodels' own fit (its target): done in" in err
@@ -320,6 +324,60 @@ def test_a_race_on_a_busy_machine_prints_no_verdict_and_is_not_recorded(
     assert not (tmp_path / "recorded").exists()
 
 
+def test_a_one_off_race_runs_each_side_in_a_fresh_process_every_round_and_gives_no_verdict_under_load(
+    fake_peer, tmp_path, capsys, monkeypatch
+):
+    from jitbook.chapters.pln import bench as pln_bench
+
+    monkeypatch.setattr(peers, "RECORDINGS", tmp_path / "recorded")
+    monkeypatch.setattr(os, "getloadavg", lambda: (7.5, 6.0, 5.0))  # faked: busy
+    newton, pypln = [], []
+    run_cold, pypln_cold = pln_bench.run_cold, peers.Peer.pypln_cold
+
+    def newton_spy(fn, *args):
+        out = run_cold(fn, *args)
+        if fn is pln_bench.newton_cold:  # not the levels' first fits
+            newton.append(out)
+        return out
+
+    def pypln_spy(peer):
+        pypln.append((pypln_cold(peer), peer._proc.pid))
+        return pypln[-1][0]
+
+    monkeypatch.setattr(pln_bench, "run_cold", newton_spy)
+    monkeypatch.setattr(peers.Peer, "pypln_cold", pypln_spy)
+    run_with_fake_peer(
+        fake_peer,
+        "--newton-iters",
+        "30",
+        "--one-off",
+        "2",
+        "--record",
+        "f",
+        "--force-record",
+    )
+    out = capsys.readouterr().out
+    recorded = json.loads((tmp_path / "recorded" / "f.json").read_text())
+    times = recorded["one-off race"]["times"]
+    assert {name: len(t) for name, t in times.items()} == {
+        "Newton, cold": 2,
+        "pyPLNmodels fit(), cold": 2,
+        "Newton, cold (control)": 2,
+        "pyPLNmodels fit(), cold (control)": 2,
+    }
+    # each round, each side and its control: a process of its own, apart from the peer's
+    assert len(newton) == 4 and len(pypln) == 4
+    assert len({pid for answer, _ in pypln for pid in [answer["pid"]]}) == 4
+    assert all(answer["pid"] != serving for answer, serving in pypln)
+    stop = recorded["one-off race"]["Newton iterations"]
+    assert stop == recorded["newton"]["iterations to target"]
+    assert all(n["final loss"] <= recorded["target"] * (1 + 1e-6) for n in newton)
+    assert min(times["Newton, cold"]) > recorded["newton"]["seconds to target"]
+    assert "One-off: Newton (" in out and "| Newton, cold |" in out
+    assert "One-off, Newton to that loss was" not in out  # unfit: no verdict
+    assert peers.one_off_verdict(recorded) is None and not recorded["fit to compare"]
+
+
 def test_a_peer_without_torch_is_said_before_any_jax_work(capsys):
     if peers.peers_missing() is None:
         pytest.skip("this interpreter has the peers, so it cannot show their absence")
@@ -373,72 +431,105 @@ def run_page_section() -> tuple[dict, list[str]]:
     return namespace, inline
 
 
-def test_the_pln_page_reads_the_recordings_and_draws_no_verdict_from_unfit_ones():
-    """The section's cells and inline values run on the recordings alone (no torch here); made under
-    load with unmatched threads, they give no verdict, and the page says why."""
-    recorded = peers.recording("default-threads")
-    assert recorded is not None, "data/peers/default-threads.json is missing"
+RECORDINGS = ("full", "tenth", "newton-tenth")
+
+
+def test_the_pln_page_reads_the_quiet_recordings_and_names_each_verdicts_pairing():
+    """The section's cells and inline values run on the recordings alone (no torch here):
+    full.json at the tutorial's size, tenth.json, newton-tenth.json; fit to compare, each
+    gives its warm verdicts, named by pairing, ties included."""
+    full, tenth = peers.recording("full"), peers.recording("tenth")
+    assert full is not None and tenth is not None, "data/peers/full.json or tenth.json"
+    assert (full["n"], tenth["n"]) == (11_600, 1_160)
     namespace, inline = run_page_section()
-    assert namespace["recorded"] == recorded and recorded["date"][:10] in inline[0]
-    assert recorded["book commit"] in inline and recorded["peer"]["torch"] in inline
-    assert {row["PyTorch"] for row in namespace["peer_rows"]} == set(peers.VARIANTS)
-    said = " ".join(inline) + " ".join(
-        r["warm verdict"] for r in namespace["peer_rows"]
-    )
-    assert not VERDICT_WORDS.search(said), "a verdict drawn from an unfit recording"
-    assert (
-        "the load average reached 10.67 on 2 cores" in said
-        and "thread pools were not matched" in said
-    )
-    assert namespace["claim_answer"].startswith(
-        "this page cannot answer the tutorial's claim"
-    )
-    assert "No verdict: the load average reached" in namespace["newton_words"]
-    remade = peers.remake(recorded, "peers-venv/bin/python")
+    assert namespace["recorded"] == full and namespace["peer_runs"]["tenth"] == tenth
+    said = " ".join(inline)
+    assert full["date"][:10] in said and full["book commit"] in inline
+    rows = {
+        name: peers.verdict_rows(peers.recording(name)) for name in ("full", "tenth")
+    }
+    for name, run in namespace["peer_runs"].items():
+        assert not conditions.unfit_reasons(run)
+        size = f"{run['n']:,} x {run['p']}"
+        for row, shown in zip(rows[name], namespace["peer_rows"], strict=True):
+            assert shown[size] == row["warm verdict"] and VERDICT_WORDS.search(
+                row["warm verdict"]
+            )
+    for row in rows["full"]:  # the headline: every verdict, with its pairing named
+        pairing = row["pairing"].split(":")[0]
+        assert f"{row['warm verdict']} ({pairing})" in namespace["headline"]
+    ties = sum("about the same" in r["warm verdict"] for r in rows["full"])
+    assert f"about the same in {ties} " in namespace["claim_answer"]
+    assert "Warm, the Newton fit was " in namespace["newton_words"]
+    assert "did not reach pyPLNmodels' loss" in namespace["full_newton_words"]
+    remade = peers.remake(full, "peers-venv/bin/python")
     assert all(len(line) <= 88 for line in remade.splitlines()), "the page's column"
     assert "--peers-python peers-venv/bin/python" in remade.replace(" \\\n    ", " ")
-    assert "--peer-threads" not in remade
 
 
-def made_fit(record: dict) -> dict:
-    """`record` as if raced on a quiet machine with matched budgets and tied controls."""
-    race = dict(record["race"])
-    race |= {
-        "fast (control)": race["fast"][::-1],
-        "torch.compile (control)": race["torch.compile"][::-1],
-    }
-    side = {"cores": [0, 1], "env": {"OMP_WAIT_POLICY": "PASSIVE"}}
-    return record | {
-        "race": race,
-        "conditions": {
-            "load": {
-                "before": [0.5] * 3,
-                "after": [0.5] * 3,
-                "highest 1-minute": 0.6,
-                "readings": 9,
-            },
-            "JAX": side
-            | {"XLA intra-op threads": 2, "OpenBLAS threads inside a fit": 1},
-            "peer": side | {"torch threads": 2, "torch interop threads": 1},
-        },
-    }
+def made_busy(record: dict) -> dict:
+    """`record` as if its load had reached 7.5 on its cores."""
+    load = record["conditions"]["load"] | {"highest 1-minute": 7.5}
+    return record | {"conditions": record["conditions"] | {"load": load}}
 
 
-def test_the_pln_page_gives_warm_verdicts_from_a_recording_fit_to_compare(monkeypatch):
-    fit = {
-        name: made_fit(peers.recording(name))
-        for name in ("default-threads", "one-thread", "newton")
-    }
-    assert all(not conditions.unfit_reasons(r) for r in fit.values())
-    monkeypatch.setattr(peers, "recording", fit.get)
+def test_the_pln_page_draws_no_verdict_from_recordings_unfit_to_compare(monkeypatch):
+    busy = {name: made_busy(peers.recording(name)) for name in RECORDINGS}
+    monkeypatch.setattr(peers, "recording", busy.get)
     namespace, inline = run_page_section()
-    assert namespace["claim_answer"].startswith("warm, pairing by pairing: ")
-    assert VERDICT_WORDS.search(namespace["claim_answer"])
-    assert "Warm, the Newton fit was " in namespace["newton_words"]
+    said = " ".join(inline) + " ".join(
+        r["warm verdict"] for r in peers.verdict_rows(busy["full"])
+    )
+    assert not VERDICT_WORDS.search(said), "a verdict drawn from an unfit recording"
+    assert "no verdict (not fit to compare)" in namespace["claim_answer"]
+    assert "the load average reached 7.5 on 2 cores" in said
+    assert "No verdict: the load average reached" in namespace["newton_words"]
 
 
-@pytest.mark.parametrize("name", ["default-threads", "one-thread", "newton"])
-def test_the_recording_fills_every_timing_cell_and_its_verdicts_follow_the_rule(name):
+def one_off_record(base: dict, newton: list, pypln: list) -> dict:
+    """`base` with a one-off race of those rounds, each side's control tied to it."""
+    times = {
+        "Newton, cold": newton,
+        "pyPLNmodels fit(), cold": pypln,
+        "Newton, cold (control)": newton[::-1],
+        "pyPLNmodels fit(), cold (control)": pypln[::-1],
+    }
+    return base | {"one-off race": {"times": times, "Newton iterations": 728}}
+
+
+def test_the_pln_page_shows_the_one_off_race_when_recorded_and_says_so_when_not(
+    monkeypatch,
+):
+    recorded = {name: peers.recording(name) for name in RECORDINGS}
+    monkeypatch.setattr(peers, "recording", recorded.get)  # no one-off.json
+    namespace, _ = run_page_section()
+    assert namespace["one_off_words"].startswith("No one-off race is recorded yet")
+    once = one_off_record(
+        recorded["newton-tenth"], [3.0, 3.1, 3.0, 3.2, 3.0], [9.0, 9.2, 9.1, 9.0, 9.3]
+    )
+    monkeypatch.setattr(peers, "recording", (recorded | {"one-off": once}).get)
+    namespace, _ = run_page_section()
+    words = namespace["one_off_words"]
+    assert "One-off, the Newton fit was 3.0 times faster than pyPLNmodels' fit" in words
+    assert "728 iterations" in words
+    busy = made_busy(once)
+    monkeypatch.setattr(peers, "recording", (recorded | {"one-off": busy}).get)
+    namespace, _ = run_page_section()
+    assert "No verdict: the load average reached 7.5" in namespace["one_off_words"]
+
+
+def test_a_one_off_control_that_fails_makes_the_recording_unfit():
+    base = peers.recording("newton-tenth")
+    once = one_off_record(base, [3.0] * 5, [9.0] * 5)
+    assert peers.one_off_verdict(once).faster
+    once["one-off race"]["times"]["Newton, cold (control)"] = [9.0] * 5
+    reasons = conditions.unfit_reasons(once)
+    assert any("the control failed: Newton, cold was" in r for r in reasons), reasons
+    assert peers.one_off_verdict(once) is None
+
+
+@pytest.mark.parametrize("name", RECORDINGS)
+def test_the_recording_fills_every_timing_cell_and_is_fit_to_compare(name):
     recorded = peers.recording(name)
     names = {row["level"] for row in recorded["rows"]}
     assert set(peers.VARIANTS) <= names and "fast" in names
@@ -454,11 +545,9 @@ def test_the_recording_fills_every_timing_cell_and_its_verdicts_follow_the_rule(
                 column,
             )
         assert row["rounds"] >= 5  # enough rounds for a decisive verdict
-    raced = peers.recorded_race(recorded)
-    again = [f"{a} was {v} {b}." for (a, b), v in peers.verdicts(raced).items()]
-    assert set(recorded["verdicts"]) <= set(
-        again
-    )  # the bench printed what the rule gives
+    assert recorded["fit to compare"] and not conditions.unfit_reasons(recorded)
+    cond = recorded["conditions"]
+    assert cond["JAX"]["cores"] == cond["peer"]["cores"]
     for key in (
         "machine",
         "cpu",
@@ -471,8 +560,42 @@ def test_the_recording_fills_every_timing_cell_and_its_verdicts_follow_the_rule(
         recorded["peer"]["torch"].startswith("2.13.0")
         and recorded["peer"]["pyPLNmodels"] == "1.0.10"
     )
-    if "newton" in recorded:  # Newton to pyPLNmodels' loss, raced against its fit
-        assert (
-            peers.newton_race(recorded).rounds >= 5
-            and recorded["pypln"]["iterations"] > 0
-        )
+    assert peers.newton_race(recorded).rounds >= 5 and recorded["pypln"]["iterations"]
+
+
+def test_the_unfit_recordings_of_a_busy_machine_are_gone():
+    assert not any(
+        (peers.RECORDINGS / f"{name}.json").exists()
+        for name in ("default-threads", "one-thread", "newton")
+    )
+
+
+def test_the_peer_script_runs_in_an_interpreter_without_jitbook(tmp_path):
+    """The peers' interpreter has torch and pyPLNmodels, not jitbook: the script runs
+    from a copy of the two files it needs, with `import jitbook` failing, and answers."""
+    import subprocess
+
+    script = tmp_path / "book" / "chapters" / "pln" / "peers.py"
+    script.parent.mkdir(parents=True)
+    script.write_text(Path(peers.__file__).read_text())
+    (tmp_path / "book" / "paths.py").write_text(
+        (Path(jitbook.__file__).parent / "paths.py").read_text()
+    )
+    no_jitbook = (
+        "import runpy, sys; sys.modules['jitbook'] = None; "  # import jitbook fails
+        f"sys.argv = [{str(script)!r}, 'serve']; "
+        f"runpy.run_path({str(script)!r}, run_name='__main__')"
+    )
+    requests = [{"op": "ping"}, {"op": "setup", "data": "none.npz", "n_iter": 1}]
+    done = subprocess.run(
+        [sys.executable, "-P", "-c", no_jitbook],
+        input="".join(json.dumps(r) + "\n" for r in requests),
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=120,
+    )
+    answers = [json.loads(line) for line in done.stdout.splitlines()]
+    assert done.returncode == 0 and answers[0] == {}, done.stderr
+    if peers.peers_missing() is not None:  # no torch here: the script says so
+        assert "torch is not installed" in answers[1]["error"]

@@ -284,13 +284,40 @@ def test_radam_rectifier_differs_between_eager_and_jit():
 
 @pytest.mark.claim("sec-pln-fast-level", "clm-pln-fast-radam-as-optax")
 def test_fast_radam_scalars_match_optax():
+    """The fast level's RAdam, one array at a time, takes the steps of the optimizer the
+    other levels use (optax's RAdam, scaled by -lr, clipped), before and after the
+    rectifier switches on."""
+    from jitbook.chapters.pln.model import make_optimizer
+    from jitbook.chapters.pln.radam import radam_step
+
     c1, c2, r, rect = radam_scalars(jnp.asarray(10, jnp.int32))
     assert float(c1) == pytest.approx(1 - 0.9**10, rel=1e-5) and bool(rect)
+    rng = np.random.default_rng(0)
+    x = jnp.asarray(rng.normal(size=(5, 4)), jnp.float32)
+    opt = make_optimizer(0.3)
+    state, ours, mu, nu = opt.init(x), x, jnp.zeros_like(x), jnp.zeros_like(x)
+    theirs = x
+    for count in range(1, 11):  # the rectifier switches on at step 6
+        g = jnp.asarray(rng.normal(size=x.shape), jnp.float32)
+        updates, state = opt.update(g, state, theirs)
+        theirs = theirs + updates
+        scalars = radam_scalars(jnp.asarray(count, jnp.int32))
+        ours, mu, nu = radam_step(ours, g, mu, nu, scalars, 0.3)
+        np.testing.assert_allclose(ours, theirs, rtol=1e-5, atol=1e-6, err_msg=count)
 
 
 @pytest.mark.claim("sec-pln-levels", "clm-pln-scan-one-program")
 def test_each_compiled_level_compiles_its_loop_once(data):
-    """A second fit of the same shapes compiles nothing; scan-based levels compile one program for the loop."""
+    """The scan level's loop is one jitted function holding one lax.scan of n_iter turns; a
+    second fit of the same shapes compiles nothing, a new loop length a new program."""
+    from jitbook.chapters.pln import device_data
+    from jitbook.chapters.pln.levels import scan_program
+
+    whole = jax.make_jaxpr(scan_program, static_argnums=1)(device_data(data), 3, 1.0)
+    (call,) = whole.eqns  # one program, one call
+    assert call.primitive.name in ("jit", "pjit")
+    inner = call.params["jaxpr"].eqns
+    assert [e.params["length"] for e in inner if e.primitive.name == "scan"] == [3]
     for level in ("scan", "namedtuple", "pytree", "equinox", "fast"):
         fit(data, 3, level)
         with count_compiles() as log:
@@ -304,7 +331,15 @@ def test_each_compiled_level_compiles_its_loop_once(data):
 @pytest.mark.claim("sec-pln-levels", "clm-pln-lr-traced")
 def test_learning_rate_is_traced_one_compile_for_two_rates(data):
     """Only n_iter is static: a second learning rate reuses every compiled level's program."""
-    for level in ("jit_iteration", "scan", "namedtuple", "pytree", "equinox", "fast"):
+    for level in (
+        "jit_step",
+        "jit_iteration",
+        "scan",
+        "namedtuple",
+        "pytree",
+        "equinox",
+        "fast",
+    ):
         a = fit(
             data, 10, level, lr=1.0
         )  # RAdam's first steps are clipped whatever the rate: run past them
@@ -477,8 +512,24 @@ def test_a_ones_product_compiles_to_a_dot_not_a_reduce_window():
 
 @pytest.mark.claim("sec-pln-profile", "clm-pln-fast-xla-names")
 def test_cpu_linear_algebra_calls_lapack_custom_calls(jdata):
-    text = compiled_fit(jdata, 3, "fast").as_text()
-    assert "lapack_spotrf" in text and "lapack_strsm" in text
+    """The profile's triangular_solve, lu and cholesky rows are LAPACK custom calls, every
+    one of them on p x p matrices, in the fast and the scan level alike."""
+    import re
+
+    p = jdata.Y.shape[1]
+    for level, names in (("fast", {"cholesky", "triangular_solve"}), ("scan", {"lu"})):
+        text = compiled_fit(jdata, 3, level).as_text()
+        calls = [
+            line
+            for line in text.splitlines()
+            if re.search(r"%(cholesky|triangular_solve|lu)[.\d]* = ", line)
+            and " custom-call(" in line
+        ]
+        assert {re.search(r"%([a-z_]+)", c).group(1) for c in calls} >= names, level
+        for call in calls:
+            assert 'custom_call_target="lapack_' in call, call
+            result = call.split(" = ", 1)[1].split("custom-call")[0]
+            assert re.findall(r"f32\[([\d,]+)\]", result) == [f"{p},{p}"], call
 
 
 def test_blas_limited_is_scoped_and_fit_runs_inside_it(data, monkeypatch):
@@ -557,12 +608,22 @@ def test_corrected_losses_are_finite_and_positive_so_their_log_is_too(runs):
 
 
 @pytest.mark.claim("sec-pln-levels", "clm-pln-levels-differ-in-compile")
-def test_eager_level_compiles_primitives_once_then_reuses_them(data):
-    """'each primitive is compiled once, then cached': a second eager fit compiles nothing."""
-    fit(data, 2, "eager")
-    with count_compiles() as log:
-        fit(data, 2, "eager")
-    assert log.count == 0
+def test_every_level_runs_the_same_iteration_and_each_compiles_other_programs(
+    runs, jdata
+):
+    """The same iteration: every level's first losses are the scan level's, to float32
+    rounding. Different compiles: no two levels' first fits, each from empty caches in a fresh
+    process, compile the same programs."""
+    from jitbook.chapters.pln.levels import first_fit_compiles
+
+    ref = runs["scan"].losses
+    for level, res in runs.items():
+        np.testing.assert_allclose(res.losses[:5], ref[:5], rtol=1e-4, err_msg=level)
+    compiled = {lv: sorted(first_fit_compiles(jdata, 3, lv)) for lv in LEVELS}
+    for a in LEVELS:
+        for b in LEVELS:
+            if a < b:
+                assert compiled[a] != compiled[b], (a, b)
 
 
 def test_newton_loss_scales_with_repeat():
@@ -880,9 +941,14 @@ def test_same_b2t_gives_same_rho_eager_and_jit():
 
 
 @pytest.mark.claim("sec-pln-levels", "clm-pln-eager-per-function")
-def test_eager_fit_compiles_one_program_per_jnp_function_once(jdata):
-    """An eager fit's programs are named by jnp function (matmul, not the primitive
-    dot_general), compiled once; each further iteration adds one integer_pow only."""
+def test_eager_fit_compiles_one_program_per_jitted_jnp_function_and_per_primitive_otherwise(
+    jdata,
+):
+    """An eager fit compiles a jitted jnp function as one program named after it (matmul,
+    not the primitive dot_general) and jnp.eye, built from primitives, as one program per
+    primitive (iota, ..., no program named eye); all compiled once, each further iteration
+    adding one integer_pow only."""
+    assert hasattr(jnp.matmul, "lower") and not hasattr(jnp.eye, "lower")
     logs = []
     for n_iter in (2, 3, 5):
         jax.clear_caches()
@@ -890,6 +956,7 @@ def test_eager_fit_compiles_one_program_per_jnp_function_once(jdata):
             fit(jdata, n_iter, "eager")
         logs.append(log.compiles)
         assert "matmul" in log.compiles and "dot_general" not in log.compiles
+        assert "iota" in log.compiles and "eye" not in log.compiles
     assert len(logs[0]) > 20
     for fewer, more, extra in ((logs[0], logs[1], 1), (logs[1], logs[2], 2)):
         added = list(more)
@@ -907,10 +974,24 @@ def test_first_fit_compiles_eager_setup_programs_outside_the_loop(jdata):
     eager = row["eager programs (set-up and gathering)"]
     assert eager == row["programs compiled"] - 1 > 0  # all but the one loop program
     # a jitted jnp function is one program; one built from primitives is one per primitive
-    eye = op_by_op_programs(jnp.eye, jdata.Y.shape[1])
+    p = jdata.Y.shape[1]
+    eye = op_by_op_programs(jnp.eye, p)
     zeros = op_by_op_programs(jnp.zeros, jdata.Y.shape)
-    assert "iota" in eye and "eye" not in eye and len(eye) > 2
+    stack = op_by_op_programs(jnp.stack, [jnp.float32(0.0)] * 3)
+    assert "iota" in eye and "eye" not in eye
+    assert (
+        len(eye) >= len(jax.make_jaxpr(lambda: jnp.eye(p))().eqns) > 2
+    )  # per primitive
     assert "broadcast_in_dim" in zeros and "zeros" not in zeros
+    stacked = jax.make_jaxpr(lambda *v: jnp.stack(v))(*[jnp.float32(0.0)] * 3)
+    assert stack == [e.primitive.name for e in stacked.eqns]  # its primitives, one each
+    # a jitted jnp function, on shapes nothing compiled yet: one program, named after it
+    a, b = jnp.ones((3, 7), jnp.float16), jnp.ones((7, 5), jnp.float16)
+    assert hasattr(jnp.matmul, "lower")
+    with count_compiles() as log:
+        jnp.matmul(a, b).block_until_ready()
+    assert log.compiles == ["matmul"]
+    assert "dot_general" in str(jax.make_jaxpr(jnp.matmul)(a, b))
     # and the fit's eager count holds them: an eye at the set-up, a stack after the loop
     names = first_fit_compiles(jdata, 5, "jit_iteration")
     assert "stack" in names and "iota" in names and "one_iteration" in names
@@ -939,6 +1020,29 @@ def test_pytree_and_equinox_build_their_start_eagerly(jdata):
     for outside in ("pytree", "equinox"):
         for inside in ("scan", "namedtuple"):
             assert eager[outside] > eager[inside], eager
+
+
+@pytest.mark.claim("sec-pln-one-loop", "clm-pln-state-new-buffers")
+def test_every_jitted_iteration_returns_its_state_in_new_buffers(jdata):
+    """Undonated, the compiled iteration aliases no output to an input: each n x p array of
+    the state (M, S and RAdam's two moments of each) comes back in a buffer of its own, and
+    the old state stays alive beside it."""
+    from jitbook.chapters.pln.levels import FitState, one_iteration
+    from jitbook.chapters.pln.model import init_params, make_optimizer
+
+    params = init_params(jdata)
+    eye = jnp.eye(jdata.Y.shape[1])
+    state = FitState(params, eye, eye + 0, make_optimizer(1.0).init(params))
+    big = [x for x in jax.tree.leaves(state) if x.shape == jdata.Y.shape]
+    assert len(big) == 6  # M, S, and the first and second moments of each
+    memory = one_iteration.lower(state, jdata, 1.0).compile().memory_analysis()
+    assert memory.alias_size_in_bytes == 0
+    assert memory.output_size_in_bytes >= sum(x.nbytes for x in big)
+    new, _ = one_iteration(state, jdata, 1.0)
+    fresh = [x for x in jax.tree.leaves(new) if x.shape == jdata.Y.shape]
+    assert not any(x.is_deleted() for x in big)
+    old_pointers = {x.unsafe_buffer_pointer() for x in big}
+    assert not old_pointers & {x.unsafe_buffer_pointer() for x in fresh}
 
 
 @pytest.mark.claim("sec-pln-one-loop", "clm-pln-donation-aliases")

@@ -4,6 +4,7 @@ import functools
 import os
 import re
 import tempfile
+import warnings
 
 import jax
 import jax.numpy as jnp
@@ -22,9 +23,11 @@ from jitbook.chapters import (
 
 
 @pytest.mark.claim("sec-recompilation", "clm-recompilation-static-values")
-def test_each_new_static_value_compiles_and_2_point_0_is_not_2():
+def test_each_new_static_value_compiles_and_2_point_0_is_not_2(measured):
     rows = recompilation.static_sweep([2, 3, 2, 2.0])
     assert [r["compiled"] for r in rows] == [1, 1, 0, 1]
+    compiled = ", ".join(str(r["compiled"]) for r in rows)
+    measured("programs compiled by static 2, 3, 2, 2.0", compiled)
     assert [r["result dtype"] for r in rows] == [
         "float32"
     ] * 4  # the same result type, yet a second program
@@ -236,6 +239,9 @@ def test_explanations_name_shapes_weak_types_config_and_redefinitions():
 
     text = cache.messages_about(loop_story(), "<lambda>")  # in a fresh process
     assert "never seen function" in text and "defined on the same line" in text
+    # compared with the closest key, not the one the call changed: n changed, x is blamed
+    blame = recompilation_explore.closest_key_blame()
+    assert "at x, now f32[8] and before f32[9]" in blame
 
 
 @pytest.mark.claim("sec-recompilation-diagnose", "clm-rec-static-unexplained")
@@ -304,14 +310,18 @@ def test_next_bucket():
 
 @pytest.mark.claim("sec-recompilation", "clm-rec-clear-caches")
 def test_clear_caches_makes_the_next_call_compile():
+    """For every function: a jitted one traces (its body runs) and compiles again, and so
+    does another jitted function and an op-by-op jnp call; in this test's process."""
     f = jax.jit(recompilation.add_one)
-    x = jnp.ones(5)
-    f(x)
-    with count_compiles() as log:
-        f(x)
+    g = jax.jit(recompilation.matmul)
+    x, m = jnp.ones(5), jnp.ones((2, 2))
+    f(x), g(m, m), jnp.sin(x)
+    with count_compiles() as log, cache.count_body_runs(recompilation.add_one) as runs:
+        f(x), g(m, m), jnp.sin(x)
         jax.clear_caches()
-        f(x)
-    assert log.count_for("add_one") == 1
+        f(x), g(m, m), jnp.sin(x)
+    assert (log.count_for("add_one"), runs.count) == (1, 1)
+    assert log.count_for("matmul") == 1 and log.count_for("sin") == 1
 
 
 @pytest.mark.claim("sec-recompilation-persistent", "clm-rec-disk-hit")
@@ -334,8 +344,48 @@ def test_a_second_process_loads_the_program_from_the_disk_cache_when_the_thresho
 @pytest.mark.claim(
     "sec-recompilation-persistent", "clm-recompilation-persistent-thresholds"
 )
-def test_default_write_threshold_is_one_second():
+def test_default_write_threshold_is_one_second_and_both_thresholds_decide_what_is_written(
+    tmp_path,
+):
     assert jax.config.values["jax_persistent_cache_min_compile_time_secs"] == 1.0
+    assert "jax_persistent_cache_min_entry_size_bytes" in jax.config.values
+    # in fresh processes: quick compiles allowed, then only the entry size decides
+    written = {
+        size: _files_written(tmp_path / f"entry-{size}", min_seconds=0.0, min_bytes=size)
+        for size in (0, 10**12)
+    }
+    assert written[0] > 0 and written[10**12] == 0, written
+    assert _files_written(tmp_path / "default", min_seconds=None, min_bytes=0) == 0
+
+
+_WRITE_CHILD = """
+import os, sys
+import jitbook, jax, jax.numpy as jnp
+directory, seconds, size = sys.argv[1], sys.argv[2], int(sys.argv[3])
+jax.config.update("jax_compilation_cache_dir", directory)
+if seconds != "default":
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", float(seconds))
+jax.config.update("jax_persistent_cache_min_entry_size_bytes", size)
+jax.block_until_ready(jax.jit(lambda x: jnp.tanh(x) * 2.0)(jnp.ones(8)))
+print(len(os.listdir(directory)))
+"""
+
+
+def _files_written(directory, min_seconds: float | None, min_bytes: int) -> int:
+    """Files a fresh process writes to a new cache ``directory`` for one quick program."""
+    import subprocess
+    import sys
+
+    directory.mkdir()
+    seconds = "default" if min_seconds is None else str(min_seconds)
+    done = subprocess.run(
+        [sys.executable, "-c", _WRITE_CHILD, str(directory), seconds, str(min_bytes)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    return int(done.stdout.split()[-1])
 
 
 def test_cold_start_needs_an_existing_directory():
@@ -424,6 +474,14 @@ def test_a_committed_array_compiles_again_without_tracing_and_is_not_explained()
 def test_weak_types_yield_within_a_kind_and_promote_across_kinds():
     assert (jnp.ones(3, jnp.float16) + 1.0).dtype == jnp.float16
     assert (jnp.ones(3, jnp.int32) * 2.0).dtype == jnp.float32
+    for dtype in (jnp.bfloat16, jnp.float16, jnp.float32):  # a float yields to floats
+        assert (jnp.ones(3, dtype) + 1.0).dtype == dtype
+        assert jax.jit(lambda v: v + 1.0)(jnp.ones(3, dtype)).dtype == dtype
+    for dtype in (jnp.int8, jnp.uint8, jnp.int16, jnp.int32):  # an int to ints
+        assert (jnp.ones(3, dtype) + 1).dtype == dtype
+    for dtype in (jnp.int8, jnp.uint8, jnp.int16):  # a float to an int: promotes
+        assert jnp.issubdtype((jnp.ones(3, dtype) * 2.0).dtype, jnp.floating)
+    assert (jnp.ones(3, jnp.bool_) + 1).dtype == jnp.int32  # bool to int: promotes
 
 
 @pytest.mark.claim("sec-recompilation-persistent", "clm-rec-cache-dir-fixed")
@@ -705,19 +763,60 @@ def test_the_dispatch_key_holds_identity_donation_and_compiler_options_not_keep_
     # what ran was jax.jit(first_of)'s program, which dropped b; built afresh, it keeps b
     assert main_parameters(jax.jit(first_of).lower(x, x).as_text()) == 1
     assert main_parameters(kept.lower(x, x).as_text()) == 2
+    device = jax.devices()[0]
+    on_device = jax.sharding.SingleDeviceSharding(device)
     for options in (
         {"donate_argnums": 1},
         {"compiler_options": {"xla_cpu_enable_fast_math": False}},
+        {"device": device},
+        {"backend": jax.default_backend()},
+        {"in_shardings": on_device},
+        {"out_shardings": on_device},
     ):
-        with cache.count_dispatch_misses() as dispatch:
-            jax.jit(first_of, **options)(jnp.ones(3), jnp.ones(3))
+        with warnings.catch_warnings():  # device= and backend= are deprecated
+            warnings.simplefilter("ignore", DeprecationWarning)
+            with cache.count_dispatch_misses() as dispatch:
+                for _ in range(3):  # a miss, then the new options' own entry
+                    jax.jit(first_of, **options)(jnp.ones(3), jnp.ones(3))
         assert dispatch.count_for("first_of") == 1, options
+    assert _layout_misses(first_of, on_device) in ([1, 1], None)
+    # the key's own fields, where the release names them so (a private class)
+    import dataclasses
+
+    from jax._src.interpreters import pxla
+
+    keys = getattr(pxla, "JitGlobalCppCacheKeys", None)
+    fields = {f.name for f in dataclasses.fields(keys)} if keys else None
+    if fields is not None:
+        assert {"donate_argnums", "device", "backend", "compiler_options_kvs"} <= fields
+        assert {"in_shardings_leaves", "out_shardings_leaves"} <= fields
+        assert "out_layouts_leaves" in fields
+        assert not fields & {"static_argnums", "static_argnames", "keep_unused"}
     one = ScaleBy(2.0)
     jax.jit(one)(x)
     with cache.count_dispatch_misses() as dispatch:
         jax.jit(one)(x)
         jax.jit(ScaleBy(2.0))(x)  # equal, not the same object
     assert len(dispatch.misses) == 1 and one == ScaleBy(2.0)
+
+
+def _layout_misses(fn, sharding) -> list[int] | None:
+    """Dispatch misses of new wrappers of ``fn`` whose options differ only in the output's
+    layout (row-major, then column-major; three calls each); None on a release without
+    ``jax.experimental.layout.Format``."""
+    try:
+        from jax.experimental.layout import Format, Layout
+    except ImportError:
+        return None
+    m = jnp.ones((2, 3))
+    misses = []
+    for order in ((0, 1), (1, 0)):
+        out = Format(Layout(major_to_minor=order), sharding)
+        with cache.count_dispatch_misses() as dispatch:
+            for _ in range(3):
+                jax.jit(fn, out_shardings=out)(m, m)
+        misses.append(dispatch.count_for(fn.__name__))
+    return misses
 
 
 @pytest.mark.claim("sec-recompilation-diagnose", "clm-rec-infer-per-wrapper")
@@ -765,3 +864,17 @@ def test_the_dispatch_cache_is_two_caches_and_ours_shares_its_room_with_jnp_func
         filled
     )  # one entry each, same cache
     assert sum(filled["jax.jit(ScaleBy(3.0), donate_argnums=0)"]) == 1, filled
+
+
+@pytest.mark.chapter
+def test_the_executed_page_reads_no_dispatch_miss_in_the_wrapper_race(executed):
+    """The sentence after the race says none of its calls left the dispatch cache: the
+    executed page's count must be 0 too, not what an earlier cell left (the dispatch cache
+    filled in the reader's process once evicted plus_one, and the page read 1)."""
+    from jitbook.site import harness
+
+    (page,) = [p for p in harness.chapter_files() if p.stem == "recompilation"]
+    cells = [c for c in executed(page).cells if c.cell_type == "code"]
+    (cell,) = [c for c in cells if "race_misses.count_for" in c.source and "verdict" in c.source]
+    (result,) = [o for o in cell.outputs if o.get("output_type") == "execute_result"]
+    assert result["data"]["text/plain"] == "(0, 0)"

@@ -342,6 +342,19 @@ def test_offline_html_removes_what_quarto_adds_and_keeps_the_rest():
     )
 
 
+def test_offline_html_drops_the_empty_anchor_of_each_code_line_and_keeps_the_code():
+    line = (
+        '<span id="cb3-2"><a href="#cb3-2" aria-hidden="true" tabindex="-1"></a>'
+        '<span class="cf">return</span> x</span>'
+    )
+    link = '<a href="#cb3-2">line 2</a>'  # a link a reader follows stays
+    offline = post_render.offline_html(f"<pre><code>{line}</code></pre>{link}")
+    assert offline == (
+        '<pre><code><span id="cb3-2"><span class="cf">return</span> x</span></code></pre>'
+        + link
+    )
+
+
 def test_the_check_report_is_html_without_scripts():
     from jitbook.exercises import check
 
@@ -739,3 +752,54 @@ def test_pages_drop_the_left_alignment_pandoc_writes_on_every_cell():
         post_render.offline_html(html)
         == '<td>x</td><th class="a">y</th><td style="text-align: right;">3</td>'
     )
+
+
+def test_search_gives_readers_words_to_their_section_and_each_symptom_row_an_entry(tmp_path):
+    from jitbook.site import search
+
+    site = tmp_path / "_book"
+    (site / "chapters").mkdir(parents=True)
+    (site / "chapters" / "tracing.html").write_text(
+        '<main><section id="sec-tracing-control" class="level2"><h2>Control flow sees tracers</h2>'
+        "<p>Python's if runs while tracing.</p></section></main>"
+    )
+    (site / "chapters" / "symptoms.html").write_text(
+        '<main><section id="sec-symptoms-index" class="level2"><h2>The index</h2><table>'
+        "<thead><tr><th>message</th><th>what it means</th></tr></thead><tbody>"
+        "<tr><td><code>TracerBoolConversionError: Attempted boolean conversion</code></td>"
+        "<td>an if on a traced value</td></tr>"
+        "<tr><td><code>Finished tracing + transforming f for pjit in 0.1 s</code></td>"
+        "<td>a log line</td></tr></tbody></table></section></main>"
+    )
+    docs = [
+        {"objectID": "chapters/tracing.html#sec-tracing-control",
+         "href": "chapters/tracing.html#sec-tracing-control", "title": "2 Tracing",
+         "section": "2.5 Control flow sees tracers", "text": "Python's if runs while tracing."},
+        {"objectID": "chapters/symptoms.html#sec-symptoms-index",
+         "href": "chapters/symptoms.html#sec-symptoms-index", "title": "Symptom index",
+         "section": "E.1 The index", "text": "TracerBoolConversionError: ...", "crumbs": ["E"]},
+    ]
+    (site / "search.json").write_text(json.dumps(docs))
+    order = ["chapters/tracing.html", "chapters/symptoms.html"]
+    search.tune(site, order)
+    search.tune(site, order)  # a partial render tunes the index again
+    tuned = json.loads((site / "search.json").read_text())
+    assert tuned[0]["section"].startswith("2.5 Control flow sees tracers · if statement, ")
+    assert tuned[0]["section"].count("if statement") == 1, "tuned once, however often it runs"
+    rows = [d for d in tuned if search.ROW in d["objectID"]]
+    assert [r["section"] for r in rows] == [
+        "TracerBoolConversionError", "Finished tracing + transforming f for pjit in …"
+    ]
+    assert all(r["href"] == "chapters/symptoms.html#sec-symptoms-index" for r in rows)
+    assert rows[0]["title"] == "Symptom index" and rows[0]["crumbs"] == ["E"]
+    assert "an if on a traced value" in rows[0]["text"]
+
+
+def test_every_section_search_names_is_in_the_book():
+    from jitbook.site import search
+
+    labels = {
+        m for page in harness.chapter_files() for m in re.findall(r"\{#(sec-[\w-]+)", page.read_text())
+    }
+    named = set(search.READER_WORDS) | set(search.ROW_SECTIONS)
+    assert named <= labels, f"search names sections no page has: {named - labels}"

@@ -8,8 +8,8 @@ import jax
 import jax.numpy as jnp
 import pytest
 
-from jitbook import count_compiles, raised
-from jitbook.chapters import methods, sources
+from jitbook import cache, count_compiles, raised
+from jitbook.chapters import methods, recompilation, sources
 from jitbook.chapters.pln import load_oaks
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -180,3 +180,42 @@ def test_ledger_statuses_reads_a_claim_row_and_refuses_an_unknown_test():
     assert statuses["0.12.0.1"] == "holds"
     with pytest.raises(KeyError, match="make ledger"):
         sources.ledger_statuses("test_no_such_claim")
+
+
+def test_every_topic_the_sources_raise_has_a_row_pointing_to_its_home():
+    """Type hints, dataclass libraries, PyTorch's tracing JIT, jitting part of a function,
+    grad and jaxprs, and the translation: each has a row linking to the section that answers it."""
+    page = (ROOT / "chapters" / "sources.qmd").read_text()
+    homes = {
+        "sec-methods-hints": "ArrayLike",
+        "sec-methods-dataclass-libraries": "jax_dataclasses",
+        "sec-tracing-torch": "tracing JIT",
+        "sec-tracing-part": "only part of the function",
+        "sec-jaxprs-grad": "to differentiate it",
+        "sec-sources-translation": "translation",
+    }
+    for section, words in homes.items():
+        assert f"@{section}" in page or f"(#{section})" in page, section
+        assert words in page, words
+    assert {s for s in homes} <= _labels()
+
+
+@pytest.mark.claim("sec-sources-translation", "clm-sources-translation-config")
+def test_the_configuration_the_translation_drops_is_still_in_the_key():
+    for name, value in (
+        ("jax_default_matmul_precision", "highest"),
+        ("jax_numpy_rank_promotion", "raise"),
+    ):
+        row = recompilation.config_compiles(name, value)
+        assert row["compiles when set"] == 1, row
+        assert row["compiles when set back"] == 0, row
+
+
+@pytest.mark.claim("sec-sources-translation", "clm-sources-translation-non-array")
+def test_arguments_that_are_not_arrays_are_in_the_key_through_their_tree_structure():
+    rows = cache.probe(recompilation.total, recompilation.structure_cases())
+    by_case = {r["argument"]: r["compiled"] for r in rows}
+    assert by_case["(a, b) (a tuple)"] == 1
+    assert by_case["[a, b] (a list)"] == 1  # the same arrays in a list: compiles again
+    assert by_case['{"a": a, "c": b} (a new key)'] == 1  # a new dict key, too
+    assert by_case['{"b": b, "a": a} (insertion order)'] == 0

@@ -13,6 +13,49 @@ from jitbook.exercises import check
 
 
 @pytest.mark.claim("sec-why-compile", "clm-why-compile-op-by-op")
+def test_op_by_op_each_jnp_function_is_a_cached_program_that_writes_its_result():
+    """Each jnp call runs as a program of its own, compiled for a new shape and cached, and
+    hands back a whole array in a buffer of its own (no tracer, no fusion with the next)."""
+    from unittest import mock
+
+    names = ("abs", "exp", "log1p", "maximum", "mean", "sqrt")
+    originals = {name: getattr(jnp, name) for name in names}
+    results = []
+
+    def spy(name):
+        def called(*args, **kwargs):
+            out = originals[name](*args, **kwargs)
+            results.append((name, out))
+            return out
+
+        return called
+
+    x = jnp.ones((7, 43))  # a shape no other test uses
+    with mock.patch.multiple(jnp, **{n: spy(n) for n in names}):
+        with count_compiles() as first:
+            why_compile.standardize_softplus(x)
+    with count_compiles() as again:
+        why_compile.standardize_softplus(x)
+    assert {"abs", "exp", "log1p", "maximum", "_mean", "sqrt"} <= set(first.compiles)
+    assert again.compiles == []  # cached per shape and dtype
+    with count_compiles() as other_dtype:
+        why_compile.standardize_softplus(x.astype(jnp.bfloat16))
+    assert {"exp", "_mean"} <= set(other_dtype.compiles)
+    assert [n for n, _ in results] == [
+        "abs",
+        "exp",
+        "log1p",
+        "maximum",
+        "mean",
+        "mean",
+        "sqrt",
+    ]
+    for name, out in results:  # a concrete array with a buffer, as large as its result
+        assert isinstance(out, jax.Array) and not isinstance(out, jax.core.Tracer), name
+        assert out.unsafe_buffer_pointer() and out.nbytes == out.size * out.itemsize
+    assert results[0][1].shape == x.shape  # full size, written before the next call
+
+
 def test_jit_gives_the_op_by_op_result():
     x = jax.random.normal(jax.random.key(0), (50, 20))
     y = why_compile.standardize_softplus(x)
@@ -26,22 +69,36 @@ def test_jit_gives_the_op_by_op_result():
 
 
 @pytest.mark.claim("sec-why-compile-async", "clm-why-compile-async")
-def test_dispatch_returns_before_the_result_is_ready():
-    """Both ends: real work (a product, a random fill) is queued; on the CPU a cheap program
-    runs inline and is ready when the call returns."""
+def test_dispatch_returns_before_the_result_is_ready_unless_xla_runs_it_inline():
+    """Real work is queued (a product, a random fill); on the CPU, a program XLA's cost
+    analysis counts under 1,000 flops runs inline and is ready when the call returns, and
+    a sin of a million numbers, 0 flops counted, too, though it is real work."""
     matrix = why_compile.square(1500)
     assert matrix.is_ready()  # square waited for its fill
-    assert not jax.random.normal(jax.random.key(1), (1500, 1500)).is_ready()
+    for n in (1500, 3000):  # the test's size and the page's
+        assert not jax.random.normal(jax.random.key(1), (n, n)).is_ready()
     product = why_compile.heavy_matmul(matrix)
     assert not product.is_ready()
     product.block_until_ready()
     assert product.is_ready()
-    cheap = jax.jit(why_compile.tiny)
-    cheap(jnp.ones(3)).block_until_ready()
-    if jax.default_backend() == "cpu":
-        assert all(cheap(jnp.ones(3)).is_ready() for _ in range(10))
+    heavy = why_compile.ready_when_returned(why_compile.heavy_matmul, matrix)
+    assert heavy["flops counted"] >= 1000 and not heavy["ready when the call returned"]
     dispatch, blocked = why_compile.dispatch_and_compute(matrix)
     assert dispatch < blocked / 5  # queueing is a small part of the blocked time
+    if jax.default_backend() != "cpu":
+        return
+    for _ in range(10):  # the threshold's side that is certain: always inline
+        below = why_compile.ready_when_returned(why_compile.tiny, jnp.ones(999))
+        assert below == {
+            **below,
+            "flops counted": 999,
+            "ready when the call returned": True,
+        }
+    sine = why_compile.ready_when_returned(jnp.sin, jnp.ones(1_000_000))
+    assert sine["flops counted"] == 0 and sine["ready when the call returned"]
+    # real work: the call returned only when its result was done, later than the queued
+    # product's call returned
+    assert sine["call returned after (ms)"] > heavy["call returned after (ms)"]
 
 
 @pytest.mark.claim("sec-why-compile", "clm-why-compile-is-ready")
@@ -55,7 +112,7 @@ def test_block_until_ready_waits_for_every_array_in_a_tree():
 
 
 @pytest.mark.claim("sec-why-compile-again", "clm-why-compile-new-wrapper")
-def test_the_cache_key_holds_the_function_so_a_new_wrapper_finds_it():
+def test_the_cache_key_holds_the_function_so_a_new_wrapper_finds_it(measured):
     def local(x):
         return x * 5.0
 
@@ -66,17 +123,35 @@ def test_the_cache_key_holds_the_function_so_a_new_wrapper_finds_it():
         jax.jit(local)(x)
     assert (first.count_for("local"), second.count_for("local")) == (1, 0)
     assert why_compile.new_wrapper_compiles(local, x) == 0
+    measured(
+        "programs a second, new jax.jit(local) compiled", second.count_for("local")
+    )
 
 
 @pytest.mark.claim("sec-why-compile-two-ways", "clm-why-compile-second-call-hits")
-def test_a_wrapper_called_again_with_the_same_shape_compiles_nothing():
+def test_a_wrapper_called_again_with_the_same_shape_compiles_nothing(measured):
     jitted = jax.jit(lambda v: v * 7.0)
     ones, zeros = jnp.ones(9), jnp.zeros(9)  # other values, same shape and dtype
+    noise = jax.random.normal(jax.random.key(0), (9,))
+    numpy = np.arange(9, dtype=np.float32)  # a NumPy array of that shape and dtype
     with count_compiles() as first:
         jitted(ones)
     with count_compiles() as second:
-        jitted(zeros)
+        for other in (zeros, noise, numpy):
+            jitted(other)
     assert (first.count, second.count) == (1, 0)
+    # the exceptions the sentence names: a weak type, a placement
+    scalar = jax.jit(lambda v: v * 7.0)
+    scalar(1.0)
+    with count_compiles() as strong:
+        scalar(jnp.float32(1.0))  # f32[] as 1.0 is, but strongly typed
+    with count_compiles() as placed:
+        jitted(jax.device_put(ones, jax.devices()[0]))  # committed to a device
+    assert (strong.count, placed.count) == (1, 1)
+    measured(
+        "programs compiled by the first call, then the second",
+        f"{first.count}, then {second.count}",
+    )
 
 
 def test_op_by_op_programs_runs_cold_and_leaves_this_process_warm():
@@ -164,6 +239,24 @@ def test_op_by_op_runs_one_program_per_jnp_function_not_per_primitive():
     # "almost": a jnp function JAX does not jit runs primitive by primitive
     eye = why_compile.op_by_op_programs(jnp.eye, 4)
     assert "eye" not in eye and len(eye) > 2
+    # beyond this function: the jnp functions a reader computes with are one program each
+    a, b = jnp.ones((5, 39)), jnp.full((5, 39), 2.0)
+    above, m = a > 0, jnp.ones((39, 5))
+    calls = [
+        lambda: jnp.exp(a), lambda: jnp.sin(a), lambda: jnp.tanh(a),
+        lambda: jnp.log1p(a), lambda: jnp.abs(a), lambda: jnp.sqrt(a),
+        lambda: jnp.maximum(a, b), lambda: a + b, lambda: a * b, lambda: a / b,
+        lambda: jnp.mean(a, axis=1), lambda: jnp.sum(a), lambda: jnp.max(a),
+        lambda: jnp.where(above, a, b), lambda: a @ m, lambda: a.T,
+        lambda: jnp.clip(a, 0, 1), lambda: jnp.cumsum(a), lambda: jnp.sort(a),
+        lambda: jnp.argmax(a),
+    ]  # fmt: skip
+    programs_per_call = []
+    for call in calls:
+        with count_compiles() as log:
+            call()
+        programs_per_call.append(log.count)
+    assert programs_per_call == [1] * len(calls)
 
 
 @pytest.mark.claim("sec-why-compile-two-ways", "clm-why-compile-mean-once")

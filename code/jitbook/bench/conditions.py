@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 from jitbook.display import plural
 from jitbook.timing import verdict_from_rounds
@@ -27,6 +28,15 @@ THREAD_ENV = (
     "OMP_WAIT_POLICY",
 )
 CONTROL = " (control)"  # a variant's second name: the same work raced against itself
+# XLA:CPU's thread pools, by the name its threads carry: the intra-op pool (the work
+# inside an operation) and the execute pool (whole compiled programs). Both are sized
+# when the backend starts, from NPROC or else the CPUs the process may run on; XLA_FLAGS
+# holds the rest (e.g. --xla_cpu_multi_thread_eigen=false keeps operations on one
+# thread). Counted, not assumed: `xla_threads`.
+XLA_POOLS = {
+    "XLA intra-op threads": "tf_XLAEigen",
+    "XLA inter-op threads": "tf_XLAExecute",
+}
 
 
 def control_of(name: str) -> str:
@@ -80,6 +90,16 @@ def pin_jax(cores: Sequence[int]) -> dict:
     }
 
 
+def xla_threads(tasks: str = "/proc/self/task") -> dict:
+    """XLA's CPU thread pools as this process has them, counted by their threads'
+    names in `tasks` (empty where threads cannot be listed, as off Linux)."""
+    try:
+        names = [Path(tasks, t, "comm").read_text().strip() for t in os.listdir(tasks)]
+    except OSError:
+        return {}
+    return {key: names.count(name) for key, name in XLA_POOLS.items()}
+
+
 class LoadWatch:
     """The 1-minute load average, read before, every `every` seconds during, and after
     a race (`with LoadWatch() as load:`); `read` is the reading function (default
@@ -118,14 +138,11 @@ class LoadWatch:
 
 
 def _load_reasons(record: dict) -> list[str]:
-    cond = record.get("conditions", {})
     cores = record["cpu"]["cores"]
-    load = cond.get("load")
-    if load is None:  # a recording made before conditions were recorded
-        readings = [record["load average at start"][0]]
-        readings += [record.get("load average at end", [0])[0]]
-    else:
-        readings = [load["highest 1-minute"], load["before"][0], load["after"][0]]
+    load = record.get("conditions", {}).get("load")
+    if load is None:
+        return ["the load was not recorded during the race"]
+    readings = [load["highest 1-minute"], load["before"][0], load["after"][0]]
     if max(readings) >= cores:
         return [
             f"the load average reached {max(readings):g} on {cores} cores (a race "
@@ -137,13 +154,7 @@ def _load_reasons(record: dict) -> list[str]:
 def _budget_reasons(record: dict) -> list[str]:
     cond = record.get("conditions")
     if cond is None:
-        peer = record.get("peer") or {}
-        return [
-            "the thread pools were not matched: PyTorch ran "
-            f"{plural(peer['torch threads'], 'thread')}, JAX's OpenBLAS "
-            f"{record['OpenBLAS threads inside a fit']} inside a fit, and "
-            "neither XLA's pool, the cores pinned nor OMP_WAIT_POLICY was recorded"
-        ]
+        return ["neither side's cores nor thread pools were recorded"]
     jax, peer = cond["JAX"], cond.get("peer")
     reasons = []
     if peer is None:
@@ -160,16 +171,20 @@ def _budget_reasons(record: dict) -> list[str]:
 
 
 def _control_reasons(record: dict) -> list[str]:
-    race = record.get("race", {})
-    controls = [name for name in race if name.endswith(CONTROL)]
-    if not controls:
-        return ["no control was raced (no side raced against itself)"]
+    """The controls of the warm race and, where recorded, of the one-off race."""
+    races = [record.get("race", {})]
+    if record.get("one-off race"):
+        races.append(record["one-off race"]["times"])
     reasons = []
-    for name in controls:
-        base = name.removesuffix(CONTROL)
-        v = verdict_from_rounds(race[base], race[name], base, name)
-        if v.decisive:
-            reasons.append(f"the control failed: {base} was {v} itself")
+    for race in races:
+        controls = [name for name in race if name.endswith(CONTROL)]
+        if not controls:
+            reasons.append("no control was raced (no side raced against itself)")
+        for name in controls:
+            base = name.removesuffix(CONTROL)
+            v = verdict_from_rounds(race[base], race[name], base, name)
+            if v.decisive:
+                reasons.append(f"the control failed: {base} was {v} itself")
     return reasons
 
 
@@ -204,32 +219,14 @@ def conditions_rows(record: dict) -> list[dict]:
     """The conditions of a recorded race as a table: one row per side."""
     cond = record.get("conditions")
     if cond is None:
-        peer = record.get("peer") or {}
-        return [
-            {
-                "side": "JAX",
-                "cores pinned": "not recorded",
-                "intra-op threads": "XLA: not recorded",
-                "inter-op threads": "not recorded",
-                "BLAS threads": record.get("OpenBLAS threads inside a fit"),
-                "OMP_WAIT_POLICY": "not recorded",
-            },
-            {
-                "side": "PyTorch",
-                "cores pinned": "not recorded",
-                "intra-op threads": peer.get("torch threads"),
-                "inter-op threads": peer.get("torch interop threads"),
-                "BLAS threads": "not recorded",
-                "OMP_WAIT_POLICY": "not recorded",
-            },
-        ]
+        return []
     jax, rows = cond["JAX"], []
     rows.append(
         {
             "side": "JAX",
             "cores pinned": jax["cores"],
             "intra-op threads": jax["XLA intra-op threads"],
-            "inter-op threads": "not recorded",
+            "inter-op threads": jax.get("XLA inter-op threads", "not recorded"),
             "BLAS threads": f"{jax['OpenBLAS threads inside a fit']} inside a fit",
             "OMP_WAIT_POLICY": jax["env"].get("OMP_WAIT_POLICY") or "unset",
         }

@@ -182,6 +182,15 @@ def add_parser(sub) -> None:
         "process may use, N threads in each side's intra-op pool",
     )
     add(
+        "--one-off",
+        type=_whole(0, "rounds of the one-off race; 0 skips it"),
+        default=0,
+        metavar="ROUNDS",
+        help="with the peers: race the Newton fit against pyPLNmodels' fit as a user "
+        "runs each once, in ROUNDS interleaved rounds of fresh processes (imports and "
+        "compiles included), each side also against itself; 0 skips it",
+    )
+    add(
         "--record",
         nargs="?",
         const="",
@@ -264,6 +273,11 @@ def run(args: argparse.Namespace) -> None:
     if args.force_record and args.record is None:
         raise SystemExit("--force-record forces --record: add --record NAME")
     args.newton_iters = getattr(args, "newton_iters", 5 * args.iters)
+    if args.one_off and not (racing_peers and args.newton_iters):
+        raise SystemExit(
+            "--one-off races the Newton fit against pyPLNmodels': add --peers-python "
+            "PATH, and --newton-iters above 0"
+        )
     from jitbook.bench import conditions
     from jitbook.chapters.pln import load_oaks, peers
 
@@ -292,7 +306,7 @@ def run(args: argparse.Namespace) -> None:
     if peer is not None:
         record["conditions"] = {
             "load": load.record(),
-            "JAX": jax_side,
+            "JAX": jax_side | conditions.xla_threads(),  # the pools as they ran
             "peer": {
                 k: peer.info[k]
                 for k in ("cores", "env", "torch threads", "torch interop threads")
@@ -344,6 +358,12 @@ def _verdicts(record: dict, against_peers: bool) -> list[str]:
     newton = peers.newton_verdict(record) if "newton" in record else None
     if newton is not None:
         print(f"Newton to that loss was {newton} pyPLNmodels' fit (warm).")
+    once = peers.one_off_verdict(record)
+    if once is not None:
+        print(
+            f"One-off, Newton to that loss was {once} pyPLNmodels' fit (each run once "
+            "in a fresh process, imports and compiles included)."
+        )
     return reasons
 
 
@@ -483,17 +503,35 @@ def _newton(args, raw, peer, say) -> dict:
         out["pypln"] = {
             k: pypln[k] for k in ("seconds", "iterations", "elbo", "version")
         }
-        # one-off: what a user who runs the fit once waits for, compiles included;
-        # one run each, so no verdict
-        ran = row["seconds to target"] or row["ms / iter"] * row["iterations"] / 1e3
-        once = row["compile s"] + ran
-        print(
-            f"One-off, compiles included (one run each, no verdict): Newton "
-            f"{once:.2f} s ({row['compile s']:.2f} s compiling, {ran:.2f} s running), "
-            f"pyPLNmodels' first fit {pypln['seconds']:.2f} s."
-        )
-        out["one-off s"] = {"Newton": once, "pyPLNmodels fit()": pypln["seconds"]}
+        out |= _one_off(args, raw, peer, row, say)
     return out
+
+
+def _one_off(args, raw, peer, row: dict, say) -> dict:
+    """The one-off race, when asked for and Newton reached pyPLNmodels' loss: what a
+    user who runs each fit once waits for, imports and compiles included."""
+    from jitbook.chapters.pln.bench import one_off_race
+
+    stop = row["iterations to target"]
+    if not args.one_off or not stop:
+        why = (
+            "--one-off ROUNDS races each side cold, in fresh processes"
+            if not args.one_off
+            else "the Newton fit did not reach pyPLNmodels' loss in "
+            f"{row['iterations']} iterations (raise --newton-iters)"
+        )
+        print(f"One-off, compiles included: not raced ({why}).")
+        return {}
+    raced = _step(
+        f"one-off race, {args.one_off} rounds of fresh processes",
+        lambda: one_off_race(raw, stop, peer.pypln_cold, args.one_off, say),
+    )
+    print(
+        f"\nOne-off: Newton ({stop} iterations) and pyPLNmodels' fit, each in a fresh "
+        "process per round, imports and compiles included\n"
+    )
+    print(raced.table)
+    return {"one-off race": {"times": raced.times, "Newton iterations": stop}}
 
 
 def _extras(args, raw, say) -> None:

@@ -131,6 +131,27 @@ def outer(x: jax.Array) -> jax.Array:
     return inner(x) + 1.0
 
 
+# jax.Inline.JAX_EARLY where it exists; before it, inline=True inlined in the jaxpr
+JAX_EARLY = getattr(getattr(jax, "Inline", None), "JAX_EARLY", True)
+
+
+def sin_twice(x: jax.Array) -> jax.Array:
+    """``inner``'s body, to be jitted with ``inline=jax.Inline.JAX_EARLY``."""
+    return jnp.sin(x) * 2.0
+
+
+# tracing copies its equations into the caller's jaxpr, as for many jnp functions
+inner_early = jax.jit(sin_twice, inline=JAX_EARLY)
+
+
+def outer_early(x: jax.Array) -> jax.Array:
+    """``outer`` calling ``inner_early``: its jaxpr has no ``jit`` equation.
+
+    Taught in jaxprs, A jitted function inside another.
+    """
+    return inner_early(x) + 1.0
+
+
 # --- explorer
 
 

@@ -22,6 +22,7 @@ from jitbook import timing
 from jitbook.cache import count_compiles, fresh_jit
 from jitbook.fresh import run_cold
 from jitbook.guard import GUARDED_OPTIONS, OPTIONS
+from jitbook.programs import cost_summary
 
 
 def standardize_softplus(x: jax.Array) -> jax.Array:
@@ -58,6 +59,30 @@ def heavy_matmul(a: jax.Array) -> jax.Array:
     """``(a @ a) @ a``: a computation long enough that dispatch returns well before it
     ends."""
     return (a @ a) @ a
+
+
+def ready_when_returned(fn: Callable, *args) -> dict:
+    """The floating-point operations XLA's cost analysis counts in ``jax.jit(fn)``'s
+    program, and whether its result was ready when a warm call returned.
+
+    On the CPU, XLA runs a program inline, in the call, when that count is below 1,000;
+    transcendental functions (``sin``, ``exp``) are not in it. Taught in Why compile?,
+    Asynchronous dispatch.
+    """
+    jitted = jax.jit(fn)
+    flops = cost_summary(jitted.lower(*args).compile())["flops"]
+    jax.block_until_ready(jitted(*args))  # compiled, and the arguments ready
+    start = time.perf_counter()
+    out = jitted(*args)
+    returned = time.perf_counter() - start
+    ready = out.is_ready()
+    out.block_until_ready()
+    return {
+        "flops counted": int(flops),
+        "ready when the call returned": ready,
+        "call returned after (ms)": 1e3 * returned,
+        "result done after (ms)": 1e3 * (time.perf_counter() - start),
+    }
 
 
 def dispatch_and_compute(a: jax.Array) -> tuple[float, float]:

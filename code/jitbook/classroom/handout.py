@@ -9,7 +9,7 @@ from typing import TextIO
 import nbformat
 
 from jitbook.exercises import registry
-from jitbook.site import downloads, harness
+from jitbook.site import downloads, harness, wheel
 
 BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
 STUB = ("# YOUR CODE HERE", "raise NotImplementedError()")
@@ -312,7 +312,8 @@ def write_notebooks(
     progress: TextIO | None = None,
 ) -> list[Path]:
     """Write ``student/<stem>.ipynb`` (and, unless ``students_only``,
-    ``instructor/<stem>.ipynb``) for every chapter with exercises.
+    ``instructor/<stem>.ipynb``) for every chapter with exercises; the student notebooks
+    install the package, its wheel written beside them, as the site's downloads do.
 
     With ``values``, a chapter without an up-to-date executed copy in
     ``_build/notebooks`` is executed first, at the small sizes unless ``full_size``
@@ -343,12 +344,19 @@ def write_notebooks(
             flush=True,
         )
     written = []
+    if chosen:
+        # as the site's downloads: the package's wheel beside the student notebooks,
+        # and a first cell that installs it where jitbook is missing (Jupyter, Colab)
+        package = wheel.build(out_dir / "student").name
     for qmd, instructor in chosen:
         executed = executed_copy(qmd)
         if executed is None and values:
             log(f"executing {qmd.name} ...", flush=True)
             executed = _execute(qmd, full_size, progress)
-        kinds = [("student", student_notebook(qmd, executed))]
+        student = downloads.with_setup(
+            student_notebook(qmd, executed), package, downloads.site_address()
+        )
+        kinds = [("student", student)]
         if not students_only:
             kinds.insert(0, ("instructor", instructor))
         for kind, nb in kinds:

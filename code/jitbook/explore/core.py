@@ -325,9 +325,11 @@ class Explorer:
             f'<label for="{i}-control">{e(self.label)}</label>{control}'
             f'<output id="{i}-caption" for="{i}-control" aria-live="polite">'
             f"{e(self.captions[self.start])}</output>"
-            f'<div id="{i}-plot" class="jitbook-explorer-plot" role="img" '
+            f'<div class="jitbook-explorer-wide"><div id="{i}-plot" '
+            f'class="jitbook-explorer-plot" role="img" '
+            f'style="{_plot_style(self.figure)}" '
             f'aria-label="{e(self.title)}: '
-            f'the table below gives the same values"></div>'
+            f'the table below gives the same values"></div></div>'
             f'<div class="jitbook-panels">{panels}</div>'
             "<details><summary>The table this explorer draws from</summary>"
             f"<div>{self._table_html()}</div></details>"
@@ -419,6 +421,20 @@ def _caption(row: dict) -> str:
 def _ident(title: str, labels: Sequence[str]) -> str:
     digest = hashlib.sha1(json.dumps([title, list(labels)]).encode()).hexdigest()[:10]
     return f"jitbook-explore-{digest}"
+
+
+# The width a heat map's column keeps on a phone, so that its cell's text ("2: no:
+# stale") reads at the figure's font size; the rest of a narrow screen scrolls sideways.
+HEAT_COLUMN_PX = 100
+HEAT_LABELS_PX = 140
+
+
+def _plot_style(figure: dict) -> str:
+    """A heat map's plot is at least as wide as its columns need; other plots fit."""
+    heat = [d for d in figure["data"] if d.get("type") == "heatmap"]
+    if not heat:
+        return ""
+    return f"min-width: {HEAT_LABELS_PX + HEAT_COLUMN_PX * len(heat[0]['x'])}px"
 
 
 def build(

@@ -108,6 +108,7 @@ STYLE = """
 .jitbook-explorer figcaption, .jitbook-explorer summary { color: inherit; }
 .jitbook-explorer details > div { max-width: 100%; overflow-x: auto; }
 .jitbook-explorer table { font-size: 0.85em; }
+.jitbook-explorer-wide { max-width: 100%; overflow-x: auto; }
 """
 
 

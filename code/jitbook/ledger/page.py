@@ -9,7 +9,7 @@ from pathlib import Path
 
 from jitbook.ledger.data import ROOT, STATUSES, _order
 
-MARKS = {"holds": "✓", "fails": "✗", "n/a": "–", None: " "}
+MARKS = {"holds": "✓", "fails": "✗", "n/a": "–", "could not run": "?", None: " "}
 
 
 HEADING = re.compile(r"^(#+) (.*?) \{#(sec-[\w-]+)\}", re.MULTILINE)
@@ -62,7 +62,10 @@ TITLE_WORDS = 8  # of a claim's sentence in the matrix; the Claims appendix has 
 def short(title: str) -> str:
     """A claim's first words, enough to find it in the matrix."""
     words = title.split()
-    return " ".join(words[:TITLE_WORDS]) + (" …" if len(words) > TITLE_WORDS else "")
+    head = " ".join(words[:TITLE_WORDS])
+    if head.count("`") % 2:  # a code span the cut left open would eat the table
+        head += "`"
+    return head + (" …" if len(words) > TITLE_WORDS else "")
 
 
 def matrix_rows(ledger: dict, claims: list[tuple[str, dict]]) -> list[dict]:
@@ -139,8 +142,11 @@ def changes_table(ledger: dict):
     hidden = ("test", "last change")
     everything = changed(ledger)
     behaved = [r for r in everything if "fails" in r["history"]]
+    unrun = [r for r in everything if "could not run" in r["history"]]
     appeared = collections.Counter(
-        r["last change"] for r in everything if "fails" not in r["history"]
+        r["last change"]
+        for r in everything
+        if "fails" not in r["history"] and r not in unrun
     )
     if not everything:
         return Markdown("No claim changed between the releases of the ledger.")
@@ -155,6 +161,11 @@ def changes_table(ledger: dict):
     note = (
         f"\n\n{sum(appeared.values())} more claims were not applicable before their "
         f"API existed and hold since it did: {since}."
+    ) + (
+        f" On some releases the tests of {len(unrun)} claims could not run (their own "
+        "means failed there); the Claims appendix shows where."
+        if unrun
+        else ""
     )
     return Markdown((table(rows).text if rows else "") + note)
 
@@ -220,52 +231,138 @@ def _short(reason: str, width: int = 60) -> str:
 
 def claim_status(ledger: dict, span: str, release: str) -> str | None:
     """A claim's status on ``release``; for a parametrised test, the worst of its
-    cases (fails before n/a before holds); None when the ledger has no row."""
-    rows = [
-        claim["results"][release]["status"]
-        for name, claim in ledger["claims"].items()
-        if (name == span or name.startswith(span + "[")) and release in claim["results"]
-    ]
-    for status in ("fails", "n/a", "holds"):
+    cases (fails, could not run, n/a, holds); None when the ledger has no row."""
+    rows = [row["status"] for _, row in _cases(ledger, span, release)]
+    for status in ("fails", "could not run", "n/a", "holds"):
         if status in rows:
             return status
     return None
 
 
+def _cases(ledger: dict, span: str, release: str) -> list[tuple[str, dict]]:
+    """The ledger's rows of a claim on ``release``: (case, row), one per case of a
+    parametrised test (case "" for a plain one)."""
+    return [
+        (name.removeprefix(span), claim["results"][release])
+        for name, claim in ledger["claims"].items()
+        if (name == span or name.startswith(span + "[")) and release in claim["results"]
+    ]
+
+
+def verdict(statuses: dict[str, str | None]) -> str:
+    """A claim's record in words, counting only the releases it applies to:
+    ``holds on every release it applies to (5), n/a on 6``."""
+    where: dict[str | None, list[str]] = {}
+    for release, status in statuses.items():
+        where.setdefault(status, []).append(release)
+    holds, fails = where.get("holds", []), where.get("fails", [])
+    applies = len(holds) + len(fails)
+    if not applies:
+        words = ["no release it applies to has run it yet"]
+    elif not fails:
+        words = [f"holds on every release it applies to ({applies})"]
+    else:
+        words = [f"holds on {len(holds)} of the {applies} releases it applies to"]
+    if where.get("n/a"):
+        words.append(f"n/a on {len(where['n/a'])}")
+    if where.get("could not run"):
+        words.append(f"its test could not run on {len(where['could not run'])}")
+    if where.get(None):
+        words.append(f"not yet run on {len(where[None])}")
+    return ", ".join(words)
+
+
+def measured(ledger: dict, span: str) -> str:
+    """What the claim's test measured on the book's release, as the test recorded it
+    (``measured(...)``), or "not recorded"."""
+    figures = []
+    for case, row in _cases(ledger, span, ledger.get("lock")):
+        for what, value in row.get("measured", []):
+            shown = number(value) if isinstance(value, int | float) else value
+            figures.append(f"{case + ' ' if case else ''}{what}: **{shown}**")
+    return "; ".join(figures) or "not recorded"
+
+
+def number(value: float) -> str:
+    from jitbook.display import number as book_number
+
+    return book_number(value)
+
+
 def claim_rows(ledger: dict, root: Path = ROOT) -> list[dict]:
-    """The Claims appendix: one row per claim sentence, by chapter in the book's order,
-    with its test and its marks on every ledger release (oldest first)."""
+    """The Claims appendix: one entry per claim sentence, in reading order, with its
+    chapter, number, tests (and their code), release-by-release status, verdict and
+    what its test measured on the book's release."""
     from jitbook.ledger import spans
 
     names = releases(ledger)
-    heading = f"{names[0]} … {names[-1]}" if names else "ledger"
-    tests: dict[str, list[str]] = {}
+    tests: dict[str, list] = {}
     for test in spans.claim_tests(root):
-        tests.setdefault(test.span, []).append(test.test)
+        tests.setdefault(test.span, []).append(test)
     chapters = {s: v["chapter"] for s, v in sections(root).items()}
-    order = (root / "_quarto.yml").read_text()
-    found = sorted(
-        spans.spans(root), key=lambda s: (order.find(f"{s.page}.qmd"), s.line)
-    )
-    rows, last = [], None
-    for span in found:
-        chapter = chapters.get(span.section, span.page)
-        page = f"{span.page}.qmd" if span.page != "index" else "../index.qmd"
-        named = tests.get(span.id, [])
-        marks = [
-            " ".join(MARKS[claim_status(ledger, span.id, r)] for r in names)
-            for _ in named
-        ]
-        in_ledger = any(m.strip() for m in marks)
+    numbers = spans.numbers(root)
+    rows = []
+    for span in spans.in_book_order(root):
+        statuses = {r: claim_status(ledger, span.id, r) for r in names}
         rows.append(
             {
-                "chapter": chapter if chapter != last else "",
-                "claim": f"[]{{#ev-{span.id}}}[{span.words}]({page}#{span.id})",
-                "test": "<br>".join(f"`{t.split('::')[-1]}`" for t in named),
-                heading: "<br>".join(f"`{m}`" for m in marks)
-                if in_ledger
-                else "not yet in the ledger",
+                "number": numbers[span.id],
+                "id": span.id,
+                "chapter": chapters.get(span.section, span.page),
+                "page": f"{span.page}.qmd" if span.page != "index" else "../index.qmd",
+                "sentence": span.words,
+                "tests": tests.get(span.id, []),
+                "marks": [(r, MARKS[s]) for r, s in statuses.items()],
+                "in ledger": any(s is not None for s in statuses.values()),
+                "verdict": verdict(statuses),
+                "measured": measured(ledger, span.id),
             }
         )
-        last = chapter
     return rows
+
+
+def runs(marks: list[tuple[str, str]]) -> str:
+    """Release-by-release marks as runs, each mark beside its releases:
+    ``✗ 0.4.18 to 0.9.2 · ✓ 0.10.2 to 0.12.0.1``."""
+    groups: list[tuple[str, list[str]]] = []
+    for release, mark in marks:
+        if groups and groups[-1][0] == mark:
+            groups[-1][1].append(release)
+        else:
+            groups.append((mark, [release]))
+    return " · ".join(
+        f"[{mark.strip() or '·'} {_span(rels)}]{{.claim-release}}"
+        for mark, rels in groups
+    )
+
+
+def _evidence(row: dict, root: Path) -> str:
+    """One claim's evidence as Markdown: the target of its mark in the pages."""
+    from jitbook.site.claim_tests import page_of
+
+    code = ", ".join(
+        f"[{'its test' if i == 0 else 'and another'}]({page_of(t)})"
+        for i, t in enumerate(row["tests"])
+    )
+    marks = runs(row["marks"]) if row["in ledger"] else "not yet in the ledger"
+    return (
+        f"::: {{#ev-{row['id']} .claim-evidence}}\n"
+        f"[claim {row['number']}]{{.claim-number}} {row['sentence']} "
+        f"[↩ back]({row['page']}#{row['id']}){{.claim-back}}\n\n"
+        f"Measured: {row['measured']}. Releases: {marks}; {row['verdict']}. "
+        f'[Code: {code}.]{{.content-visible when-format="html"}}\n'  # pages of the site
+        ":::\n"
+    )
+
+
+def claim_evidence(ledger: dict, root: Path = ROOT):
+    """The Claims appendix's body: a heading per chapter, then each claim's evidence."""
+    from jitbook.display import Markdown
+
+    parts, last = [], None
+    for row in claim_rows(ledger, root):
+        if row["chapter"] != last:
+            parts.append(f"### {row['chapter']} {{.unnumbered .unlisted}}\n")
+            last = row["chapter"]
+        parts.append(_evidence(row, root))
+    return Markdown("\n".join(parts))

@@ -7,8 +7,11 @@ import json
 import os
 import re
 import sys
+from collections.abc import Callable
 
-from jitbook.ledger.data import key, lock_disagreements, older_gaps
+import pytest
+
+from jitbook.ledger.data import ROOT, key, lock_disagreements, older_gaps
 
 NEEDS = re.compile(
     r"needs (a newer (jax|equinox|optax)|(jax|equinox|optax|jaxlib) ?>= ?[0-9.]+)",
@@ -68,14 +71,38 @@ MISSING_API = re.compile(
 )
 
 
-def classify(row: dict) -> dict:
-    """A failure on an API that JAX, Equinox or optax lacks or says it needs: n/a."""
+# A failure of the test's own means, not of the mechanism it probes: a call whose
+# signature this release does not take, a config option or value it does not know, a
+# measuring hook of the book that says JAX moved it.
+OWN_MEANS = re.compile(
+    r"^(TypeError: .*(got an unexpected keyword argument|missing \d+ required "
+    r"(positional|keyword-only) argument|takes \d+ positional arguments? but)"
+    r"|AttributeError: 'jaxlib\.[\w.]+' object has no attribute"
+    r"|AttributeError: Unrecognized config option"
+    r"|ValueError: new enum value must be"
+    r"|RuntimeError: .* is gone in this JAX version)"
+)
+
+BOOK_CODE = (f"{ROOT / 'tests'}{os.sep}", f"{ROOT / 'code' / 'jitbook'}{os.sep}")
+
+
+def _assertion(reason: str) -> bool:
+    return reason.startswith(("assert", "AssertionError", "Failed:"))
+
+
+def classify(row: dict, raised_in: str | None = None) -> dict:
+    """A failure on an API that JAX, Equinox or optax lacks or says it needs: n/a. A
+    failure of the test's own means (``OWN_MEANS``, or an error other than an assertion
+    raised in the book's own code, ``raised_in``): could not run. Only what is left,
+    the mechanism measured otherwise, fails."""
     reason = row["reason"]
-    if row["status"] == "fails" and (MISSING_API.match(reason) or NEEDS.search(reason)):
-        return row | {
-            "status": "n/a",
-            "reason": f"not in this release: {row['reason']}",
-        }
+    if row["status"] != "fails":
+        return row
+    if MISSING_API.match(reason) or NEEDS.search(reason):
+        return row | {"status": "n/a", "reason": f"not in this release: {reason}"}
+    in_book = raised_in is not None and str(ROOT / raised_in).startswith(BOOK_CODE)
+    if OWN_MEANS.match(reason) or (in_book and not _assertion(reason)):
+        return row | {"status": "could not run", "reason": reason}
     return row
 
 
@@ -90,8 +117,41 @@ def outcome(report) -> dict:
         reason = str(reason).removeprefix("Skipped: ")
         return {"status": "n/a", "reason": one_line(reason)}
     if report.failed:
-        return classify({"status": "fails", "reason": one_line(report.longreprtext)})
+        crash = getattr(getattr(report, "longrepr", None), "reprcrash", None)
+        return classify(
+            {"status": "fails", "reason": one_line(report.longreprtext)},
+            raised_in=str(crash.path) if crash else None,
+        )
     return {"status": "holds", "reason": ""}
+
+
+MEASURED = "measured"  # the user property a claim test's figures travel in
+
+
+@pytest.fixture
+def measured(record_property) -> Callable[[str, object], None]:
+    """``measured("programs compiled by the second call", 0)``: a figure a claim test
+    measured, stored with its outcome so the Claims appendix can print it."""
+
+    def record(what: str, value: object) -> None:
+        if not isinstance(what, str) or not what.strip():
+            raise TypeError(
+                f"measured(what, value) takes words saying what was measured first, "
+                f"got {what!r}."
+            )
+        if isinstance(value, bool) or not isinstance(value, int | float | str):
+            raise TypeError(
+                f"measured({what!r}, value): the value is an int, a float or a "
+                f"short text, got {type(value).__name__}; convert it first."
+            )
+        record_property(MEASURED, [what, value])
+
+    return record
+
+
+def figures(report) -> list[list]:
+    """The figures a test recorded with ``measured``, in order."""
+    return [v for k, v in getattr(report, "user_properties", ()) if k == MEASURED]
 
 
 def pytest_collection_modifyitems(session, config, items):
@@ -132,6 +192,8 @@ def pytest_runtest_logreport(report):
     if claim in done or not (report.when == "call" or report.outcome != "passed"):
         return
     row = outcome(report) | {"seconds": round(report.duration, 2)}
+    if figures(report):
+        row["measured"] = figures(report)
     done[claim] = row
     path = os.environ.get(RECORD_ENV)
     if path:

@@ -155,3 +155,35 @@ def problems(root: Path = ROOT) -> list[str]:
                 "has; write [the sentence]{.claim #" + test.span + "} in the prose."
             )
     return out
+
+
+def in_book_order(root: Path = ROOT) -> list[Span]:
+    """Every claim span in reading order: pages as ``_quarto.yml`` lists them, then by
+    line (filters/claims.lua numbers the marks the same way)."""
+    order = (root / "_quarto.yml").read_text()
+    return sorted(spans(root), key=lambda s: (order.find(f"{s.page}.qmd"), s.line))
+
+
+def numbers(root: Path = ROOT) -> dict[str, int]:
+    """Each claim's number, 1 up in reading order: its mark's and evidence's label."""
+    found: dict[str, int] = {}
+    for span in in_book_order(root):
+        found.setdefault(span.id, len(found) + 1)
+    return found
+
+
+def source_of(test: ClaimTest, root: Path = ROOT) -> str:
+    """A claim test's code as written, its decorators included."""
+    path, _, name = test.test.partition("::")
+    text = (root / path).read_text()
+    for node in ast.walk(ast.parse(text)):
+        if (
+            isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+            and node.name == name.split("::")[-1]
+            and node.lineno == test.line
+        ):
+            first = min([d.lineno for d in node.decorator_list] + [node.lineno])
+            lines = text.splitlines()[first - 1 : node.end_lineno]
+            indent = min(len(x) - len(x.lstrip()) for x in lines if x.strip())
+            return "\n".join(x[indent:] for x in lines)
+    raise ValueError(f"{test.test} is not at line {test.line} of {path} any more.")

@@ -30,9 +30,11 @@ def public_index() -> tuple[str, str]:
     return PyPI.simple_url, PyPI.pypi_url
 
 
-# 0.4.18 is the first jaxlib with a wheel for CPython 3.12, the book's Python; 0.4.30 is
-# a point in the middle of the long 0.4 line, 0.4.38 its last patch; then the last patch
-# of each minor release up to the lock (its column runs in the book's venv).
+# 0.4.18 is the oldest jaxlib with a CPython 3.12 wheel (the book's Python) that the
+# index offered (JAX's changelog says jaxlib 0.4.17 added the first; the index has no
+# 0.4.17); 0.4.30 is a point in the middle of the long 0.4 line, 0.4.38 its last patch;
+# then the last patch of each minor release up to the lock (its column runs in the
+# book's venv).
 RELEASES = (
     "0.4.18",
     "0.4.30",

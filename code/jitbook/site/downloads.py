@@ -2,6 +2,7 @@
 in, cross-references written as the titles they point to, no build paths."""
 
 import ast
+import base64
 import re
 from pathlib import Path
 
@@ -29,6 +30,9 @@ CLAIM_SPAN = re.compile(
 QUARTO_FENCE = re.compile(
     r"^:::+[^\n]*(?:\n|$)", re.M
 )  # `::: {#exr-x}` and its closing `:::`
+IMAGE = re.compile(
+    r"!\[([^\]]*)\]\((images/[\w.-]+)\)\{([^}]*)\}"
+)  # `![](images/x.svg){.light-content fig-alt="..."}`, a drawing beside the chapters
 KINDS = {
     "sec": "section",
     "exr": "exercise",
@@ -94,6 +98,23 @@ def _inline_values(cell) -> str:
     return INLINE.sub(value, cell.source)
 
 
+def _attach_images(cell, folder: Path = ROOT / "chapters") -> None:
+    """The chapter's drawings carried in the Markdown cell as attachments, so the
+    notebook shows them wherever it is opened; the dark copies (site only) dropped."""
+
+    def attach(match):
+        caption, path, attributes = match.groups()
+        if ".dark-content" in attributes:
+            return ""
+        alt = re.search(r'fig-alt="([^"]*)"', attributes)
+        name = Path(path).name
+        data = base64.b64encode((folder / path).read_bytes()).decode()
+        cell.setdefault("attachments", {})[name] = {"image/svg+xml": data}
+        return f"![{alt.group(1) if alt else caption}](attachment:{name})"
+
+    cell.source = IMAGE.sub(attach, cell.source)
+
+
 def _without_options(source: str) -> str:
     """Code without its leading ``#|`` lines: Quarto's cell options read as noise in
     Jupyter."""
@@ -150,6 +171,7 @@ def reader_notebook(
             source = QUARTO_FENCE.sub("", HEADING_ATTRIBUTES.sub(r"\1", source))
             source = CLAIM_SPAN.sub(r"\1", source)
             cell.source = REF.sub(lambda m: words_for(m.group(1), titles), source)
+            _attach_images(cell)
             cell.metadata.pop("user_expressions", None)
         elif cell.cell_type == "code":
             cell.source = _without_options(cell.source)

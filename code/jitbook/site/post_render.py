@@ -9,7 +9,7 @@ from pathlib import Path
 import nbformat
 
 from jitbook.explore.page import PLOTLY_FILE, plotly_js
-from jitbook.site import search, wheel
+from jitbook.site import claim_tests, search, wheel
 from jitbook.site.downloads import (
     label_titles,
     reader_notebook,
@@ -69,13 +69,17 @@ def needs_require_or_jquery(html: str) -> bool:
 
 
 LEFT_CELL = re.compile(r'<(td|th)( [^>]*?)? style="text-align: left;"')
+# Pandoc's empty anchor on every line of code, there for line numbers the book does not
+# show; the line's <span id> stays, so a link to a line still lands.
+LINE_ANCHOR = re.compile(r'<a href="#cb\d+-\d+" aria-hidden="true" tabindex="-1"></a>')
 
 
 def offline_html(html: str) -> str:
     """A built page without its remote ``<script src>`` and ``<link href>`` tags and
-    Quarto's jQuery shim, and without the left alignment Pandoc writes on every table
-    cell (the theme aligns cells left; the ledger's matrix weighed 110 kB of it)."""
-    light = JQUERY_SHIM.sub("", REMOTE_TAG.sub("", html))
+    Quarto's jQuery shim, without the left alignment Pandoc writes on every table cell
+    (the theme aligns cells left; the ledger's matrix weighed 110 kB of it), and without
+    the empty anchor on every line of code (15% of a chapter with many listings)."""
+    light = LINE_ANCHOR.sub("", JQUERY_SHIM.sub("", REMOTE_TAG.sub("", html)))
     return LEFT_CELL.sub(lambda m: f"<{m.group(1)}{m.group(2) or ''}", light)
 
 
@@ -204,6 +208,7 @@ def build_site(site: Path, root: Path = ROOT) -> list[Path]:
         if light != text:
             page.write_text(light)
     unsearchable(site, root)
+    claim_tests.write(site, root)  # the Claims appendix links each claim's test
     titles, written, missing = label_titles(root), [], []
     target = site / "notebooks"
     target.mkdir(exist_ok=True)

@@ -7,6 +7,12 @@ at length ranks under every short section that mentions it. Each name written as
 in the book's prose goes, as a keyword, into the title field of the section that uses
 it most, prose and code (at least twice): ``Static arguments · static_argnums``.
 Code blocks, outputs and listings leave the text, so a snippet is prose.
+
+Readers search in their own words ("why is my function slow", "if statement"), which a
+heading seldom uses: ``READER_WORDS`` gives them to the sections that answer them, and
+they join the section's title field too. Each row of the symptom index's table
+(``ROW_SECTIONS``) is an entry of its own, titled by the error class its message starts
+with, so an error's name finds its row first rather than the long pages that mention it.
 """
 
 import html
@@ -24,6 +30,17 @@ KEYS = " · "
 # them.
 API = ("jax.", "jax_", "lax.", "jnp.", "eqx.", "optax.")
 LEAST_MENTIONS = 2
+# The questions a reader types, by the section (its label) that answers them.
+READER_WORDS = {
+    "sec-why-compile-measured": ["why is my function slow", "first call slow"],
+    "sec-recompilation-diagnose": ["slow on every call", "compiles every call"],
+    "sec-tracing-control": ["if statement", "if on a traced value", "while loop"],
+}
+# Sections whose table rows are entries of their own.
+ROW_SECTIONS = ("sec-symptoms-index",)
+# An entry made of a table row: its section's href and the row's number.
+ROW = "#row-"
+ERROR_CLASS = re.compile(r"^\s*([A-Z]\w*(?:Error|Warning|Exception))\b")
 
 
 class _Page(HTMLParser):
@@ -38,6 +55,10 @@ class _Page(HTMLParser):
         self.code_lines: set[str] = set()
         self.text: dict[str, list[str]] = defaultdict(list)
         self.headings: dict[str, str] = {}
+        # the table rows of the ROW_SECTIONS (each a list of its cells' text)
+        self.rows: dict[str, list[list[str]]] = defaultdict(list)
+        self._row_sections: set[str] = set()
+        self._cell: list[str] | None = None
         self.first: str | None = (
             None  # the first section, which Quarto indexes as the page
         )
@@ -53,6 +74,12 @@ class _Page(HTMLParser):
             self.stack.append(attrs.get("id") if level2 else None)
             if level2 and self.first is None:
                 self.first = attrs.get("id")
+            if level2 and attrs.get("id") in ROW_SECTIONS:
+                self._row_sections.add(attrs.get("id"))
+        elif tag == "tr" and self._section() in self._row_sections:
+            self.rows[self._section()].append([])
+        elif tag == "td" and self._section() in self._row_sections:
+            self._cell = []
         elif tag == "pre":
             self._pre += 1
         elif tag == "code" and not self._pre:
@@ -71,6 +98,9 @@ class _Page(HTMLParser):
                     ln.strip() for ln in text.splitlines() if ln.strip()
                 }
                 self._block = []
+        elif tag == "td" and self._cell is not None:
+            self.rows[self._section()][-1].append(" ".join("".join(self._cell).split()))
+            self._cell = None
         elif tag == "h2" and self._heading is not None:
             section = self._section()
             if section:
@@ -88,6 +118,8 @@ class _Page(HTMLParser):
             self.text[section].append(data)
         if self._heading is not None:
             self._heading.append(data)
+        if self._cell is not None:
+            self._cell.append(data)
         if self._pre:
             self._block.append(data)
         elif self._code is not None:
@@ -164,9 +196,45 @@ def tune(site: Path, order: list[str], drop: list[str] = ()) -> None:
         lines = [t for t in text.splitlines() if t.strip() not in gone]
         doc["text"] = "\n".join(t for t in lines if t.strip())
         section = doc.get("section", "").split(KEYS)[0]  # a partial render tunes again
-        if taught.get(href) and not section and page:
+        keys = READER_WORDS.get(href.split("#")[-1], []) + taught.get(href, [])
+        if keys and not section and page:
             section = page.headings.get(href.split("#")[-1], "")
-        doc["section"] = section + (
-            KEYS + ", ".join(taught[href]) if taught.get(href) else ""
-        )
+        doc["section"] = section + (KEYS + ", ".join(keys) if keys else "")
+    docs = [d for d in docs if ROW not in d.get("objectID", "")]  # a partial render
+    docs += row_entries(pages, docs)
     index.write_text(json.dumps(docs, indent=1, ensure_ascii=False), encoding="utf-8")
+
+
+def row_title(first_cell: str) -> str:
+    """What a table row's entry is titled by: the error class its message starts with,
+    or its first words."""
+    found = ERROR_CLASS.match(first_cell)
+    if found:
+        return found.group(1)
+    words = first_cell.split()
+    return " ".join(words[:8]) + (" …" if len(words) > 8 else "")
+
+
+def row_entries(pages: dict[str, _Page], docs: list[dict]) -> list[dict]:
+    """An entry for each row of the tables of the sections marked search-rows, under its
+    section's page title."""
+    entries = []
+    for href, page in pages.items():
+        for section, rows in page.rows.items():
+            where = f"{href}#{section}"
+            base = next(
+                (d for d in docs if d.get("href") == where),
+                next((d for d in docs if d.get("href") == href), {}),
+            )
+            for n, cells in enumerate((r for r in rows if r), start=1):
+                entries.append(
+                    {
+                        "objectID": f"{href}{ROW}{section}-{n}",
+                        "href": where,
+                        "title": base.get("title", ""),
+                        "section": row_title(cells[0]),
+                        "text": " · ".join(cells),
+                        "crumbs": base.get("crumbs", []),
+                    }
+                )
+    return entries

@@ -11,7 +11,7 @@ from threadpoolctl import threadpool_limits
 from jitbook.arguments import whole_number
 from jitbook.bench.conditions import CONTROL, control_of
 from jitbook.cache import count_compiles
-from jitbook.chapters.pln.converge import newton_program
+from jitbook.chapters.pln.converge import fit_newton, newton_program
 from jitbook.chapters.pln.data import PLNData, check_n_iter, device_data
 from jitbook.chapters.pln.levels import LEVELS, fit, fit_jit_iteration_donated
 from jitbook.chapters.pln.model import neg_elbo_numpy
@@ -25,6 +25,8 @@ from jitbook.timing import Race, race
 # in extra outputs): a page shows them agreeing, or says the machine was too noisy.
 SAME_LOOP = ("scan", "namedtuple", "pytree", "equinox")
 PYPLN = "pyPLNmodels fit()"
+# The one-off race's sides: each a fit run once, in a fresh process, imports included.
+NEWTON_COLD, PYPLN_COLD = "Newton, cold", "pyPLNmodels fit(), cold"
 
 
 def _check_rounds(rounds: int, eager_iters: int) -> None:
@@ -315,3 +317,30 @@ def newton_time_to_target(
         **row,
         "final loss, float64": f"{neg_elbo_numpy(state.params, data, Omega64):,.1f}",
     }, raced
+
+
+def newton_cold(data, n_iter: int) -> dict:
+    """A user's first Newton fit, run in a fresh process by the one-off race: the data
+    to the device, the compile and `n_iter` iterations; its final loss."""
+    return {"final loss": float(fit_newton(data, n_iter).losses[-1])}
+
+
+def one_off_race(data, n_iter: int, pypln_cold, rounds: int = 5, say=None) -> Race:
+    """Time to a result for a fit run once, compiles and imports included: in each
+    round the Newton fit (`n_iter` iterations) in a fresh Python process that imports
+    JAX, compiles and fits (`fresh.run_cold`), and `pypln_cold` (pyPLNmodels' fit in a
+    fresh process of the peers' interpreter), each also raced against itself as a
+    control. Seconds per fit, not per iteration."""
+    _check_rounds(rounds, 1)
+    variants = {
+        NEWTON_COLD: lambda: run_cold(newton_cold, data, n_iter),
+        PYPLN_COLD: pypln_cold,
+    }
+    variants |= {control_of(name): fn for name, fn in variants.items()}
+    return race(
+        talking(variants, say or (lambda text: None), every=0.0),
+        rounds=rounds,
+        min_time=0.0,
+        max_rounds=rounds,
+        warmup=0,
+    )

@@ -450,14 +450,20 @@ def _first_fit_compiles(data, n_iter: int, level: str) -> list[str]:
 
 
 def level_curves(
-    runs: dict[str, FitResult], ms_per_iter: dict[str, float], share: float = 0.99
+    runs: dict[str, FitResult],
+    ms_per_iter: dict[str, float],
+    share: float = 0.99,
+    compile_s: dict[str, float] | None = None,
 ) -> tuple[dict[str, tuple[np.ndarray, np.ndarray]], list[dict]]:
-    """Each level's loss per iteration, and the iterations and seconds it took to go
-    ``share`` of the way down.
+    """Each level's loss against the warm seconds its iterations take (every level runs
+    the same fit, so by iteration their curves are one; by time they part as the levels
+    get faster), the iterations and warm seconds it took to go ``share`` of the way
+    down, beside the compile a first fit paid.
 
     "The way down" runs from the highest first loss to the lowest loss any level
-    reached. ``runs`` is ``fit_levels``' result, ``ms_per_iter`` each level's run time
-    per iteration (``bench.benchmark_levels``). Taught in A worked example, Explore it.
+    reached. ``runs`` is ``fit_levels``' result, ``ms_per_iter`` each level's warm run
+    time per iteration and ``compile_s`` its first fit's compile seconds (both from
+    ``bench.benchmark_levels``). Taught in A worked example, Explore it.
     """
     missing = sorted(set(runs) - set(ms_per_iter))
     if missing:
@@ -477,19 +483,21 @@ def level_curves(
     series, rows = {}, []
     for level, result in runs.items():
         losses = np.asarray(result.losses, dtype=np.float64)
-        series[level] = (np.arange(1, len(losses) + 1), losses)
+        seconds = np.arange(1, len(losses) + 1) * ms_per_iter[level] / 1e3
+        series[level] = (seconds, losses)
         hit = np.flatnonzero(losses <= target)
         reached = int(hit[0]) + 1 if hit.size else None
-        rows.append(
-            {
-                "level": level,
-                "iterations run": len(losses),
-                "final loss": float(losses[-1]),
-                "ms / iter": float(ms_per_iter[level]),
-                reach: reached if reached else f"not in {len(losses)}",
-                "seconds to get there": reached * ms_per_iter[level] / 1e3
-                if reached
-                else "not reached",
-            }
-        )
+        row = {
+            "level": level,
+            "iterations run": len(losses),
+            "final loss": float(losses[-1]),
+            "ms / iter, warm": float(ms_per_iter[level]),
+            reach: reached if reached else f"not in {len(losses)}",
+            "seconds to get there, warm": reached * ms_per_iter[level] / 1e3
+            if reached
+            else "not reached",
+        }
+        if compile_s is not None:
+            row["compile s of a first fit"] = compile_s.get(level, "not measured")
+        rows.append(row)
     return series, rows

@@ -239,6 +239,30 @@ def pypln_loss(pypln: dict, data) -> float:
 # --- the peer process: one JSON line per request, one per answer
 
 
+def _pin(cores) -> None:
+    """Pin this process to `cores`, torch's pools sized to them, before torch works."""
+    import torch
+
+    if cores:
+        os.sched_setaffinity(0, cores)
+        torch.set_num_threads(len(cores))
+        torch.set_num_interop_threads(1)  # no inter-op work here: one idle thread
+
+
+def first_fit(src: str, cores) -> dict:
+    """pyPLNmodels' fit as a user's script runs it once: in a fresh process, pinned
+    like the race's peer, the model built from the data in `src` and fitted (the
+    one-off race times the whole process, imports included)."""
+    _pin(cores)
+    import pyPLNmodels
+
+    with np.load(src) as a:
+        Y, O, X = (np.asarray(a[k], np.float32) for k in "YOX")
+    start = perf_counter()
+    pyPLNmodels.Pln(Y, exog=X, offsets=O, add_const=False).fit()
+    return {"fit s": perf_counter() - start}
+
+
 def _setup(state: dict, msg: dict) -> dict:
     """Pin this process to the race's cores and size torch's pools to them before any
     torch work; what it got, for the record."""
@@ -248,11 +272,7 @@ def _setup(state: dict, msg: dict) -> dict:
     import pyPLNmodels
     import torch
 
-    cores = msg.get("cores")
-    if cores:
-        os.sched_setaffinity(0, cores)
-        torch.set_num_threads(len(cores))
-        torch.set_num_interop_threads(1)  # no inter-op work here: one idle thread
+    _pin(msg.get("cores"))
     with np.load(msg["data"]) as a:
         state["data"] = (a["Y"], a["O"], a["X"])
     state["n_iter"], state["lr"] = msg["n_iter"], msg.get("lr", 1.0)
@@ -342,7 +362,8 @@ class Peer:
         from jitbook.bench.conditions import peer_env
 
         self.python, self._tmp = python, tempfile.TemporaryDirectory()
-        env = os.environ | (peer_env(cores) if cores else {})
+        self._env = env = os.environ | (peer_env(cores) if cores else {})
+        self._cores = cores
         self._log = open(Path(self._tmp.name, "stderr.txt"), "w+")
         # -P: do not put this file's folder on sys.path, where data.py and profile.py
         # would shadow other modules
@@ -354,7 +375,7 @@ class Peer:
             text=True,
             env=env,
         )
-        src = Path(self._tmp.name, "data.npz")
+        self._data = src = Path(self._tmp.name, "data.npz")
         np.savez(src, **dict(zip("YOX", (np.asarray(a) for a in data), strict=True)))
         try:
             self.info = self.ask(
@@ -400,6 +421,23 @@ class Peer:
     def pypln_race(self) -> float:
         """pyPLNmodels' model built and fitted there, nothing else; its seconds."""
         return self.ask(op="pypln race")["seconds"]
+
+    def pypln_cold(self) -> dict:
+        """pyPLNmodels' first fit in a fresh process of the peers' interpreter, with the
+        peer's cores and threads (`first_fit`)."""
+        cmd = [self.python, "-P", __file__, "first-fit", str(self._data)]
+        done = subprocess.run(
+            [*cmd, json.dumps(self._cores)],
+            capture_output=True,
+            text=True,
+            env=self._env,
+        )
+        if done.returncode != 0:
+            raise RuntimeError(
+                f"{self.python} could not run pyPLNmodels' first fit: "
+                f"{done.stderr.strip()[-2000:]}"
+            )
+        return json.loads(done.stdout.strip().splitlines()[-1])
 
     def pypln(self) -> dict:
         """pyPLNmodels' default fit, there: its figures and (B, M, S)."""
@@ -590,6 +628,19 @@ def newton_verdict(record: dict):
     return newton_race(record).verdict("Newton", "pyPLNmodels fit()")
 
 
+def one_off_verdict(record: dict):
+    """The recorded one-off race, Newton against pyPLNmodels' fit, each run once in a
+    fresh process (imports and compiles included); None where the recording has no
+    one-off race or was not fit to compare."""
+    from jitbook.bench.conditions import unfit_reasons
+    from jitbook.chapters.pln.bench import NEWTON_COLD, PYPLN_COLD
+    from jitbook.timing import Race
+
+    if not record.get("one-off race") or unfit_reasons(record):
+        return None
+    return Race(record["one-off race"]["times"]).verdict(NEWTON_COLD, PYPLN_COLD)
+
+
 def newton_race(record: dict):
     """The recorded race of the Newton fit to pyPLNmodels' loss against its fit."""
     from jitbook.timing import Race
@@ -658,6 +709,9 @@ def run_in(python: str, task: str, arrays: dict, **options) -> dict:
 def _main(task: str, *args: str) -> None:
     if task == "serve":
         return serve()
+    if task == "first-fit":
+        src, cores = args
+        return print(json.dumps(first_fit(src, json.loads(cores))))
     src, out, options = args
     opts = json.loads(options)
     with np.load(src) as inp:
@@ -670,7 +724,7 @@ def _main(task: str, *args: str) -> None:
         losses, (B, M, S) = run_torch(data, **opts)
         result = {"losses": losses, "B": B, "M": M, "S": S}
     else:
-        raise SystemExit(f"unknown task {task!r}; choose serve, elbo or fit")
+        raise SystemExit(f"unknown task {task!r}; choose serve, first-fit, elbo or fit")
     np.savez(out, **result)
 
 
