@@ -70,7 +70,11 @@ def test_captured_logs_explain_a_cache_miss_and_config_is_restored():
     assert jax.config.jax_explain_cache_misses == before
     assert any("TRACING CACHE MISS" in m and "f32[4]" in m for m in messages)
     # log_compiles: each of the three stages, tracing, lowering and compiling
-    for stage in ("Finished tracing", "to MLIR module conversion", "XLA compilation of"):
+    for stage in (
+        "Finished tracing",
+        "to MLIR module conversion",
+        "XLA compilation of",
+    ):
         assert any(stage in m and "shift" in m for m in messages), stage
     # a miss explained against the closest previous key: here f32[3], the only one
     (miss,) = [m for m in messages if m.startswith("TRACING CACHE MISS")]

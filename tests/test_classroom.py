@@ -129,7 +129,9 @@ def test_notebooks_command_writes_student_and_instructor_notebooks_for_every_cha
         outside = code_lines(
             nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(outside_code)])
         )
-        assert student.cells[2].metadata["jitbook"]["setup"], "the downloads' setup cell"
+        assert student.cells[2].metadata["jitbook"]["setup"], (
+            "the downloads' setup cell"
+        )
         del student.cells[2]  # the setup's own lines are not the chapter's
         student_code = "\n".join(
             c.source for c in student.cells if c.cell_type == "code"
@@ -842,11 +844,15 @@ def test_a_handout_without_executed_chapters_runs_them_small_and_says_how_long_f
     )
 
 
-def test_the_handout_installs_jitbook_from_the_wheel_beside_it_as_the_downloads_do(tmp_path):
+def test_the_handout_installs_jitbook_from_the_wheel_beside_it_as_the_downloads_do(
+    tmp_path,
+):
     from jitbook.site import wheel
 
-    written = classroom.write_notebooks(
-        tmp_path, [harness.ROOT / "chapters" / "why-compile.qmd"], students_only=True,
+    written = handout.write_notebooks(
+        tmp_path,
+        [harness.ROOT / "chapters" / "why-compile.qmd"],
+        students_only=True,
         log=lambda *a, **k: None,
     )
     [student] = [p for p in written if p.suffix == ".ipynb"]

@@ -371,8 +371,12 @@ def test_level_curves_reach_and_bad_input():
         compile_s={"fast": 0.5},
     )
     assert list(series) == ["fast", "slow"]
-    assert list(series["fast"][0]) == [0.002, 0.004, 0.006, 0.008], "seconds, not iterations"
-    assert list(series["slow"][0]) == [0.001, 0.002], "each level's own time per iteration"
+    assert list(series["fast"][0]) == [0.002, 0.004, 0.006, 0.008], (
+        "seconds, not iterations"
+    )
+    assert list(series["slow"][0]) == [0.001, 0.002], (
+        "each level's own time per iteration"
+    )
     assert (
         rows[0]["iterations to 90% of the way down"] == 2
         and rows[0]["seconds to get there, warm"] == 2 * 2.0 / 1e3

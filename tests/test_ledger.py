@@ -437,7 +437,9 @@ def test_the_plugin_imports_in_a_release_venv_without_dask():
 def test_a_claims_first_words_in_the_matrix_never_leave_a_code_span_open():
     from jitbook.ledger import page
 
-    cut = page.short("Those two classes are now one: `jax.extend.core.ClosedJaxpr is a` thing")
+    cut = page.short(
+        "Those two classes are now one: `jax.extend.core.ClosedJaxpr is a` thing"
+    )
     assert cut.count("`") % 2 == 0, cut
     assert cut.endswith("` …"), "the span closes before the ellipsis"
     assert page.short("`a` b") == "`a` b", "a short title is left as it is"

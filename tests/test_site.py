@@ -754,7 +754,9 @@ def test_pages_drop_the_left_alignment_pandoc_writes_on_every_cell():
     )
 
 
-def test_search_gives_readers_words_to_their_section_and_each_symptom_row_an_entry(tmp_path):
+def test_search_gives_readers_words_to_their_section_and_each_symptom_row_an_entry(
+    tmp_path,
+):
     from jitbook.site import search
 
     site = tmp_path / "_book"
@@ -772,23 +774,37 @@ def test_search_gives_readers_words_to_their_section_and_each_symptom_row_an_ent
         "<td>a log line</td></tr></tbody></table></section></main>"
     )
     docs = [
-        {"objectID": "chapters/tracing.html#sec-tracing-control",
-         "href": "chapters/tracing.html#sec-tracing-control", "title": "2 Tracing",
-         "section": "2.5 Control flow sees tracers", "text": "Python's if runs while tracing."},
-        {"objectID": "chapters/symptoms.html#sec-symptoms-index",
-         "href": "chapters/symptoms.html#sec-symptoms-index", "title": "Symptom index",
-         "section": "E.1 The index", "text": "TracerBoolConversionError: ...", "crumbs": ["E"]},
+        {
+            "objectID": "chapters/tracing.html#sec-tracing-control",
+            "href": "chapters/tracing.html#sec-tracing-control",
+            "title": "2 Tracing",
+            "section": "2.5 Control flow sees tracers",
+            "text": "Python's if runs while tracing.",
+        },
+        {
+            "objectID": "chapters/symptoms.html#sec-symptoms-index",
+            "href": "chapters/symptoms.html#sec-symptoms-index",
+            "title": "Symptom index",
+            "section": "E.1 The index",
+            "text": "TracerBoolConversionError: ...",
+            "crumbs": ["E"],
+        },
     ]
     (site / "search.json").write_text(json.dumps(docs))
     order = ["chapters/tracing.html", "chapters/symptoms.html"]
     search.tune(site, order)
     search.tune(site, order)  # a partial render tunes the index again
     tuned = json.loads((site / "search.json").read_text())
-    assert tuned[0]["section"].startswith("2.5 Control flow sees tracers · if statement, ")
-    assert tuned[0]["section"].count("if statement") == 1, "tuned once, however often it runs"
+    assert tuned[0]["section"].startswith(
+        "2.5 Control flow sees tracers · if statement, "
+    )
+    assert tuned[0]["section"].count("if statement") == 1, (
+        "tuned once, however often it runs"
+    )
     rows = [d for d in tuned if search.ROW in d["objectID"]]
     assert [r["section"] for r in rows] == [
-        "TracerBoolConversionError", "Finished tracing + transforming f for pjit in …"
+        "TracerBoolConversionError",
+        "Finished tracing + transforming f for pjit in …",
     ]
     assert all(r["href"] == "chapters/symptoms.html#sec-symptoms-index" for r in rows)
     assert rows[0]["title"] == "Symptom index" and rows[0]["crumbs"] == ["E"]
@@ -799,7 +815,9 @@ def test_every_section_search_names_is_in_the_book():
     from jitbook.site import search
 
     labels = {
-        m for page in harness.chapter_files() for m in re.findall(r"\{#(sec-[\w-]+)", page.read_text())
+        m
+        for page in harness.chapter_files()
+        for m in re.findall(r"\{#(sec-[\w-]+)", page.read_text())
     }
     named = set(search.READER_WORDS) | set(search.ROW_SECTIONS)
     assert named <= labels, f"search names sections no page has: {named - labels}"
