@@ -396,3 +396,16 @@ def test_docstring_back_links_read_taught_in_chapter_section():
         "back-links to no chapter section (rename them to a heading of the page):\n"
         + "\n".join(stale)
     )
+
+
+def test_every_gate_contributing_names_is_a_test_of_the_suite():
+    """A renamed or deleted test would leave a recipe pointing at nothing."""
+    text = (ROOT / "CONTRIBUTING.md").read_text()
+    tests = {p.name: p.read_text() for p in (ROOT / "tests").glob("test_*.py")}
+    named = re.findall(r"(test_\w+\.py)::(test_\w+)", text)
+    missing = [f"{f}::{t}" for f, t in named if f"def {t}(" not in tests.get(f, "")]
+    bare = set(re.findall(r"`(test_\w+)`", text)) - {t for _, t in named}
+    missing += [t for t in bare if not any(f"def {t}(" in s for s in tests.values())]
+    assert named and not missing, (
+        f"CONTRIBUTING.md names tests that do not exist: {missing}"
+    )

@@ -22,6 +22,8 @@ from nbconvert import HTMLExporter
 
 import processes
 from jitbook import explore
+from jitbook.explore.core import METADATA_KEY
+from jitbook.explore.page import plotly_js
 from jitbook.site import harness, post_render, talk
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
@@ -58,11 +60,11 @@ def chapters() -> list[Path]:
 def explorer_specs(nb: nbformat.NotebookNode) -> list[dict]:
     """What the notebook's explorers hold: the data the browser must show, read from the outputs' metadata."""
     return [
-        out["metadata"][explore.METADATA_KEY]
+        out["metadata"][METADATA_KEY]
         for cell in nb.cells
         if cell.cell_type == "code"
         for out in cell.get("outputs", [])
-        if explore.METADATA_KEY in out.get("metadata", {})
+        if METADATA_KEY in out.get("metadata", {})
     ]
 
 
@@ -74,7 +76,7 @@ def export(nb: nbformat.NotebookNode, folder: Path) -> Path:
     # As the site does: the page points at one shared plotly.js (downloads carry none).
     lib = folder / post_render.PLOTLY_LIB
     lib.parent.mkdir(parents=True, exist_ok=True)
-    lib.write_text(explore.plotly_js(), encoding="utf-8")
+    lib.write_text(plotly_js(), encoding="utf-8")
     body = body.replace(
         "<head>", f'<head><script src="{post_render.PLOTLY_LIB}"></script>', 1
     )
@@ -773,7 +775,9 @@ def test_search_finds_the_page_that_answers_each_obvious_question_first(site, br
         for d in docs
         if search.ROW in d["objectID"] and search.ERROR_CLASS.match(d["section"])
     }
-    assert len(classes) >= 10, f"the symptom index's rows are not in the search: {classes}"
+    assert len(classes) >= 10, (
+        f"the symptom index's rows are not in the search: {classes}"
+    )
     questions = {**classes, **QUESTIONS}
     found = search_first_pages(browser, site["dir"], list(questions))
     wrong = {q: pages[:3] for q, pages in found.items() if pages[:1] != [questions[q]]}
@@ -798,16 +802,32 @@ def test_a_heat_map_explorer_reads_on_a_phone(browser, tmp_path):
     strategies = [f"{k}. a strategy with a long name" for k in range(8)]
     events = ["new weights", "new layer", "new activation"]
     rows = [
-        {"strategy": s, "event": e, "compiles": (i + j) % 3, "right": "yes" if i % 2 else "no: stale"}
+        {
+            "strategy": s,
+            "event": e,
+            "compiles": (i + j) % 3,
+            "right": "yes" if i % 2 else "no: stale",
+        }
         for i, s in enumerate(strategies)
         for j, e in enumerate(events)
     ]
-    grid = explore.grid(rows, across="event", down="strategy", value="compiles", note="right", title="grid")
+    grid = explore.grid(
+        rows,
+        across="event",
+        down="strategy",
+        value="compiles",
+        note="right",
+        title="grid",
+    )
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("grid")])
     nb.cells[0].outputs = [
-        nbformat.v4.new_output("display_data", data={"text/html": grid.html(True), "text/plain": "grid"})
+        nbformat.v4.new_output(
+            "display_data", data={"text/html": grid.html(True), "text/plain": "grid"}
+        )
     ]
-    page = browser.new_page(viewport={"width": 390, "height": 844}, is_mobile=True, has_touch=True)
+    page = browser.new_page(
+        viewport={"width": 390, "height": 844}, is_mobile=True, has_touch=True
+    )
     page.goto(export(nb, tmp_path).as_uri(), wait_until="load")
     page.wait_for_selector(".jitbook-explorer-plot .heatmap-label", state="attached")
     seen = page.evaluate(HEAT_CELLS)

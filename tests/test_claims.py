@@ -33,7 +33,9 @@ def _book(tmp_path, page: str, tests: str):
     return spans.problems(tmp_path)
 
 
-def test_an_orphan_span_an_orphan_id_and_a_reused_id_are_each_reported(tmp_path):
+def test_an_orphan_span_an_orphan_id_a_reused_id_and_a_missing_span_are_each_reported(
+    tmp_path,
+):
     page = (
         '# A {#sec-a}\n\n[It holds `{python} x["k"]` times,\nwrapped.]'
         "{.claim #clm-one} [Twice.]{.claim #clm-two} [Again.]{.claim #clm-two}\n"
@@ -52,10 +54,11 @@ def test_an_orphan_span_an_orphan_id_and_a_reused_id_are_each_reported(tmp_path)
         def test_section_only(): ...
     """
     problems = _book(tmp_path, page, tests)
-    assert len(problems) == 3, problems
+    assert len(problems) == 4, problems
     assert "clm-two is used twice" in problems[0]
     assert "clm-one has no test" in problems[1] and "'sec-a'" in problems[1]
     assert "TestMore::test_gone" in problems[2] and "clm-gone" in problems[2]
+    assert "test_section_only" in problems[3] and "names no claim span" in problems[3]
     (span,) = [s for s in spans.spans(tmp_path) if s.id == "clm-one"]
     assert span.words == "It holds … times, wrapped." and span.section == "sec-a"
 

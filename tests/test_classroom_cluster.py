@@ -15,7 +15,7 @@ from distributed import Client
 
 import processes
 from jitbook import classroom
-from jitbook.classroom import cluster
+from jitbook.classroom import cli, cluster, handout
 from jitbook.classroom.report import Grade, read_sheet
 from jitbook.site import harness
 
@@ -36,7 +36,7 @@ def handouts(tmp_path_factory) -> dict[str, Path]:
     """why-compile's instructor and student notebooks, cut to the first code cell and the exercises (a student
     may delete cells; grading then takes seconds, not a minute)."""
     out = tmp_path_factory.mktemp("notebooks")
-    classroom.write_notebooks(out, [CHAPTER], values=False)
+    handout.write_notebooks(out, [CHAPTER], values=False)
     found = {}
     for kind in ("instructor", "student"):
         nb = nbformat.read(out / kind / "why-compile.ipynb", as_version=4)
@@ -109,6 +109,11 @@ def address(file: Path, workers: int) -> str:
         return client.scheduler.address
 
 
+def _grade_on(scheduler: str, subs: Path, sheet: Path) -> int:
+    """``python -m jitbook.classroom grade SUBS --scheduler ADDRESS --out SHEET``."""
+    return cli.main(["grade", str(subs), "--scheduler", scheduler, "--out", str(sheet)])
+
+
 def test_a_worker_killed_mid_class_costs_nothing_and_the_sheet_is_a_one_worker_runs(
     tmp_path, handouts, capsys
 ):
@@ -119,16 +124,7 @@ def test_a_worker_killed_mid_class_costs_nothing_and_the_sheet_is_a_one_worker_r
         codes = []
         run = threading.Thread(
             target=lambda: codes.append(
-                classroom.main(
-                    [
-                        "grade",
-                        str(subs),
-                        "--scheduler",
-                        where,
-                        "--out",
-                        str(tmp_path / "two" / "g.csv"),
-                    ]
-                )
+                _grade_on(where, subs, tmp_path / "two" / "g.csv")
             )
         )
         run.start()
@@ -154,19 +150,7 @@ def test_a_worker_killed_mid_class_costs_nothing_and_the_sheet_is_a_one_worker_r
         assert all(len(keys) == 1 for keys in busy.values()), (
             "each worker held one notebook when one was killed"
         )
-        assert (
-            classroom.main(
-                [
-                    "grade",
-                    str(subs),
-                    "--scheduler",
-                    where,
-                    "--out",
-                    str(tmp_path / "one" / "g.csv"),
-                ]
-            )
-            == 0
-        )
+        assert _grade_on(where, subs, tmp_path / "one" / "g.csv") == 0
         assert first.poll() is None
     two, one = (read_sheet(tmp_path / run / "g.csv") for run in ("two", "one"))
     assert two == one
@@ -208,7 +192,7 @@ def test_resume_grades_only_the_notebooks_the_sheet_lacks_and_a_lost_one_again(
         )
     ]
     classroom.report.write_csv(kept + lost, sheet)
-    code = classroom.main(
+    code = cli.main(
         ["grade", str(subs), "--out", str(sheet), "--resume", "--workers", "1"]
     )
     out = capsys.readouterr().out
@@ -266,19 +250,7 @@ def test_a_worker_with_another_book_is_named_and_nothing_is_graded(tmp_path, cap
         where = address(file, 1)
         with Client(where) as client:
             (bad,) = client.scheduler_info()["workers"]
-        assert (
-            classroom.main(
-                [
-                    "grade",
-                    str(subs),
-                    "--scheduler",
-                    where,
-                    "--out",
-                    str(tmp_path / "g.csv"),
-                ]
-            )
-            == 2
-        )
+        assert _grade_on(where, subs, tmp_path / "g.csv") == 2
     err = capsys.readouterr().err
     assert (
         f"worker {bad} on" in err
@@ -290,7 +262,7 @@ def test_a_worker_with_another_book_is_named_and_nothing_is_graded(tmp_path, cap
 
 def test_workers_are_for_the_local_cluster_only(tmp_path, capsys):
     (tmp_path / "s1").mkdir()
-    code = classroom.main(
+    code = cli.main(
         [
             "grade",
             str(tmp_path),

@@ -122,7 +122,7 @@ def test_words_read_as_a_person_writes_them():
     assert display.agreement(2.1e-5) == "within 2.1e-05"
     with pytest.raises(ValueError, match=">= 0"):
         display.duration(-1.0)
-    with pytest.raises(TypeError, match="int count"):
+    with pytest.raises(ValueError, match="count must be a whole number >= 0"):
         display.plural(1.5, "compile")
 
 

@@ -7,6 +7,7 @@ import plotly.graph_objects as go
 import pytest
 
 from jitbook import display, explore
+from jitbook.explore import core
 
 ROWS = [
     {"n": 1, "eager ms": 2.0, "jit ms": 1.0},
@@ -44,7 +45,7 @@ def test_picker_colours_the_chosen_bar_and_carries_panels():
         title="t",
         panels=[{"jaxpr": "A"}, {"jaxpr": "B"}],
     )
-    assert ex.updates[1]["marker.color"][0] == ["#7f7f7f", explore.HIGHLIGHT]
+    assert ex.updates[1]["marker.color"][0] == ["#7f7f7f", core.HIGHLIGHT]
     assert ex.updates[1]["x"][1] == [5.0] and ex.updates[1]["y"][1] == ["b"], (
         "a marker, seen on a zero bar too"
     )
@@ -101,7 +102,7 @@ def test_curves_bring_one_forward():
 def test_runtime_goes_once_per_page_inside_the_explorer_and_plotly_js_never(
     monkeypatch,
 ):
-    monkeypatch.setitem(explore._page, "scripts_sent", False)
+    monkeypatch.setitem(core._page, "scripts_sent", False)
     first, _ = explore.slider(ROWS, x="n", ys=["jit ms"], title="a")._repr_mimebundle_()
     second, meta = explore.slider(
         ROWS, x="n", ys=["eager ms"], title="b"
@@ -114,8 +115,8 @@ def test_runtime_goes_once_per_page_inside_the_explorer_and_plotly_js_never(
     assert "jitbookExplorer = function" in first["text/html"]
     assert "jitbookExplorer = function" not in second["text/html"]
     assert len(second["text/html"]) < 10_000
-    assert explore.PLOTLY_MIME in second and "text/plain" in second
-    assert meta[explore.METADATA_KEY]["labels"] == ["1", "10", "100"]
+    assert core.PLOTLY_MIME in second and "text/plain" in second
+    assert meta[core.METADATA_KEY]["labels"] == ["1", "10", "100"]
 
 
 def test_explorer_html_loads_nothing_remote():
@@ -370,8 +371,12 @@ def test_level_curves_reach_and_bad_input():
         compile_s={"fast": 0.5},
     )
     assert list(series) == ["fast", "slow"]
-    assert list(series["fast"][0]) == [0.002, 0.004, 0.006, 0.008], "seconds, not iterations"
-    assert list(series["slow"][0]) == [0.001, 0.002], "each level's own time per iteration"
+    assert list(series["fast"][0]) == [0.002, 0.004, 0.006, 0.008], (
+        "seconds, not iterations"
+    )
+    assert list(series["slow"][0]) == [0.001, 0.002], (
+        "each level's own time per iteration"
+    )
     assert (
         rows[0]["iterations to 90% of the way down"] == 2
         and rows[0]["seconds to get there, warm"] == 2 * 2.0 / 1e3
@@ -452,14 +457,12 @@ def test_log_axes_get_several_ticks_and_close_values_do_not_overprint():
 
 
 def test_missing_values_and_section_ids_read_as_words(monkeypatch):
-    from jitbook.explore import core as explore_core
-
     monkeypatch.setattr(
-        explore_core, "_titles", lambda: {"sec-tracing-loops": "Python loops unroll"}
+        core, "_titles", lambda: {"sec-tracing-loops": "Python loops unroll"}
     )
-    assert explore_core.fmt(None) == "—"
-    assert explore_core.titled("see sec-tracing-loops.") == "see “Python loops unroll”."
-    assert explore_core.titled("sec-unknown-x stays") == "sec-unknown-x stays"
+    assert core.fmt(None) == "—"
+    assert core.titled("see sec-tracing-loops.") == "see “Python loops unroll”."
+    assert core.titled("sec-unknown-x stays") == "sec-unknown-x stays"
 
 
 def test_the_vendored_plotly_is_pinned_and_a_third_of_the_full_bundle():

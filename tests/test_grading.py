@@ -13,7 +13,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from jitbook import classroom
+from jitbook.classroom import cli, grading, handout, plan
 from jitbook.site import harness
 
 READY, FUSE, EVEN = "why-compile.ready", "why-compile.fuse", "why-compile.break-even"
@@ -218,7 +218,7 @@ ALSO_RIGHT = {
 def graded(tmp_path_factory):
     """The class graded with the command line: its rows, the seconds, the output and the exit code."""
     root = tmp_path_factory.mktemp("class")
-    classroom.write_notebooks(
+    handout.write_notebooks(
         root / "handout", [harness.ROOT / "chapters" / "why-compile.qmd"]
     )
     subs = root / "submissions"
@@ -228,7 +228,7 @@ def graded(tmp_path_factory):
     printed = io.StringIO()
     start = time.perf_counter()
     with contextlib.redirect_stdout(printed):
-        code = classroom.main(
+        code = cli.main(
             [
                 "grade",
                 str(subs),
@@ -335,7 +335,7 @@ def test_the_class_is_graded_to_the_end_with_a_row_for_each_notebook(graded, tmp
         "tamper",
         "broken",
     }
-    exercises = classroom.chapter_exercises("why-compile")
+    exercises = plan.chapter_exercises("why-compile")
     assert all(
         {e for s2, e in rows if s2 == s} == set(exercises)
         for s in students
@@ -349,7 +349,7 @@ def test_the_class_is_graded_to_the_end_with_a_row_for_each_notebook(graded, tmp
 
 def test_budgets_hold_for_output_and_disk(graded):
     _, _, _, _, out, _ = graded
-    executed = classroom.executed_folder(out)
+    executed = grading.executed_folder(out)
     sizes = {p.parent.name: p.stat().st_size for p in executed.rglob("*.ipynb")}
     assert sizes["flood"] < 5_000_000 and max(sizes.values()) < 5_000_000
     nb = nbformat.read(executed / "fill-disk" / "why-compile.ipynb", as_version=4)

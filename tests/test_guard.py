@@ -41,7 +41,9 @@ def test_the_guard_given_to_one_program_protects_that_program_only():
     is right, the same sum compiled without them, next to it, is still wrong."""
     probes = in_fresh_process("guard", "probes", guarded=False)
     assert probes["guarded"]["relative error"] < 1e-5
-    assert probes["none"]["relative error"] > 0.01  # not given the options: not protected
+    assert (
+        probes["none"]["relative error"] > 0.01
+    )  # not given the options: not protected
     result = guard.probe_in_fresh_process(guarded=False, options="guarded")
     assert not result["flag set"] and result["relative error"] < 1e-5
 

@@ -128,3 +128,49 @@ def test_no_module_is_longer_than_a_room():
     assert not long, (
         f"split these along their seams (at most {LONGEST_MODULE} lines): {long}"
     )
+
+
+# ---- what a package's __init__ exports
+
+
+def _reexports(package: Path) -> set[str]:
+    """The names a package's ``__init__`` takes from other jitbook modules (not the
+    submodules it imports as modules): what ``package.name`` offers readers."""
+    tree = ast.parse((package / "__init__.py").read_text())
+    names = set()
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(
+            "jitbook"
+        ):
+            names |= {
+                alias.asname or alias.name
+                for alias in node.names
+                if not (package / alias.name).exists()
+                and not (package / f"{alias.name}.py").exists()
+            }
+    return names
+
+
+@pytest.mark.parametrize(
+    "package",
+    ["jitbook", "classroom", "ledger", "explore"],
+)
+def test_a_package_exports_only_what_the_pages_use(package):
+    """Machinery stays in its module: each name re-exported is one a page calls."""
+    import re
+
+    folder = PACKAGE if package == "jitbook" else PACKAGE / package
+    pages = "\n".join(p.read_text() for p in [ROOT / "index.qmd", *chapter_pages()])
+    used_internally = {"apply_cpu_guard"}  # run by jitbook/__init__.py, not exported
+    unused = sorted(
+        name
+        for name in _reexports(folder) - used_internally
+        if not re.search(
+            rf"\b{package}\.{name}\b|from jitbook(\.{package})? import [^\n]*\b{name}\b",
+            pages,
+        )
+    )
+    assert not unused, (
+        f"jitbook.{package} re-exports {unused}, which no page uses: import them from "
+        "their module where they are needed (tests, other machinery)."
+    )

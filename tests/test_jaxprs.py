@@ -125,7 +125,11 @@ def test_closure_number_is_a_literal():
     j = jax.make_jaxpr(jaxprs.update)(jnp.ones(4))
     (mul,) = [e for e in j.eqns if e.primitive.name == "mul"]
     (half,) = [v for v in mul.invars if isinstance(v, jax.extend.core.Literal)]
-    assert float(half.val) == 0.5 and half.aval.shape == () and half.aval.dtype == jnp.float32
+    assert (
+        float(half.val) == 0.5
+        and half.aval.shape == ()
+        and half.aval.dtype == jnp.float32
+    )
     assert j.consts == [] and len(j.jaxpr.invars) == 1
     j = jax.make_jaxpr(jaxprs.scaled_by(3.0))(jnp.ones((3, 4)))
     assert j.consts == []
@@ -352,7 +356,12 @@ def test_bad_input_gets_clear_errors():
 
 @pytest.mark.claim("sec-jaxprs-xla", "clm-jaxprs-fusions")
 def test_optimized_hlo_fuses_the_equations_into_fewer_loops():
-    for shape in ((8, 4), (400, 100), (1, 2048), (4000, 1000)):  # the page's, and others
+    for shape in (
+        (8, 4),
+        (400, 100),
+        (1, 2048),
+        (4000, 1000),
+    ):  # the page's, and others
         x = jnp.ones(shape)
         compiled = jax.jit(why_compile.standardize_softplus).lower(x).compile()
         rows = programs.compiled_instructions(compiled)
@@ -362,9 +371,9 @@ def test_optimized_hlo_fuses_the_equations_into_fewer_loops():
         ).equations
         assert 1 <= len(fusions) < equations, shape
         big = [r for r in fusions if r["type"] == f"f32[{shape[0]},{shape[1]}]"]
-        assert (
-            1 <= len(big) < equations
-        ), shape  # fewer full-size arrays written than op by op, but not none
+        assert 1 <= len(big) < equations, (
+            shape
+        )  # fewer full-size arrays written than op by op, but not none
         assert all("{" not in r["type"] for r in rows)
 
 

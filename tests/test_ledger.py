@@ -61,7 +61,6 @@ def test_a_claims_key_is_its_span_so_renaming_its_test_keeps_history_and_title(
 ):
     assert data.key("tests/test_a.py::test_x[3-cpu]", "clm-x") == "clm-x[3-cpu]"
     assert data.key("tests/test_a.py::TestA::test_x", "clm-x") == "clm-x"
-    assert data.key("tests/test_a.py::test_x", None) == "tests/test_a.py::test_x"
     span = spans.spans()[0]
     old = {span.id: {"section": span.section, "title": "old", "test": "tests/t.py::test_old",
                      "results": {"0.5.3": {"status": "holds", "reason": ""}}}}  # fmt: skip
@@ -73,6 +72,13 @@ def test_a_claims_key_is_its_span_so_renaming_its_test_keeps_history_and_title(
         and row["test"] == "tests/t.py::test_renamed"
     )
     assert row["title"] == span.words, "the title is the sentence, not the test's name"
+    other = spans.spans()[1]
+    (moved,) = cli.rows(
+        {"tests/t.py::test_old": [other.section, other.id]}, old
+    ).values()
+    assert moved["results"] == old[span.id]["results"], (
+        "a new span keeps its test's history"
+    )
 
 
 def test_the_ledger_check_names_every_claim_unrun_on_a_release():
@@ -260,13 +266,23 @@ def test_history_says_since_which_release_a_claim_changed():
     assert page.matrix_rows(book, list(book["claims"].items()))[0]["0.5.3"] == "✗"
 
 
-def test_the_claim_marker_needs_one_section_id():
-    item = SimpleNamespace(
-        nodeid="t::a",
-        get_closest_marker=lambda name: SimpleNamespace(args=("methods",)),
+def _marked(*args):
+    return SimpleNamespace(
+        nodeid="t::a", get_closest_marker=lambda name: SimpleNamespace(args=args)
     )
-    with pytest.raises(ValueError, match=re.escape("@pytest.mark.claim('sec-...')")):
-        plugin._claim_section(item)
+
+
+def test_the_claim_marker_names_a_section_and_a_span():
+    assert plugin._claim_marker(_marked("sec-x", "clm-y")) == ("sec-x", "clm-y")
+
+
+@pytest.mark.parametrize(
+    "args",
+    [("methods", "clm-a"), ("sec-x",), ("sec-x", "y"), ("sec-x", "clm-y", "clm-z")],
+)
+def test_a_claim_marker_without_a_section_and_a_span_is_refused(args):
+    with pytest.raises(ValueError, match=re.escape("claim('sec-...', 'clm-...')")):
+        plugin._claim_marker(_marked(*args))
 
 
 def test_the_command_has_help():
@@ -285,19 +301,6 @@ def test_the_command_has_help():
         "--check",
     ):
         assert option in out.stdout
-
-
-def test_the_claim_marker_may_name_the_sentences_span():
-    def item(*args):
-        return SimpleNamespace(
-            nodeid="t::a", get_closest_marker=lambda name: SimpleNamespace(args=args)
-        )
-
-    assert plugin._claim_section(item("sec-x", "clm-y")) == "sec-x"
-    with pytest.raises(ValueError, match="'clm-...'"):
-        plugin._claim_section(item("sec-x", "y"))
-    with pytest.raises(ValueError, match="'clm-...'"):
-        plugin._claim_section(item("sec-x", "clm-y", "clm-z"))
 
 
 def test_a_release_venv_made_before_an_extra_gets_it_as_of_its_own_day(
@@ -434,7 +437,9 @@ def test_the_plugin_imports_in_a_release_venv_without_dask():
 def test_a_claims_first_words_in_the_matrix_never_leave_a_code_span_open():
     from jitbook.ledger import page
 
-    cut = page.short("Those two classes are now one: `jax.extend.core.ClosedJaxpr is a` thing")
+    cut = page.short(
+        "Those two classes are now one: `jax.extend.core.ClosedJaxpr is a` thing"
+    )
     assert cut.count("`") % 2 == 0, cut
     assert cut.endswith("` …"), "the span closes before the ellipsis"
     assert page.short("`a` b") == "`a` b", "a short title is left as it is"

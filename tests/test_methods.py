@@ -343,7 +343,7 @@ def test_equinox_modules_are_frozen():
     np.testing.assert_allclose(new.predict(X), ref(NEW_WEIGHT))
 
 
-@pytest.mark.claim("sec-methods")
+@pytest.mark.claim("sec-methods-eqx", "clm-methods-eqx-bound-method-wrapper")
 def test_equinox_bound_method_is_a_pytree_that_jax_jit_cannot_hash():
     plus = methods.SignedEqx(jnp.ones(2), "plus")
     assert type(plus.apply).__name__ == "BoundMethod" and isinstance(

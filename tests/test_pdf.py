@@ -107,10 +107,14 @@ def rendered(tmp_path_factory):
     return {"log": log, "typst": (folder / "index.typ").read_text()}
 
 
-def test_a_long_table_breaks_across_pages_and_every_claim_row_is_a_link_target(rendered):
+def test_a_long_table_breaks_across_pages_and_every_claim_row_is_a_link_target(
+    rendered,
+):
     # the render fails (asserted in the fixture) when Typst's own probe finds otherwise
     assert "not attached to anything" not in rendered["log"], rendered["log"][-2000:]
-    assert "#metadata(none)<row-0>" in rendered["typst"], "an empty span anchors its row"
+    assert "#metadata(none)<row-0>" in rendered["typst"], (
+        "an empty span anchors its row"
+    )
 
 
 def test_each_claim_sentence_carries_a_mark_linking_to_its_row(rendered):
@@ -121,6 +125,8 @@ def test_each_claim_sentence_carries_a_mark_linking_to_its_row(rendered):
 
 def test_a_small_size_pdf_says_so_on_its_title_page(rendered):
     subtitle = next(
-        line for line in rendered["typst"].splitlines() if line.strip().startswith("subtitle: [")
+        line
+        for line in rendered["typst"].splitlines()
+        if line.strip().startswith("subtitle: [")
     )
     assert "Its subtitle" in subtitle and "small problem sizes" in subtitle, subtitle

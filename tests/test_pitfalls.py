@@ -61,8 +61,12 @@ def test_a_ref_passed_to_jit_is_updated_in_place_and_aliased():
     assert mem["aliased bytes"] == 12
 
 
-@pytest.mark.claim("sec-pitfalls-state")
-def test_a_ref_closed_over_is_updated_in_place_too():
+@pytest.mark.claim("sec-pitfalls-state", "clm-pitfalls-ref-in-place")
+def test_a_jitted_function_writes_a_ref_in_place_passed_in_or_closed_over():
+    total = jax.new_ref(jnp.zeros(3))
+    pitfalls.add_into(total, jnp.ones(3))
+    pitfalls.add_into(total, jnp.ones(3))
+    np.testing.assert_array_equal(total[...], [2.0, 2.0, 2.0])
     counter = jax.new_ref(jnp.zeros(2))
 
     @jax.jit

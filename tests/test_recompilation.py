@@ -351,7 +351,9 @@ def test_default_write_threshold_is_one_second_and_both_thresholds_decide_what_i
     assert "jax_persistent_cache_min_entry_size_bytes" in jax.config.values
     # in fresh processes: quick compiles allowed, then only the entry size decides
     written = {
-        size: _files_written(tmp_path / f"entry-{size}", min_seconds=0.0, min_bytes=size)
+        size: _files_written(
+            tmp_path / f"entry-{size}", min_seconds=0.0, min_bytes=size
+        )
         for size in (0, 10**12)
     }
     assert written[0] > 0 and written[10**12] == 0, written
@@ -875,6 +877,10 @@ def test_the_executed_page_reads_no_dispatch_miss_in_the_wrapper_race(executed):
 
     (page,) = [p for p in harness.chapter_files() if p.stem == "recompilation"]
     cells = [c for c in executed(page).cells if c.cell_type == "code"]
-    (cell,) = [c for c in cells if "race_misses.count_for" in c.source and "verdict" in c.source]
+    (cell,) = [
+        c
+        for c in cells
+        if "race_misses.count_for" in c.source and "verdict" in c.source
+    ]
     (result,) = [o for o in cell.outputs if o.get("output_type") == "execute_result"]
     assert result["data"]["text/plain"] == "(0, 0)"

@@ -13,7 +13,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from jitbook import display, explore
+from jitbook import display
+from jitbook.explore.page import plotly_js
 from jitbook.site import cli, downloads, harness, post_render, wheel
 
 ROOT = harness.ROOT
@@ -23,11 +24,11 @@ ADDRESS = re.compile(
     r"\b0x[0-9a-fA-F]{6,}\b|\bid=\d{6,}"
 )  # repr()'s hex address, JAX's cache-miss `id=`
 # Pages whose outputs break a rule today, each fixed in the chapter (not here): a strict xfail turns red
-# the day the page is fixed, so the mark is removed then. Issue 13, items 5 and 6.
+# the day the page is fixed, so the mark is removed then.
 KNOWN_WIDE = {}
 KNOWN_WIDE_CODE: dict[
     str, str
-] = {}  # none today: every shown code line fits the column (issue 23)
+] = {}  # none today: every shown code line fits the column
 KNOWN_CAPTIONS: dict[
     str, str
 ] = {}  # none today: methods' strategies caption writes `<Error>` in code
@@ -269,7 +270,7 @@ def test_downloads_carry_no_quarto_markup_and_no_build_paths(page, executed):
         for i, c in enumerate(nb.cells)
         if c.cell_type == "code"
         for o in c.get("outputs", [])
-        if explore.plotly_js()[:200] in str(o.get("data", {}).get("text/html", ""))
+        if plotly_js()[:200] in str(o.get("data", {}).get("text/html", ""))
     ]
     assert not plotly, (
         f"{page.name}: plotly.js embedded in cells {plotly}; JupyterLab draws Plotly's MIME type"
@@ -319,7 +320,7 @@ def test_explorer_pages_load_the_sites_one_plotly_js_once_parsed(tmp_path):
     assert post_render.shared_plotly(light, page.relative_to(site), site) == light, (
         "once"
     )
-    assert (site / post_render.PLOTLY_LIB).read_text() == explore.plotly_js()
+    assert (site / post_render.PLOTLY_LIB).read_text() == plotly_js()
     assert (
         post_render.shared_plotly("<body>plain</body>", Path("index.html"), site)
         == "<body>plain</body>"
@@ -753,7 +754,9 @@ def test_pages_drop_the_left_alignment_pandoc_writes_on_every_cell():
     )
 
 
-def test_search_gives_readers_words_to_their_section_and_each_symptom_row_an_entry(tmp_path):
+def test_search_gives_readers_words_to_their_section_and_each_symptom_row_an_entry(
+    tmp_path,
+):
     from jitbook.site import search
 
     site = tmp_path / "_book"
@@ -771,23 +774,37 @@ def test_search_gives_readers_words_to_their_section_and_each_symptom_row_an_ent
         "<td>a log line</td></tr></tbody></table></section></main>"
     )
     docs = [
-        {"objectID": "chapters/tracing.html#sec-tracing-control",
-         "href": "chapters/tracing.html#sec-tracing-control", "title": "2 Tracing",
-         "section": "2.5 Control flow sees tracers", "text": "Python's if runs while tracing."},
-        {"objectID": "chapters/symptoms.html#sec-symptoms-index",
-         "href": "chapters/symptoms.html#sec-symptoms-index", "title": "Symptom index",
-         "section": "E.1 The index", "text": "TracerBoolConversionError: ...", "crumbs": ["E"]},
+        {
+            "objectID": "chapters/tracing.html#sec-tracing-control",
+            "href": "chapters/tracing.html#sec-tracing-control",
+            "title": "2 Tracing",
+            "section": "2.5 Control flow sees tracers",
+            "text": "Python's if runs while tracing.",
+        },
+        {
+            "objectID": "chapters/symptoms.html#sec-symptoms-index",
+            "href": "chapters/symptoms.html#sec-symptoms-index",
+            "title": "Symptom index",
+            "section": "E.1 The index",
+            "text": "TracerBoolConversionError: ...",
+            "crumbs": ["E"],
+        },
     ]
     (site / "search.json").write_text(json.dumps(docs))
     order = ["chapters/tracing.html", "chapters/symptoms.html"]
     search.tune(site, order)
     search.tune(site, order)  # a partial render tunes the index again
     tuned = json.loads((site / "search.json").read_text())
-    assert tuned[0]["section"].startswith("2.5 Control flow sees tracers · if statement, ")
-    assert tuned[0]["section"].count("if statement") == 1, "tuned once, however often it runs"
+    assert tuned[0]["section"].startswith(
+        "2.5 Control flow sees tracers · if statement, "
+    )
+    assert tuned[0]["section"].count("if statement") == 1, (
+        "tuned once, however often it runs"
+    )
     rows = [d for d in tuned if search.ROW in d["objectID"]]
     assert [r["section"] for r in rows] == [
-        "TracerBoolConversionError", "Finished tracing + transforming f for pjit in …"
+        "TracerBoolConversionError",
+        "Finished tracing + transforming f for pjit in …",
     ]
     assert all(r["href"] == "chapters/symptoms.html#sec-symptoms-index" for r in rows)
     assert rows[0]["title"] == "Symptom index" and rows[0]["crumbs"] == ["E"]
@@ -798,7 +815,9 @@ def test_every_section_search_names_is_in_the_book():
     from jitbook.site import search
 
     labels = {
-        m for page in harness.chapter_files() for m in re.findall(r"\{#(sec-[\w-]+)", page.read_text())
+        m
+        for page in harness.chapter_files()
+        for m in re.findall(r"\{#(sec-[\w-]+)", page.read_text())
     }
     named = set(search.READER_WORDS) | set(search.ROW_SECTIONS)
     assert named <= labels, f"search names sections no page has: {named - labels}"

@@ -16,6 +16,8 @@ from importlib import metadata
 
 import jax
 
+from jitbook.arguments import whole_number
+
 # Characters of monospace text that fit the site's code column at 1280 px (theme.scss
 # sizes the column and the code font for it); ruff formats the package at the same
 # width, so shown source fits too.
@@ -153,8 +155,7 @@ def numbers(values: Sequence[float], digits: int = 4) -> list[str]:
 def plural(count: int, noun: str, nouns: str | None = None) -> str:
     """``count`` and its noun as a person writes them: ``1 compile``, ``3 compiles``,
     ``12,000 iterations`` (``nouns`` for an irregular plural)."""
-    if isinstance(count, bool) or not isinstance(count, int):
-        raise TypeError(f"plural() takes an int count, got {type(count).__name__}.")
+    count = whole_number(count, "plural()'s count", minimum=0, example="3")
     word = noun if count == 1 else (nouns or noun + "s")
     return f"{count:,} {word}"
 

@@ -303,8 +303,7 @@ def python_path_after(programs: int) -> dict:
 
     It fills JAX's caches, so it runs in a fresh process (``run_cold``).
     """
-    if isinstance(programs, bool) or not isinstance(programs, int) or programs < 0:
-        raise ValueError(f"programs must be an int >= 0, got {programs!r}.")
+    programs = whole_number(programs, "programs", minimum=0, example="100")
     return run_cold(_python_path_after, programs)
 
 

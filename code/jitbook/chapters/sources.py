@@ -60,10 +60,7 @@ def mutation_rows(x: int = 2) -> list[dict]:
 
     The cache keeps the mutated object as a key: its first entry no longer matches.
     """
-    if isinstance(x, bool) or not isinstance(x, int):
-        raise TypeError(
-            f"mutation_rows takes an int x (hashable), got {type(x).__name__}."
-        )
+    x = whole_number(x, "mutation_rows()'s x (a hashable Python int)", example="2")
     ValueHashed.calc.clear_cache()  # start empty: the rows count this run's compiles
     first = ValueHashed(x, True)
     rows = [_called(first, f"c = ValueHashed({x}, True); c.calc(3)")]

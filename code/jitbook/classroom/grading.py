@@ -52,6 +52,19 @@ class Tampered(RuntimeError):
     """The code the grader trusts changed on disk while a class was graded."""
 
 
+@dataclasses.dataclass(frozen=True)
+class Budget:
+    """How one notebook runs: its kernel, its limits, where its executed copy goes and
+    who hears its progress."""
+
+    kernel: Kernel
+    cell_timeout: float
+    deadline: float  # time.monotonic() when the notebook's time limit is spent
+    check_limit: float | None
+    executed_to: Path | None
+    progress: Callable[[str], None] | None
+
+
 def grade_notebook(
     path: Path,
     name: str | None = None,
@@ -93,18 +106,10 @@ def grade_notebook(
                 "the file after the chapter, e.g. why-compile.ipynb"
             )
             return [Grade(name, "", False, what)]
-        return _graded(
-            nb,
-            name,
-            stem,
-            exercises,
-            kernel,
-            cell_timeout,
-            deadline,
-            check_limit,
-            executed_to,
-            progress,
+        budget = Budget(
+            kernel, cell_timeout, deadline, check_limit, executed_to, progress
         )
+        return _graded(nb, name, stem, exercises, budget)
     except Exception as err:  # noqa: BLE001 (one notebook never stops the class)
         why = (
             _unreadable(err)
@@ -125,31 +130,23 @@ def _unreadable(err: Exception) -> str:
 
 
 def _graded(
-    nb,
-    name,
-    stem,
-    exercises,
-    kernel,
-    cell_timeout,
-    deadline,
-    check_limit,
-    executed_to,
-    progress,
+    nb, name: str, stem: str, exercises: list[str], budget: Budget
 ) -> list[Grade]:
+    """One readable notebook of a chapter with exercises: run, collected, judged."""
     registered = registry()
-    limits = {id: check_limit or registered[id].time_limit for id in exercises}
+    limits = {id: budget.check_limit or registered[id].time_limit for id in exercises}
     seeds = {id: secrets.randbits(32) for id in exercises}
     requests = {id: start(registered[id], seeds[id])[1] for id in exercises}
     steps = plan(nb, requests, limits)
-    left = deadline - time.monotonic()
+    left = budget.deadline - time.monotonic()
     judging = min(JUDGE_RESERVE, left / 4)  # the verdicts' share of the time limit
     stopped = run_steps(
         steps,
-        kernel,
-        cell_timeout=cell_timeout,
+        budget.kernel,
+        cell_timeout=budget.cell_timeout,
         collect_timeout={id: t + CHECK_MARGIN for id, t in limits.items()},
         time_limit=left - judging,
-        progress=progress,
+        progress=budget.progress,
     )
     collectors = {s.exercise: s for s in steps if s.kind == "collect"}
     evidence = {id: collected(collectors[id].cell).get(id) for id in exercises}
@@ -158,7 +155,7 @@ def _graded(
         for id in exercises
         if isinstance(evidence[id], list)
     }
-    reports = verdict.run(job, deadline - time.monotonic()) if job else {}
+    reports = verdict.run(job, budget.deadline - time.monotonic()) if job else {}
     reports.update(
         {
             id: _report(id, _not_collected(collectors[id], stopped))
@@ -166,13 +163,14 @@ def _graded(
             if id not in job
         }
     )
-    if executed_to is not None:
-        executed_to.parent.mkdir(parents=True, exist_ok=True)
+    if budget.executed_to is not None:
+        budget.executed_to.parent.mkdir(parents=True, exist_ok=True)
         executed = executed_notebook(nb, steps)
+        kernel = budget.kernel
         executed.metadata["jitbook"] = {
             "grading": {"sandbox": kernel.sandbox, "memory_gib": kernel.memory_gib}
         }
-        nbformat.write(executed, executed_to)
+        nbformat.write(executed, budget.executed_to)
     handout = handed_out(next(p for p in harness.chapter_files() if p.stem == stem))
     return rows_for(name, nb, steps, exercises, handout, reports)
 

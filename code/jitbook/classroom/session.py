@@ -18,6 +18,7 @@ import nbformat
 
 from jitbook.classroom.plan import Step
 from jitbook.classroom.sandbox import MAX_RESTARTS, Kernel
+from jitbook.heartbeat import Heartbeat
 
 
 def run_steps(
@@ -185,20 +186,39 @@ class Watch:
         self.kernel, self.workdir, self.steps = kernel, workdir, steps
         self.progress, self.over = progress, ""
         self.cell: int | None = None
-        self.client, self.started, self.spoken = None, 0.0, 0.0
+        self.client, self.started = None, 0.0
+        self._heartbeat = Heartbeat(self.speak_after, self._speak).__enter__()
         self._done = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True)
         self._thread.start()
 
     def running(self, cell: int | None, client) -> None:
         self.cell, self.client = cell, client
-        self.started = self.spoken = time.monotonic()
+        self.started = time.monotonic()
+        self._heartbeat.heard()
         if cell is not None:
             self.over = ""
 
     def stop(self) -> None:
+        self._heartbeat.__exit__()
         self._done.set()
         self._thread.join(timeout=5)
+
+    def _speak(self, silence: float) -> None:
+        """The progress line of a cell that has run ``speak_after`` s or more."""
+        cell = self.cell
+        if cell is None or not self.progress:
+            return
+        step = self.steps[cell]
+        what = {
+            "student": "a cell of the notebook",
+            "collect": f"the collection of {step.exercise}'s evidence",
+        }[step.kind]
+        where = f" (cell {step.index + 1})" if step.index is not None else ""
+        self.progress(
+            f"step {cell + 1} of {len(self.steps)}, {what}{where}, "
+            f"running for {time.monotonic() - self.started:.0f} s"
+        )
 
     def _loop(self) -> None:
         while not self._done.wait(self.every):
@@ -219,19 +239,6 @@ class Watch:
                     pids,
                     f"wrote more than {self.kernel.disk_gib:g} GiB to "
                     "the work folder and was stopped",
-                )
-            now = time.monotonic()
-            if self.progress and now - self.spoken >= self.speak_after:
-                self.spoken = now
-                step = self.steps[cell]
-                what = {
-                    "student": "a cell of the notebook",
-                    "collect": f"the collection of {step.exercise}'s evidence",
-                }[step.kind]
-                where = f" (cell {step.index + 1})" if step.index is not None else ""
-                self.progress(
-                    f"step {cell + 1} of {len(self.steps)}, {what}{where}, "
-                    f"running for {now - self.started:.0f} s"
                 )
 
     def _kill(self, pids: list[int], why: str) -> None:

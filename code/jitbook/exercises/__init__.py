@@ -1,30 +1,21 @@
 """Exercises: a registry of checkers, and ``check()``, which runs one against a
 student's answer.
 
-A checker is a function of the answer that calls ``expect`` for each thing it
-verifies; the first failed expectation ends it with a plain-words message. ``check``
-never raises into the student's kernel: the student's exceptions, wrong types,
-missing names and time-outs all become feedback. Exercise modules (one per chapter,
+A checker is a generator of ``rng`` (a NumPy Generator seeded per student when the
+grader runs): it draws its inputs, yields one list of requests (``ask.call``,
+``ask.export``, ``ask.lower``, ``ask.probe``), gets back what the answer produced
+(``jitbook.evidence``), and only then computes its reference and judges with
+``expect``; the first failed expectation ends it with a plain-words message. The
+student's kernel runs only the collector, never a checker or a reference. ``check``
+does both here and never raises into the student's kernel: missing names, errors,
+wrong types and time-outs all become feedback. Exercise modules (one per chapter,
 named by its stem) sit beside this file and are found automatically; import what
-they use relatively (``from . import ...``): the grader loads them under its own name.
+they use relatively (``from . import ask, exercise, expect, judge``): the grader
+loads them under its own name.
 
-The checkers' vocabulary (``judge.py``, imported as ``from . import judge``; its
-names are re-exported here too), so that an exercise
-module reads as its exercises and nothing else:
-
-- ``expect_function(answer, name)``, ``expect_jitted(answer, name)``: what the
-  answer must be (a jitted function's *class* has ``.lower``: ``f.lower = None`` on a
-  plain function is refused);
-- ``run(answer, [args, ...])``: the answer on these inputs, each result copied out
-  as exact builtin types and NumPy arrays (``plain``, ``number``, ``whole``,
-  ``array``): call the answer *before* computing the reference, so nothing of the
-  reference exists while the student's code runs;
-- ``agrees(got, want, atol)`` / ``expect_agrees(got, want, passed, failed)``: compare
-  with the reference;
-- ``with compiles_of(answer) as counted: ...`` then ``expect_compiles(counted, k,
-  passed, failed)``: count this object's compiles (its own cache, or every compile
-  for a plain function; never by name);
-- ``is_array(x)``: one of JAX's own arrays, not a look-alike.
+The judging vocabulary is ``judge.py`` (``agrees``, ``expect_agrees``, ``plain``,
+``number``, ``whole``, ``array``: evidence copied out as exact builtin types and
+NumPy arrays, compared with the reference); what can be asked is ``ask.py``.
 """
 
 import contextlib
@@ -33,34 +24,23 @@ import html
 import importlib
 import inspect
 import pkgutil
-import signal
 import sys
 import threading
-import traceback
 from collections.abc import Callable
-from pathlib import Path
 
 from jitbook.display import fit
 from jitbook.evidence import collect, read
 
 from .judge import (
-    Compiles,
     Wrong,
     _current,
     _Progress,
     agrees,
     array,
-    compiles_of,
     expect,
     expect_agrees,
-    expect_compiles,
-    expect_function,
-    expect_jitted,
-    is_array,
-    is_jitted,
     number,
     plain,
-    run,
     whole,
 )
 
@@ -146,60 +126,6 @@ def registry() -> dict[str, Exercise]:
     return dict(sorted(_REGISTRY.items()))
 
 
-class _TimeLimit(BaseException):
-    """BaseException so that a student's ``except Exception`` cannot swallow the time
-    limit.
-    """
-
-
-def _student_line(tb) -> str:
-    """Where the student's code raised: its last frame outside JAX, NumPy and this
-    package.
-    """
-    outside = [
-        f
-        for f in traceback.extract_tb(tb)
-        if not any(part in f.filename for part in _LIBRARY_PARTS)
-    ]
-    if not outside:
-        return ""
-    frame = outside[-1]
-    code = f": `{frame.line.strip()}`" if frame.line else ""
-    return f" (your line {frame.lineno}{code})"
-
-
-_PACKAGE_DIR = str(Path(__file__).resolve().parents[1])
-_LIBRARY_PARTS = ("site-packages", "dist-packages", "/lib/python", _PACKAGE_DIR)
-
-
-def call_answer(fn, *args, **kwargs):
-    """Call the student's function; an exception in it becomes a ``Wrong`` that quotes
-    it.
-
-    The message is one line, the error's first sentence and the student's own line;
-    JAX's full text goes in the report's details.
-    """
-    if fn is NotImplemented:
-        raise Wrong(_PLACEHOLDER)
-    if not callable(fn):
-        raise Wrong(f"expected a function, but the answer is a {type(fn).__name__}.")
-    try:
-        return fn(*args, **kwargs)
-    except NotImplementedError:
-        raise Wrong(
-            "the function still raises NotImplementedError: replace that line with "
-            "your code."
-        ) from None
-    except (Wrong, _TimeLimit):
-        raise
-    except Exception as err:
-        raise Wrong(
-            "calling your function raised "
-            f"{error_line(err)}{_student_line(err.__traceback__)}",
-            details="".join(traceback.format_exception_only(err)).strip(),
-        ) from None
-
-
 _PLACEHOLDER = (
     "the answer is still the placeholder NotImplemented: replace that line with your "
     "code."
@@ -268,8 +194,8 @@ class Report:
 
 @contextlib.contextmanager
 def _time_limit(seconds: float, exercise_id: str):
-    """Interrupt the student's code after ``seconds`` (main thread only, as in a Jupyter
-    kernel).
+    """Interrupt the student's code after ``seconds`` (``collect.limit``: main thread
+    only, as in a Jupyter kernel).
 
     Python code stops at once; compiled code (a ``lax.while_loop`` that never ends)
     cannot be interrupted, so a watchdog tells the student what is going on and how
@@ -278,10 +204,6 @@ def _time_limit(seconds: float, exercise_id: str):
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-
-    def stop(signum, frame):
-        raise _TimeLimit()
-
     done = threading.Event()
     watchdog = threading.Thread(
         target=_warn_if_still_running,
@@ -289,15 +211,12 @@ def _time_limit(seconds: float, exercise_id: str):
         daemon=True,
         name="jitbook-watchdog",
     )
-    previous = signal.signal(signal.SIGALRM, stop)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
     watchdog.start()
     try:
-        yield
+        with collect.limit(seconds):
+            yield
     finally:
         done.set()
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
 
 
 # seconds past the limit before the watchdog speaks: Python code has stopped by then
@@ -459,7 +378,7 @@ def check(
         try:
             with _time_limit(limit, ex.id):
                 evidence = collect.collect(requests, names, time_limit=None)
-        except _TimeLimit:
+        except collect.OutOfTime:
             raise Wrong(
                 f"the check took longer than {limit:g} s, so it was stopped; look for "
                 "a loop that does not end or a function that compiles on every call."
@@ -485,28 +404,19 @@ def close(got, want, rtol: float = 1e-4) -> bool:
 
 
 __all__ = [
-    "Compiles",
     "Exercise",
     "Report",
     "Wrong",
     "agrees",
     "array",
-    "call_answer",
     "check",
     "close",
-    "compiles_of",
     "exercise",
     "expect",
     "expect_agrees",
-    "expect_compiles",
-    "expect_function",
-    "expect_jitted",
-    "is_array",
-    "is_jitted",
     "number",
     "plain",
     "registry",
     "reports",
-    "run",
     "whole",
 ]

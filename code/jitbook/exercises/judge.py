@@ -1,28 +1,22 @@
 """What checkers say, in one place: run the answer on these inputs, compare with the
-reference, count this object's compiles.
+reference.
 
 Every result a checker compares is copied out of the student's objects first
 (``plain``): exact builtin numbers, strings and containers, NumPy arrays copied,
 JAX's own arrays copied to NumPy. A subclass whose ``==`` always holds, or an object
 whose ``__array__`` reads the checker's frame, is refused before any reference
-exists. Compiles are counted by the object (a jitted function's own cache), or, for
-an answer that is not a jitted function, every compile while it runs: never by a
-name the student picks.
+exists. Checkers judge evidence (``jitbook.evidence``): these copy and compare what
+it holds.
 """
 
-import contextlib
 import dataclasses
 import math
-from collections.abc import Iterator
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jitbook.cache import count_compiles
 from jitbook.evidence.read import Other
 
-_JIT = type(jax.jit(abs))
 _ARRAY = type(jnp.zeros(0))
 _EXACT = (bool, int, float, complex, str, type(None))
 
@@ -56,23 +50,6 @@ class Wrong(Exception):
     def __init__(self, message: str, details: str = "") -> None:
         super().__init__(message)
         self.details = details
-
-
-def is_jitted(fn) -> bool:
-    """Whether ``fn`` was made by ``jax.jit`` (or a JAX/Equinox jit): its class, not
-    the object, must carry ``lower``, so ``f.lower = None`` on a plain function fails.
-    """
-    if type(fn) is _JIT:
-        return True
-    kind = type(fn)
-    lower = getattr(kind, "lower", None)
-    home = kind.__module__.split(".")[0]
-    return callable(lower) and home in ("jax", "jaxlib", "equinox")
-
-
-def is_array(value) -> bool:
-    """Whether ``value`` is one of JAX's own arrays (not a look-alike class)."""
-    return type(value) is _ARRAY
 
 
 def plain(value, what: str = "your function"):
@@ -142,82 +119,6 @@ def whole(value, what: str) -> int | float:
     return got
 
 
-def _own_cache(answer):
-    """The jit cache that belongs to ``answer``: its own (``jax.jit``), the one inside
-    an Equinox ``filter_jit``, or None for anything else.
-    """
-    if type(answer) is _JIT:
-        return answer
-    cached = getattr(answer, "_cached", None)
-    if type(answer).__module__.startswith("equinox") and type(cached) is _JIT:
-        return cached
-    return None
-
-
-class Compiles:
-    """Compiles counted by the object: the fewer of a jitted answer's new cache
-    entries and all compiles in the block, or every compile while a plain function
-    runs (a wrapper hides nothing).
-    """
-
-    def __init__(self, answer) -> None:
-        self.cache, self.count, self.compiles = _own_cache(answer), 0, []
-
-    def _size(self) -> int:
-        return self.cache._cache_size() if self.cache is not None else 0
-
-
-@contextlib.contextmanager
-def compiles_of(answer) -> Iterator[Compiles]:
-    """Count ``answer``'s compiles in the block: ``with compiles_of(f) as c: ...``."""
-    counted = Compiles(answer)
-    before = counted._size()
-    with count_compiles() as log:
-        yield counted
-    counted.compiles = list(log.compiles)
-    own = counted._size() - before
-    # Both bound the object's compiles from above, and no name the student picks
-    # lowers either: the cache grows by one per new signature, the log counts all.
-    counted.count = min(own, log.count) if counted.cache is not None else log.count
-
-
-def expect_jitted(answer, name: str) -> None:
-    """The expectation every "jit it" exercise starts with, in one wording."""
-    expect(
-        is_jitted(answer),
-        "is a jitted function",
-        f"{name} is {type(answer).__name__}, not a function compiled by jax.jit (a "
-        "jitted function's class has .lower).",
-    )
-
-
-def expect_function(answer, name: str) -> None:
-    """The expectation every "write a function" exercise starts with."""
-    expect(
-        callable(answer),
-        "is a function",
-        f"{name} is a {type(answer).__name__}, not a function.",
-    )
-
-
 def expect_agrees(got, want, passed: str, failed: str, atol: float = 1e-5) -> None:
     """Expect ``got`` (copied out) to agree with the reference ``want``."""
     expect(agrees(got, want, atol=atol), passed, failed)
-
-
-def expect_compiles(counted: Compiles, at_most: int, passed: str, failed: str) -> None:
-    """Expect at most ``at_most`` compiles of the object ``counted`` watched;
-    ``failed`` may name ``{count}``, ``{times}`` and ``{programs}``.
-    """
-    from jitbook.display import plural
-
-    programs = ", ".join(sorted(set(counted.compiles))) or "none"
-    words = {"count": counted.count, "times": plural(counted.count, "time")}
-    expect(counted.count <= at_most, passed, failed.format(**words, programs=programs))
-
-
-def run(answer, calls: list[tuple], what: str = "your function") -> list:
-    """The answer on each argument tuple of ``calls``, each result copied out."""
-    from . import call_answer
-
-    return [plain(call_answer(answer, *args), what) for args in calls]

@@ -49,16 +49,19 @@ def missing(ledger: dict, release: str) -> list[str]:
 
 def rows(claims: dict, old: dict) -> dict:
     """The ledger's rows for the collected claim tests ({test: [section, span]}): keyed
-    by span, titled by the sentence, each keeping the results stored under its key."""
+    by span, titled by the sentence, each keeping the results stored under its key, or
+    under its test when the span is new (a renamed span keeps its history too)."""
     words = {span.id: span.words for span in spans.spans()}
+    by_test = {row.get("test"): row for row in old.values()}
     out = {}
     for test, (section, span) in claims.items():
         claim = key(test, span)
+        before = old.get(claim) or by_test.get(test, {})
         out[claim] = {
             "section": section,
             "title": title(test, words.get(span)),
             "test": test,
-            "results": old.get(claim, {}).get("results", {}),
+            "results": before.get("results", {}),
         }
     return out
 

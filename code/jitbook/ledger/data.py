@@ -40,12 +40,9 @@ def locked_jax(root: Path = ROOT) -> str:
     )
 
 
-def key(test: str, span: str | None) -> str:
+def key(test: str, span: str) -> str:
     """A claim's row in the ledger: the span of its sentence, with the case of a
-    parametrised test (``clm-x[case]``), so renaming the test keeps the row's history.
-    A test that names no span yet keeps its pytest id."""
-    if span is None:
-        return test
+    parametrised test (``clm-x[case]``): renaming the test keeps the row's history."""
     _, bracket, case = test.rpartition("::")[2].partition("[")
     return span + bracket + case
 

@@ -30,30 +30,24 @@ ONLY_ENV = "JITBOOK_LEDGER_ONLY"  # the claims to run there, as a JSON list of t
 _session: dict = {}  # the pytest config of the running session, for the report hook
 
 
-def _claim_section(item) -> str | None:
-    """The section a claim test names (its first marker argument); the optional second
-    names the sentence's span, ``clm-...``, which tests/test_claims.py checks."""
+def _claim_marker(item) -> tuple[str, str] | None:
+    """The section and span a claim test names, ``("sec-...", "clm-...")``; None for a
+    test that is no claim. tests/test_claims.py checks that the span exists."""
     mark = item.get_closest_marker("claim")
     if mark is None:
         return None
     args = mark.args
     if (
-        len(args) not in (1, 2)
+        len(args) != 2
         or not str(args[0]).startswith("sec-")
-        or (len(args) == 2 and not str(args[1]).startswith("clm-"))
+        or not str(args[1]).startswith("clm-")
     ):
         raise ValueError(
-            f"{item.nodeid}: write the claim marker as @pytest.mark.claim('sec-...') "
-            "or @pytest.mark.claim('sec-...', 'clm-...'), naming the section that "
-            f"shows it and the sentence's span; got {args!r}."
+            f"{item.nodeid}: write the claim marker as "
+            "@pytest.mark.claim('sec-...', 'clm-...'), naming the section that shows "
+            f"it and the span of the sentence it asserts; got {args!r}."
         )
-    return args[0]
-
-
-def _claim_key(item) -> str:
-    """The claim's row in the ledger: its span (and case), else its pytest id."""
-    args = item.get_closest_marker("claim").args
-    return key(item.nodeid, args[1] if len(args) == 2 else None)
+    return args
 
 
 def one_line(text: str, width: int = 160) -> str:
@@ -163,9 +157,9 @@ def figures(report) -> list[list]:
 def pytest_collection_modifyitems(session, config, items):
     """Remember which collected tests are claims: their sections and ledger keys."""
     config._jitbook_claims = {
-        item.nodeid: (section, _claim_key(item))
+        item.nodeid: (marker[0], key(item.nodeid, marker[1]))
         for item in items
-        if (section := _claim_section(item)) is not None
+        if (marker := _claim_marker(item)) is not None
     }
     config._jitbook_outcomes = {}
     if os.environ.get(RECORD_ENV):  # a release's run: only the claims asked for

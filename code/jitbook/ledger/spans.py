@@ -35,11 +35,11 @@ class Span:
 
 @dataclasses.dataclass(frozen=True)
 class ClaimTest:
-    """One test marked ``@pytest.mark.claim(section[, span])``."""
+    """One test marked ``@pytest.mark.claim(section, span)``."""
 
     test: str  # pytest's id without parameters: ``tests/test_x.py::test_y``
     section: str
-    span: str | None
+    span: str | None  # None when the marker names no span, which ``problems`` reports
     line: int
 
 
@@ -123,7 +123,7 @@ def claim_tests(root: Path = ROOT) -> list[ClaimTest]:
 
 def problems(root: Path = ROOT) -> list[str]:
     """What is wrong between the spans and the tests: a span without a test, a test
-    naming no span, an id used twice. Empty when all is well."""
+    naming no span or one no page has, an id used twice. Empty when all is well."""
     found, tests = spans(root), claim_tests(root)
     out = []
     seen: dict[str, Span] = {}
@@ -143,7 +143,13 @@ def problems(root: Path = ROOT) -> list[str]:
                 f"@pytest.mark.claim({span.section!r}, {span.id!r})."
             )
     for test in tests:
-        if test.span is not None and test.span not in seen:
+        if test.span is None:
+            out.append(
+                f"{test.test} (line {test.line}) names no claim span; mark its "
+                "sentence [the sentence]{.claim #clm-...} and name it: "
+                f"@pytest.mark.claim({test.section!r}, 'clm-...')."
+            )
+        elif test.span not in seen:
             out.append(
                 f"{test.test} (line {test.line}) names {test.span}, which no page "
                 "has; write [the sentence]{.claim #" + test.span + "} in the prose."

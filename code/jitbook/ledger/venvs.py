@@ -70,15 +70,14 @@ def megabytes(folder: Path) -> int:
 
 
 def collect(python: str = sys.executable, tests: Path = ROOT / "tests") -> dict:
-    """Every claim test of the suite, collected by pytest: {test: [section, span]}
-    (span None for a test that names none yet)."""
+    """Every claim test of the suite, collected by pytest: {test: [section, span]}."""
     with _record_file() as path:
         code = (
             "import sys, pytest\n"
             "class Dump:\n"
             "    def pytest_collection_finish(self, session):\n"
             "        import json\n"
-            "        rows = {i.nodeid: [*m.args, None][:2] for i in session.items\n"
+            "        rows = {i.nodeid: list(m.args) for i in session.items\n"
             "                if (m := i.get_closest_marker('claim'))}\n"
             f"        with open({str(path)!r}, 'w') as f:\n"
             "            f.write(json.dumps(rows))\n"
