@@ -551,103 +551,6 @@ def latest() -> dict | None:
     return max(runs, key=lambda r: r["date"]) if runs else None
 
 
-def recorded_race(record: dict):
-    """The recorded rounds as a `timing.Race`: verdicts by the book's rule."""
-    from jitbook.timing import Race
-
-    return Race(record["race"], record["per"], "iter")
-
-
-# The comparisons the bench and the page make, each named by its pairing: what runs as
-# one program on each side. JAX's scan and fast levels compile the whole loop; PyTorch
-# offers no compiled whole loop here, so its best is a compiled step in a Python loop.
-WHOLE = "whole loop: JAX's one compiled loop against PyTorch's Python loop"
-PAIRS = [
-    (
-        "jit_iteration",
-        "torch.compile, tutorial's algorithm",
-        "per step: a compiled iteration called from a Python loop on both sides",
-    ),
-    (
-        "jit_step",
-        "PyTorch eager, tutorial's algorithm",
-        "per step: a Python loop over "
-        "each step's pieces on both sides (JAX's jitted, PyTorch's eager)",
-    ),
-    ("fast", "torch.compile", WHOLE + ", its step compiled"),
-    ("fast", "PyTorch eager", WHOLE + ", eager"),
-    ("scan", "torch.compile, tutorial's algorithm", WHOLE + ", its step compiled"),
-    ("scan", "PyTorch eager, tutorial's algorithm", WHOLE + ", eager"),
-    ("fast", "scan", "JAX against JAX"),
-    ("scan", "jit_iteration", "JAX against JAX"),
-    ("scan", "jit_step", "JAX against JAX"),
-]
-
-
-def verdicts(raced) -> dict[tuple[str, str], object]:
-    """Every pair of `PAIRS` both of whose members ran: its verdict (warm: compiles
-    apart)."""
-    return {
-        (a, b): raced.verdict(a, b)
-        for a, b, _ in PAIRS
-        if a in raced.names and b in raced.names
-    }
-
-
-def verdict_rows(record: dict) -> list[dict]:
-    """The recorded answer, pairing by pairing: each JAX level against the PyTorch
-    fits of its algorithm, by the book's verdict rule; no verdict at all when the
-    recording was not fit to compare (`unfit_reasons`).
-
-    Taught in A worked example, PyTorch on a CPU.
-    """
-    from jitbook.bench.conditions import unfit_reasons
-
-    fit, raced = not unfit_reasons(record), recorded_race(record)
-    pairing = {(a, b): p for a, b, p in PAIRS}
-    return [
-        {
-            "pairing": pairing[a, b],
-            "JAX level": a,
-            "PyTorch": b,
-            "warm verdict": f"{a} was {v} {b}" if fit else "none: not fit to compare",
-        }
-        for (a, b), v in verdicts(raced).items()
-        if b in VARIANTS
-    ]
-
-
-def newton_verdict(record: dict):
-    """The recorded Newton fit against pyPLNmodels' (warm), or None where the run did
-    not reach its loss or was not fit to compare."""
-    from jitbook.bench.conditions import unfit_reasons
-
-    row = record.get("newton")
-    if not row or not row["iterations to target"] or unfit_reasons(record):
-        return None
-    return newton_race(record).verdict("Newton", "pyPLNmodels fit()")
-
-
-def one_off_verdict(record: dict):
-    """The recorded one-off race, Newton against pyPLNmodels' fit, each run once in a
-    fresh process (imports and compiles included); None where the recording has no
-    one-off race or was not fit to compare."""
-    from jitbook.bench.conditions import unfit_reasons
-    from jitbook.chapters.pln.bench import NEWTON_COLD, PYPLN_COLD
-    from jitbook.timing import Race
-
-    if not record.get("one-off race") or unfit_reasons(record):
-        return None
-    return Race(record["one-off race"]["times"]).verdict(NEWTON_COLD, PYPLN_COLD)
-
-
-def newton_race(record: dict):
-    """The recorded race of the Newton fit to pyPLNmodels' loss against its fit."""
-    from jitbook.timing import Race
-
-    return Race(record["newton race"])
-
-
 def remake(record: dict, python: str) -> str:
     """The shell lines that remake `record`: a venv with the peers, then its command
     with that venv's Python."""
@@ -730,3 +633,30 @@ def _main(task: str, *args: str) -> None:
 
 if __name__ == "__main__":
     _main(*sys.argv[1:])
+
+
+if __package__:  # read on JAX's side only; the peers' interpreter serves without them
+    from jitbook.chapters.pln.peer_verdicts import (  # noqa: E402
+        PAIRS as PAIRS,
+    )
+    from jitbook.chapters.pln.peer_verdicts import (
+        WHOLE as WHOLE,
+    )
+    from jitbook.chapters.pln.peer_verdicts import (
+        newton_race as newton_race,
+    )
+    from jitbook.chapters.pln.peer_verdicts import (
+        newton_verdict as newton_verdict,
+    )
+    from jitbook.chapters.pln.peer_verdicts import (
+        one_off_verdict as one_off_verdict,
+    )
+    from jitbook.chapters.pln.peer_verdicts import (
+        recorded_race as recorded_race,
+    )
+    from jitbook.chapters.pln.peer_verdicts import (
+        verdict_rows as verdict_rows,
+    )
+    from jitbook.chapters.pln.peer_verdicts import (
+        verdicts as verdicts,
+    )
