@@ -347,16 +347,14 @@ def _tiny(*sources: str) -> list:
     return [plan.Step("student", nbformat.v4.new_code_cell(s)) for s in sources]
 
 
-@pytest.mark.parametrize("sandbox", sorted({"none", classroom.sandbox_mode()}))
-def test_the_kernel_sees_its_own_folder_and_a_scrubbed_environment(
-    monkeypatch, sandbox
-):
+@pytest.mark.parametrize("mode", sorted({"none", classroom.sandbox_mode()}))
+def test_the_kernel_sees_its_own_folder_and_a_scrubbed_environment(monkeypatch, mode):
     monkeypatch.setenv("GRADER_SECRET", "submissions-folder")
     steps = _tiny(
         "import os, pathlib\nprint(sorted(os.environ))\nprint(os.getcwd())\n"
         "print(pathlib.Path(f'/proc/{os.getppid()}/cmdline').read_bytes())"
     )
-    kernel = sandbox.Kernel(sandbox, env={"JITBOOK_SMALL": "1"})
+    kernel = sandbox.Kernel(mode, env={"JITBOOK_SMALL": "1"})
     assert (
         session.run_steps(
             steps, kernel, cell_timeout=60, collect_timeout={}, time_limit=120
