@@ -8,6 +8,7 @@ import pytest
 from jax.experimental import checkify
 
 from jitbook import count_compiles
+from jitbook.cache import effect_order
 from jitbook.chapters import pitfalls
 
 # --- state
@@ -207,20 +208,13 @@ def test_ordered_debug_prints_keep_their_order(capfd):
     # the mechanism, which printed lines cannot show (unordered prints often come out in order
     # too): ordered=True makes each print an ordered effect, its callbacks chained by a token;
     # without it the two are unordered effects and nothing orders them
-    from jax._src import effects
-
     def two_unordered(x):
         jax.debug.print("first {}", x)
         jax.debug.print("second {}", x * 2)
         return x
 
-    def ordering(fn) -> tuple[bool, bool]:
-        jaxpr = jax.make_jaxpr(fn)(1.0)
-        chained = "stablehlo.token" in jax.jit(fn).lower(1.0).as_text()
-        return any(effects.ordered_effects.contains(e) for e in jaxpr.effects), chained
-
-    assert ordering(two_prints) == (True, True)
-    assert ordering(two_unordered) == (False, False)
+    assert effect_order(two_prints, 1.0) == (True, True)
+    assert effect_order(two_unordered, 1.0) == (False, False)
 
 
 # --- compile time

@@ -9,7 +9,7 @@ import pytest
 
 import jitbook
 from jitbook import cache, count_compiles, programs
-from jitbook.cache import fresh_jit
+from jitbook.cache import effect_order, fresh_jit
 from jitbook.chapters import tracing
 
 # --- tracers and abstract values ---------------------------------------------------------------------
@@ -562,15 +562,8 @@ def test_ordered_debug_print_prints_at_every_call_in_order():
         jax.debug.print("call with {}", v)
         return v
 
-    from jax._src import effects
-
-    def ordered(fn) -> tuple[bool, bool]:
-        jaxpr = jax.make_jaxpr(fn)(1.0)
-        threaded = "stablehlo.token" in jax.jit(fn).lower(1.0).as_text()
-        return any(effects.ordered_effects.contains(e) for e in jaxpr.effects), threaded
-
-    assert ordered(print_in_order) == (True, True)
-    assert ordered(print_unordered) == (False, False)
+    assert effect_order(print_in_order, 1.0) == (True, True)
+    assert effect_order(print_unordered, 1.0) == (False, False)
 
 
 @pytest.mark.claim("sec-tracing-side-effects", "clm-tracing-debug-callback-options")

@@ -432,3 +432,13 @@ def explain_miss(
         for k, v in old.items():
             jax.config.update(k, v)
     return messages_about(messages, fn.__name__)
+
+
+def effect_order(fn: Callable, *args) -> tuple[bool, bool]:
+    """Whether ``fn``'s jaxpr carries an ordered effect, and whether its lowering
+    threads a token through the program: how JAX keeps ordered side effects in order."""
+    from jax._src import effects
+
+    jaxpr = jax.make_jaxpr(fn)(*args)
+    threaded = "stablehlo.token" in jax.jit(fn).lower(*args).as_text()
+    return any(effects.ordered_effects.contains(e) for e in jaxpr.effects), threaded
