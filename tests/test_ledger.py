@@ -48,6 +48,15 @@ def test_every_claim_has_a_row_on_the_locked_release_and_older_gaps_are_warned(
         f"claims with no result on jax {lock}: run "
         f'make ledger LEDGER_ARGS="--releases lock --only-missing" (a minute or two): {absent}'
     )
+    silent = sorted(
+        key
+        for key, row in claims.items()
+        if not {"measured", "asserted"} & set(row["results"].get(lock, {}))
+    )
+    assert not silent, (
+        f"claims whose row on jax {lock} records no figure: give the test an assertion "
+        f"or a measured(...) call and rerun it on the lock: {silent}"
+    )
     stale = sorted(set(stored["claims"]) - set(claims))
     assert not stale, (
         f"rows for claims that no test asserts any more (make ledger drops them): {stale}"
@@ -186,16 +195,29 @@ def test_a_claim_tests_measured_figures_travel_with_its_outcome_into_the_record(
         '    measured("what print received", "a tracer")\n\n'
         '@pytest.mark.claim("sec-x", "clm-y")\n'
         "def test_bad(measured):\n"
-        '    measured("a mapping", {"a": 1})\n'
+        '    measured("a mapping", {"a": 1})\n\n'
+        '@pytest.mark.claim("sec-x", "clm-z")\n'
+        "def test_asserts():\n"
+        "    n = 1 + 1\n"
+        "    for _ in range(3):\n"
+        "        assert n == 2  # recorded once\n"
+        "    third = 1 / 3\n"
+        "    assert third < n, 'a message'\n"
+        "    assert object() is not None\n\n"
+        "def test_no_claim():\n"
+        "    assert True\n"
     )
     record = tmp_path / "record.jsonl"
     env = venvs._env("0") | {
         plugin.RECORD_ENV: str(record),
-        plugin.ONLY_ENV: json.dumps(["test_m.py::test_m", "test_m.py::test_bad"]),
+        plugin.ONLY_ENV: json.dumps(
+            ["test_m.py::test_m", "test_m.py::test_bad", "test_m.py::test_asserts"]
+        ),
     }
     subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "jitbook.ledger.plugin",
          "-p", "no:cacheprovider", "--noconftest", "-o", "addopts=",
+         "-o", "enable_assertion_pass_hook=true",
          "--rootdir", str(tmp_path), "test_m.py"],
         cwd=tmp_path, env=env, capture_output=True, check=False,
     )  # fmt: skip
@@ -206,6 +228,13 @@ def test_a_claim_tests_measured_figures_travel_with_its_outcome_into_the_record(
     ]
     bad = rows["test_m.py::test_bad"]
     assert bad["status"] == "could not run" and "measured(" in bad["reason"]
+    # the values each passing assertion compared, once per line, never an address
+    assert rows["test_m.py::test_asserts"]["asserted"] == [
+        ["n == 2", "2 == 2"],
+        ["third < n", "0.333 < 2"],
+        ["object() is not None", ""],
+    ]
+    assert "asserted" not in rows["test_m.py::test_m"]
 
 
 def test_a_claims_verdict_counts_only_the_releases_it_applies_to():
@@ -225,7 +254,7 @@ def test_a_claims_verdict_counts_only_the_releases_it_applies_to():
     )
 
 
-def test_a_claims_evidence_prints_what_its_test_measured_on_the_lock_or_not_recorded():
+def test_a_claims_evidence_prints_what_its_test_measured_or_what_its_assertions_compared():
     book = {"lock": "0.12.0.1", "claims": {
         "clm-a[x]": {"results": {"0.12.0.1": {"status": "holds", "reason": "",
                                               "measured": [["compiles", 1234]]}}},
@@ -234,11 +263,17 @@ def test_a_claims_evidence_prints_what_its_test_measured_on_the_lock_or_not_reco
                      "0.11.2": {"status": "holds", "reason": "",
                                 "measured": [["compiles", 9]]}},
         "clm-b": {"results": {"0.12.0.1": {"status": "holds", "reason": ""}}},
+        "clm-c": {"results": {"0.12.0.1": {"status": "holds", "reason": "", "asserted": [
+            ["n == 3", "3 == 3"], ["x is not None", ""], ["m < 1", "0.5 < 1"]]}}},
     }}  # fmt: skip
     assert (
         page.measured(book, "clm-a") == "[x] compiles: **1,234**; [y] traces: **0.5**"
     )
     assert page.measured(book, "clm-b") == "not recorded"
+    # a test that records no figure: the values its last two assertions compared
+    assert page.measured(book, "clm-c") == (
+        "`x is not None` held; `m < 1` held as `0.5 < 1`"
+    )
 
 
 def test_a_module_that_cannot_be_imported_is_not_applicable_only_for_a_missing_api():
@@ -418,17 +453,19 @@ def test_releases_run_as_dask_tasks_write_the_file_one_release_at_a_time_writes(
         }
 
 
-def test_the_plugin_imports_in_a_release_venv_without_dask():
+@pytest.mark.parametrize(
+    "module", ["jitbook.ledger.plugin", "jitbook.classroom", "test_sandbox"]
+)
+def test_the_plugin_and_the_claim_modules_import_in_a_release_venv_without_dask(module):
     """A release's venv has pytest and JAX but not Dask: the plugin it loads must not
-    reach the command's imports (jitbook.ledger's package import included)."""
-    import subprocess
-    import sys
+    reach the command's imports (jitbook.ledger's package import included), and a
+    claim test's module must import, or its claims read n/a there."""
+    from jitbook.paths import CODE, ROOT
 
-    from jitbook.paths import CODE
-
+    paths = [str(CODE), str(ROOT / "tests")]
     code = (
         "import sys; sys.modules['distributed'] = None; sys.modules['dask'] = None; "
-        f"sys.path.insert(0, {str(CODE)!r}); import jitbook.ledger.plugin"
+        f"sys.path[:0] = {paths!r}; import {module}"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
@@ -443,3 +480,29 @@ def test_a_claims_first_words_in_the_matrix_never_leave_a_code_span_open():
     assert cut.count("`") % 2 == 0, cut
     assert cut.endswith("` …"), "the span closes before the ellipsis"
     assert page.short("`a` b") == "`a` b", "a short title is left as it is"
+
+
+def test_merging_runs_keeps_only_the_claims_the_tests_still_assert():
+    held = {"status": "holds", "reason": ""}
+    base = {
+        "lock": "0.12.0.1",
+        "made": "",
+        "releases": {"0.12.0.1": {}},
+        "claims": {
+            "clm-a": {
+                "section": "sec-x",
+                "title": "a",
+                "test": "t.py::test_a",
+                "results": {"0.12.0.1": held},
+            }
+        },
+    }
+    run = {"lock": "0.12.0.1", "made": "", "releases": {"0.9.2": {}}, "claims": {
+        "clm-a": {"section": "sec-x", "title": "a", "test": "t.py::test_a",
+                  "results": {"0.9.2": held}},
+        "clm-gone": {"section": "sec-x", "title": "gone", "test": "t.py::test_gone",
+                     "results": {"0.9.2": held}}}}  # fmt: skip
+    merged = cli.merge([base, run], {"t.py::test_a": ("sec-x", "clm-a")})
+    assert list(merged["claims"]) == ["clm-a"]
+    assert set(merged["claims"]["clm-a"]["results"]) == {"0.9.2", "0.12.0.1"}
+    assert list(merged["releases"]) == ["0.9.2", "0.12.0.1"]

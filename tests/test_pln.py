@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import jitbook  # noqa: F401  (sets the XLA flag before JAX computes)
-from jitbook import count_compiles
+from jitbook import count_compiles, fresh
 from jitbook.chapters.pln import (
     Params,
     check_data,
@@ -552,17 +552,50 @@ def test_blas_limited_is_scoped_and_fit_runs_inside_it(data, monkeypatch):
         blas_limited(0)
 
 
-@pytest.mark.claim("sec-pln-threads", "clm-pln-fast-openblas-pool")
-def test_threadpoolctl_sees_the_openblas_that_jax_lapack_uses():
-    """JAX's CPU LAPACK calls go through SciPy's bundled OpenBLAS; threadpoolctl must find it to limit it."""
+LAPACK_ROUTE = """
+import json, subprocess, sys
+if sys.argv[1] == "without SciPy's LAPACK":
+    sys.modules["scipy.linalg.cython_lapack"] = None  # unimportable from here on
+import jax, jax.numpy as jnp
+try:
+    jax.block_until_ready(jnp.linalg.cholesky(jnp.eye(4) * 2.0))
+    error = ""
+except Exception as err:
+    error = f"{type(err).__name__}: {err}"
+route = {"cholesky error": error}
+if not error:
+    import scipy.linalg.cython_lapack as lapack
     from threadpoolctl import threadpool_info
-
-    import jitbook.chapters.pln.threads  # noqa: F401  (loads scipy.linalg)
-
-    assert any(
-        "scipy_openblas" in info["filepath"] and info["user_api"] == "blas"
+    ldd = subprocess.run(["ldd", lapack.__file__], capture_output=True, text=True)
+    route["SciPy's LAPACK links"] = [
+        line.split()[0] for line in ldd.stdout.splitlines() if "blas" in line
+    ]
+    route["pools"] = {
+        info["filepath"].rsplit("/", 1)[-1]: [info["internal_api"], info["num_threads"]]
         for info in threadpool_info()
+    }
+print(json.dumps(route))
+"""
+
+
+@pytest.mark.claim("sec-pln-threads", "clm-pln-fast-openblas-pool")
+def test_jax_lapack_calls_go_through_scipys_openblas_which_keeps_its_own_threads(
+    measured,
+):
+    """In fresh processes: with SciPy's LAPACK unimportable, JAX's cholesky fails (JAX
+    brings no LAPACK of its own); with it, the library SciPy's LAPACK links is an
+    OpenBLAS that threadpoolctl sees with a pool of its own."""
+    without, with_scipy = (
+        fresh.run_for_json(["-c", LAPACK_ROUTE, case], "a cholesky")
+        for case in ("without SciPy's LAPACK", "with it")
     )
+    assert "cython_lapack" in without["cholesky error"]
+    assert with_scipy["cholesky error"] == ""
+    (library,) = with_scipy["SciPy's LAPACK links"]
+    api, threads = with_scipy["pools"][library]
+    measured("the library SciPy's LAPACK links, as threadpoolctl names its pool", api)
+    measured("threads in that pool", threads)
+    assert api == "openblas" and threads >= 1
 
 
 @pytest.mark.claim("sec-pln-one-loop", "clm-pln-warm-rate")

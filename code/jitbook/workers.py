@@ -7,8 +7,10 @@ import importlib.util
 import logging
 import os
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
-from distributed import Client, LocalCluster
+if TYPE_CHECKING:
+    from distributed import Client
 
 SCHEDULER_ENV = "DASK_SCHEDULER_ADDRESS"
 WORKER_WAIT = 60.0  # seconds a given scheduler may take to have a worker
@@ -32,10 +34,14 @@ def scheduler_address(scheduler: str | None, workers: int | None) -> str | None:
 @contextlib.contextmanager
 def connect(
     scheduler: str | None = None, workers: int | None = None, log=print
-) -> Iterator[Client]:
+) -> Iterator["Client"]:
     """A client on ``scheduler`` (or ``$DASK_SCHEDULER_ADDRESS``), else on a local
     cluster of ``workers`` single-threaded processes (default: one per core).
     """
+    # here, not at the top: the classroom's sandbox and the ledger's plugin import this
+    # module in the older releases' venvs, which have no Dask
+    from distributed import Client, LocalCluster
+
     address = scheduler_address(scheduler, workers)
     if address:
         try:
@@ -76,7 +82,7 @@ def has_dashboard() -> bool:
     return importlib.util.find_spec("bokeh") is not None
 
 
-def say_dashboard(client: Client, log=print) -> None:
+def say_dashboard(client: "Client", log=print) -> None:
     """Where Dask's dashboard is, or how to get one."""
     if has_dashboard() and client.dashboard_link:
         log(f"Dask's dashboard: {client.dashboard_link}", flush=True)

@@ -240,8 +240,10 @@ def check(args: argparse.Namespace) -> list[tuple[str, str]]:
     return holes
 
 
-def merge(ledgers: list[dict]) -> dict:
-    """One ledger from several runs: later files add releases and rows."""
+def merge(ledgers: list[dict], claims: dict) -> dict:
+    """One ledger from several runs: later files add releases and results, for the
+    collected claim tests only (``claims``, as ``collect`` gives them): a run made
+    before a claim was removed never brings its row back."""
     out = ledgers[0]
     for other in ledgers[1:]:
         out["lock"] = out.get("lock") or other.get("lock")
@@ -256,6 +258,7 @@ def merge(ledgers: list[dict]) -> dict:
                 }
             )
     out["releases"] = dict(sorted(out["releases"].items(), key=_order))
+    out["claims"] = rows(claims, out["claims"])
     return out
 
 
@@ -325,7 +328,8 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     if args.merge:
-        save(merge([load(args.output), *map(load, args.merge)]), args.output)
+        runs = [load(args.output), *map(load, args.merge)]
+        save(merge(runs, collect()), args.output)
     elif args.check:
         return 1 if check(args) else 0
     elif args.canary:

@@ -273,14 +273,37 @@ def verdict(statuses: dict[str, str | None]) -> str:
 
 
 def measured(ledger: dict, span: str) -> str:
-    """What the claim's test measured on the book's release, as the test recorded it
-    (``measured(...)``), or "not recorded"."""
-    figures = []
+    """What the claim's test measured on the book's release: the figures it recorded
+    with ``measured(...)``, else the values its last assertions compared."""
+    figures, checks = [], []
     for case, row in _cases(ledger, span, ledger.get("lock")):
+        prefix = f"{case} " if case else ""
         for what, value in row.get("measured", []):
             shown = number(value) if isinstance(value, int | float) else value
-            figures.append(f"{case + ' ' if case else ''}{what}: **{shown}**")
-    return "; ".join(figures) or "not recorded"
+            figures.append(f"{prefix}{what}: **{shown}**")
+        checks += [prefix + _check(*a) for a in row.get("asserted", [])[-SHOWN_CHECKS:]]
+    if len(checks) > MOST_CHECKS:
+        checks = checks[:MOST_CHECKS] + [f"and {len(checks) - MOST_CHECKS} more checks"]
+    return "; ".join(figures or checks) or "not recorded"
+
+
+SHOWN_CHECKS = 2  # a test's last assertions, those that decide, shown per case
+MOST_CHECKS = 4
+
+
+def _check(source: str, values: str) -> str:
+    """``assert n == 1`` held as ``1 == 1``, in Markdown."""
+    code = f"`{_tick(source)}`"
+    return (
+        f"{code} held as `{_tick(values)}`"
+        if values and values != source
+        else f"{code} held"
+    )
+
+
+def _tick(text: str, width: int = 90) -> str:
+    text = text.replace("`", "'")
+    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 def number(value: float) -> str:

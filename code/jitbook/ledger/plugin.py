@@ -154,6 +154,36 @@ def figures(report) -> list[list]:
     return [v for k, v in getattr(report, "user_properties", ()) if k == MEASURED]
 
 
+ASSERTED = "asserted"  # the user property a claim test's passing assertions travel in
+OBJECT_REPR = re.compile(r"<[\w.]+ (object )?at 0x|0x[0-9a-f]{6,}|/[\w.+-]+/")
+
+
+def pytest_assertion_pass(item, lineno: int, orig: str, expl: str) -> None:
+    """Each passing assertion of a claim test, once per line, with the values it
+    compared: the evidence the Claims appendix prints beside ``measured`` figures."""
+    if item.get_closest_marker("claim") is None:
+        return
+    if any(k == ASSERTED and v[0] == lineno for k, v in item.user_properties):
+        return
+    lines = (re.sub(r"\s+#\s.*$", "", line) for line in orig.splitlines())  # comments
+    source = " ".join(" ".join(lines).split())
+    item.user_properties.append((ASSERTED, [lineno, source, compared(expl)]))
+
+
+def compared(expl: str) -> str:
+    """The values an assertion compared, pytest's first line (``(1, 0) == (1, 0)``);
+    "" where that line is long or shows an object's address or a path."""
+    first = " ".join(expl.splitlines()[0].split()) if expl.strip() else ""
+    first = re.sub(r"\d+\.\d{4,}(e[+-]?\d+)?", lambda m: f"{float(m[0]):.3g}", first)
+    return "" if len(first) > 80 or OBJECT_REPR.search(first) else first
+
+
+def assertions(report) -> list[list[str]]:
+    """A test's passing assertions as ``[source, values compared]``, in order."""
+    props = getattr(report, "user_properties", ())
+    return [v[1:] for k, v in props if k == ASSERTED]
+
+
 def pytest_collection_modifyitems(session, config, items):
     """Remember which collected tests are claims: their sections and ledger keys."""
     config._jitbook_claims = {
@@ -194,6 +224,8 @@ def pytest_runtest_logreport(report):
     row = outcome(report) | {"seconds": round(report.duration, 2)}
     if figures(report):
         row["measured"] = figures(report)
+    if assertions(report):
+        row["asserted"] = assertions(report)
     done[claim] = row
     path = os.environ.get(RECORD_ENV)
     if path:
