@@ -114,13 +114,15 @@ def test_the_same_function_wrapped_again_is_a_hit_and_a_new_closure_is_not():
 
 
 @pytest.mark.claim("sec-minijit-control-flow", "clm-minijit-no-value")
-def test_a_branch_on_a_tracer_is_refused_with_a_way_out():
+def test_a_branch_on_a_tracer_is_refused_with_a_way_out(measured):
     with pytest.raises(
         minijit.TracerControlFlowError, match="jax.lax.cond or jnp.where"
-    ):
+    ) as ours:
         minijit.jit(tracing.sin_or_cos)(V, 1.0)
-    with pytest.raises(jax.errors.TracerBoolConversionError):
+    with pytest.raises(jax.errors.TracerBoolConversionError) as jaxs:
         jax.jit(tracing.sin_or_cos)(V, 1.0)
+    measured("minijit raised", type(ours.value).__name__)
+    measured("JAX raised", type(jaxs.value).__name__)
 
 
 @pytest.mark.claim("sec-minijit-constants", "clm-minijit-constants")

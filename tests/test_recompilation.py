@@ -427,9 +427,10 @@ def test_structured_control_flow_compiles_once_static_choices_once_per_value():
 
 
 @pytest.mark.claim("sec-recompilation", "clm-rec-traced-k")
-def test_a_traced_slice_size_raises_index_error():
-    with pytest.raises(IndexError, match="static start/stop/step"):
+def test_a_traced_slice_size_raises_index_error(measured):
+    with pytest.raises(IndexError, match="static start/stop/step") as err:
         jax.jit(recompilation.first_k)(jnp.ones(4), 2)
+    measured("a traced slice size raised", type(err.value).__name__)
 
 
 def test_fresh_jit_needs_a_function():
