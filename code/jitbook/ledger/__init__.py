@@ -17,7 +17,6 @@ from jitbook.ledger.data import load as load
 from jitbook.ledger.page import changed as changed
 from jitbook.ledger.page import changes_table as changes_table
 from jitbook.ledger.page import explorer_rows as explorer_rows
-from jitbook.ledger.page import matrix as matrix
 from jitbook.ledger.page import release_rows as release_rows
 from jitbook.ledger.page import releases as releases
 from jitbook.ledger.plugin import outcome as outcome

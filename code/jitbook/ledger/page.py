@@ -1,5 +1,5 @@
-"""The appendices' tables: the ledger's matrix, changes and releases, and the claims
-by chapter."""
+"""The appendices' tables: the ledger's changes and releases, its explorer, and the
+claims by chapter with each claim's evidence."""
 
 from __future__ import annotations
 
@@ -39,54 +39,6 @@ def releases(ledger: dict) -> list[str]:
 def _status(claim: dict, release: str) -> str | None:
     row = claim["results"].get(release)
     return row["status"] if row else None
-
-
-def by_chapter(ledger: dict, root: Path = ROOT) -> dict[str, list[tuple[str, dict]]]:
-    """The claims grouped by the chapter of their section, in the book's order."""
-    known = sections(root)
-    order = (root / "_quarto.yml").read_text()
-    groups: dict[tuple, list] = {}
-    for test, claim in ledger["claims"].items():
-        where = known.get(
-            claim["section"], {"page": "?", "chapter": "(unknown section)"}
-        )
-        place = order.find(f"{where['page']}.qmd")
-        key = (place if place >= 0 else len(order), where["chapter"])
-        groups.setdefault(key, []).append((test, claim))
-    return {chapter: groups[place, chapter] for place, chapter in sorted(groups)}
-
-
-TITLE_WORDS = 8  # of a claim's sentence in the matrix; the Claims appendix has it all
-
-
-def short(title: str) -> str:
-    """A claim's first words, enough to find it in the matrix."""
-    words = title.split()
-    head = " ".join(words[:TITLE_WORDS])
-    if head.count("`") % 2:  # a code span the cut left open would eat the table
-        head += "`"
-    return head + (" …" if len(words) > TITLE_WORDS else "")
-
-
-def matrix_rows(ledger: dict, claims: list[tuple[str, dict]]) -> list[dict]:
-    """One row per claim: its first words, its section, a mark per release."""
-    return [
-        {"claim": short(claim["title"]), "shown in": f"@{claim['section']}"}
-        | {r: MARKS[_status(claim, r)] for r in releases(ledger)}
-        for _, claim in claims
-    ]
-
-
-def matrix(ledger: dict, root: Path = ROOT):
-    """The matrix: a row per claim, grouped by chapter, a column per release (oldest
-    first) holding its mark, so each mark sits under the release it is for."""
-    from jitbook.display import table
-
-    rows = []
-    for chapter, claims in by_chapter(ledger, root).items():
-        for i, r in enumerate(matrix_rows(ledger, claims)):
-            rows.append({"chapter": chapter if i == 0 else ""} | r)
-    return table(rows)
 
 
 def history(ledger: dict, claim: dict) -> list[tuple[str, list[str]]]:
