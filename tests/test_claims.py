@@ -166,7 +166,8 @@ def test_every_claim_has_its_evidence_numbered_as_its_mark_with_its_test_code_an
     ] == list(range(1, len(found) + 1))
     for span in found:
         assert f"{{#ev-{span.id} .claim-evidence}}" in text
-        assert f"#{span.id}){{.claim-back}}" in text
+        page_file = "../index.qmd" if span.page == "index" else f"{span.page}.qmd"
+        assert f"back]({page_file}#{span.id})" in text
     first = next(t for t in spans.claim_tests() if t.span)
     code = spans.source_of(first)
     assert (
