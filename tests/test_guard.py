@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from jitbook import guard
+from jitbook import fresh, guard
 from jitbook.chapters import why_compile
 from jitbook.fresh import in_fresh_process
 
@@ -86,14 +86,8 @@ def test_jitbook_guard_off_leaves_the_flags_alone():
     env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
     env[guard.OFF] = "off"
     code = "import os, jitbook; print(os.environ.get('XLA_FLAGS', ''))"
-    out = subprocess.run(
-        [sys.executable, "-c", code],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    assert guard.XLA_FLAG not in out.stdout
+    out = fresh.python_output(code, env)
+    assert guard.XLA_FLAG not in out
 
 
 def test_a_failing_fresh_process_says_what_failed():

@@ -1,8 +1,6 @@
 """The claims of the chapter "jaxprs and the road to XLA", its package code, and its exercises' wrong answers."""
 
 import os
-import subprocess
-import sys
 
 import jax
 import jax.extend.core
@@ -10,7 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jitbook import count_compiles, errors, programs
+from jitbook import count_compiles, errors, fresh, programs
 from jitbook.chapters import jaxprs, tracing, why_compile
 
 
@@ -386,14 +384,8 @@ def test_reduce_window_in_the_sum_comes_from_the_guard_flag():
         "print('reduce-window' in jax.jit(f).lower(x).compile().as_text())\n"
     )
     env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
-    default = subprocess.run(
-        [sys.executable, "-c", script],
-        capture_output=True,
-        text=True,
-        env=env,
-        check=True,
-    )
-    assert default.stdout.strip() == "False"
+    default = fresh.python_output(script, env)
+    assert default.strip() == "False"
     guarded = (
         jax.jit(lambda v: jnp.sum(v, axis=1))
         .lower(jnp.ones((400, 100)))
@@ -507,14 +499,8 @@ def test_no_tracing_refuses_warm_calls_that_do_not_trace():
 def test_import_jax_does_not_load_jax_extend():
     script = "import jax\nprint(hasattr(jax, 'extend'))\n"
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    out = subprocess.run(
-        [sys.executable, "-c", script],
-        capture_output=True,
-        text=True,
-        env=env,
-        check=True,
-    )
-    assert out.stdout.strip() == "False"
+    out = fresh.python_output(script, env)
+    assert out.strip() == "False"
 
 
 @pytest.mark.claim("sec-jaxprs-reading", "clm-jaxprs-implicit-broadcast")

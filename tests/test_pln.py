@@ -917,8 +917,6 @@ def test_fast_level_factors_once_where_scan_factors_twice(jdata):
 
 def _dot_text(xla_flags: str) -> str:
     import os
-    import subprocess
-    import sys
 
     code = (
         "import jax, jax.numpy as jnp\n"
@@ -926,13 +924,7 @@ def _dot_text(xla_flags: str) -> str:
         "print(jax.jit(lambda a, w: a @ w).lower(a, w).compile().as_text())"
     )
     env = {**os.environ, "XLA_FLAGS": xla_flags}
-    return subprocess.run(
-        [sys.executable, "-c", code],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
+    return fresh.python_output(code, env)
 
 
 @pytest.mark.claim("sec-pln-profile", "clm-pln-fast-ynn-fusion-stays")

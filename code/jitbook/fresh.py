@@ -32,6 +32,20 @@ def run_for_json(
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+def python_output(code: str, env: dict | None = None) -> str:
+    """What ``python -c code`` prints in a new process whose environment is ``env``
+    (default: this one's); a failure raises with the end of its stderr."""
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        env=dict(os.environ) if env is None else env,
+        capture_output=True,
+        text=True,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"python -c failed:\n{done.stderr[-2000:]}")
+    return done.stdout
+
+
 def in_fresh_process(module: str, *args: str, guarded: bool) -> dict:
     """Run ``python -m jitbook.<module> *args`` in a new process, with or without the
     guard's flag, and return the JSON it prints last.

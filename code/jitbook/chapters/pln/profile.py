@@ -14,6 +14,7 @@ from pathlib import Path
 import jax
 from threadpoolctl import threadpool_limits
 
+from jitbook import fresh
 from jitbook.chapters.pln.converge import newton_program
 from jitbook.chapters.pln.data import check_n_iter, device_data
 from jitbook.chapters.pln.fast import fast_program
@@ -88,21 +89,13 @@ def big_sum_in_fresh_process(xla_flags: str, shape: tuple[int, int]) -> dict:
 
     A new process, because XLA reads its flags once, when the CPU backend starts.
     """
-    import subprocess
-    import sys
 
     code = (
         "import jax, jax.numpy as jnp\n"
         f"print(jax.jit(jnp.sum).lower(jnp.ones({tuple(shape)!r})).compile().as_text())"
     )
     env = {**os.environ, "XLA_FLAGS": xla_flags}
-    text = subprocess.run(
-        [sys.executable, "-c", code],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
+    text = fresh.python_output(code, env)
     flags = (
         f"`{xla_flags}`" if xla_flags else "(none)"
     )  # in a code span "--" stays two hyphens on the site
