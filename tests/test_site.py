@@ -120,20 +120,24 @@ def test_no_output_line_is_wider_than_the_column(page, executed):
         if "text/markdown" in out.get("data", {})
     }
     # HTML outputs lay out their own text; a folded listing (show_source's <details>) is Markdown
-    wide = [
-        (i, len(line), line[:60])
+    preformatted = [
+        (i, line)
         for i, text in output_texts(nb)
         if text not in markdown
         and (not text.lstrip().startswith("<") or text.lstrip().startswith("<details"))
         for line in _code_lines(text)
-        if len(line) > WIDTH
-    ] + [
-        (i, len(line), line[:60])
+    ]
+    # Markdown wraps as prose: only its code blocks are preformatted
+    in_markdown = [
+        (i, line)
         for i, text in output_texts(nb)
-        if text
-        in markdown  # Markdown wraps as prose: only its code blocks are preformatted
+        if text in markdown
         for _, _, body in re.findall(r"^(`{3,})([^\n]*)\n(.*?)^\1", text, re.M | re.S)
         for line in body.splitlines()
+    ]
+    wide = [
+        (i, len(line), line[:60])
+        for i, line in preformatted + in_markdown
         if len(line) > WIDTH
     ]
     assert not wide, (
