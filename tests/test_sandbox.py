@@ -109,7 +109,9 @@ def _bwrap_only():
 
 
 @pytest.mark.claim("sec-teachers-grading", "clm-teachers-sandbox-no-privileges")
-def test_the_sandbox_refuses_a_remount_and_runs_as_nobody_without_capabilities():
+def test_the_sandbox_refuses_a_remount_and_runs_as_nobody_without_capabilities(
+    measured,
+):
     """As uid 65534 with no capability: the book's code cannot be remounted, and the book's
     code, the venv and the system cannot be written."""
     _bwrap_only()
@@ -140,6 +142,11 @@ def test_the_sandbox_refuses_a_remount_and_runs_as_nobody_without_capabilities()
         == ""
     )
     ids, caps, mounted, *wrote = steps[0].cell.outputs[0]["text"].splitlines()[:6]
+    measured("user and group ids inside the sandbox", ids)
+    measured(
+        "writes refused, of 3 (book's code, venv, system)",
+        sum(w != "wrote" for w in wrote),
+    )
     assert ids == "65534 65534"
     assert int(caps, 16) == 0 and mounted != "0"
     assert len(wrote) == 3 and set(wrote) <= {"OSError", "PermissionError"}, wrote
