@@ -23,6 +23,8 @@ from jitbook.chapters.symptoms_table import INDEX, Symptom
 NOT_INDEXED = {
     "ledger": "it records the claim tests failing on other JAX releases: its "
     "messages are the ledger's data, not errors of the installed JAX",
+    "claims": "it quotes each claim test's assertions and the values they compared: "
+    "an error's text there is what a test checked, not a message the page printed",
 }
 
 # --- finding messages in a page's outputs
