@@ -15,11 +15,12 @@ from jitbook.guard import OFF, XLA_FLAG, jaxlib_knows_flag
 from jitbook.paths import CODE
 
 
-def run_for_json(
+def python_stdout(
     argv: list[str], what: str, env: dict | None = None, timeout: float | None = None
-):
-    """Run ``python *argv`` in a new process and read the JSON on its last line of
-    output; a failure raises with the end of its stderr, named by ``what``."""
+) -> str:
+    """What ``python *argv`` prints in a new process whose environment is ``env``
+    (default: this one's); a failure raises with the end of its stderr, named by
+    ``what``."""
     out = subprocess.run(
         [sys.executable, *argv],
         env=dict(os.environ) if env is None else env,
@@ -29,21 +30,22 @@ def run_for_json(
     )
     if out.returncode != 0:
         raise RuntimeError(f"{what} failed:\n{out.stderr[-2000:]}")
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return out.stdout
+
+
+def run_for_json(
+    argv: list[str], what: str, env: dict | None = None, timeout: float | None = None
+):
+    """Run ``python *argv`` in a new process and read the JSON on its last line of
+    output; a failure raises with the end of its stderr, named by ``what``."""
+    out = python_stdout(argv, what, env, timeout)
+    return json.loads(out.strip().splitlines()[-1])
 
 
 def python_output(code: str, env: dict | None = None) -> str:
-    """What ``python -c code`` prints in a new process whose environment is ``env``
-    (default: this one's); a failure raises with the end of its stderr."""
-    done = subprocess.run(
-        [sys.executable, "-c", code],
-        env=dict(os.environ) if env is None else env,
-        capture_output=True,
-        text=True,
-    )
-    if done.returncode != 0:
-        raise RuntimeError(f"python -c failed:\n{done.stderr[-2000:]}")
-    return done.stdout
+    """What ``python -c code`` prints in a new process; ``env`` as for
+    ``python_stdout``."""
+    return python_stdout(["-c", code], "python -c", env)
 
 
 def in_fresh_process(module: str, *args: str, guarded: bool) -> dict:
