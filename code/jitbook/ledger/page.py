@@ -335,13 +335,19 @@ def _evidence(row: dict, root: Path) -> str:
 
 
 def claim_evidence(ledger: dict, root: Path = ROOT):
-    """The Claims appendix's body: a heading per chapter, then each claim's evidence."""
+    """The Claims appendix's body: each chapter's claims folded under its name and count (the site
+    opens a fold when a claim's mark lands in it; the PDF prints them open)."""
+    import itertools
+
     from jitbook.display import Markdown
 
-    parts, last = [], None
-    for row in claim_rows(ledger, root):
-        if row["chapter"] != last:
-            parts.append(f"### {row['chapter']} {{.unnumbered .unlisted}}\n")
-            last = row["chapter"]
-        parts.append(_evidence(row, root))
+    parts = []
+    for chapter, rows in itertools.groupby(claim_rows(ledger, root), lambda r: r["chapter"]):
+        rows = list(rows)
+        parts.append(
+            f"::: {{.fold}}\n### {chapter} · {len(rows)} claim{'s' * (len(rows) != 1)}"
+            " {.unnumbered .unlisted}\n"
+        )
+        parts += [_evidence(row, root) for row in rows]
+        parts.append(":::\n")
     return Markdown("\n".join(parts))

@@ -55,7 +55,7 @@ def verdict_rows(record: dict) -> list[dict]:
     fits of its algorithm, by the book's verdict rule; no verdict at all when the
     recording was not fit to compare (`unfit_reasons`).
 
-    Taught in A worked example, PyTorch on a CPU.
+    Taught in The PLN model, made fast and convergent, PyTorch on a CPU.
     """
     from jitbook.bench.conditions import unfit_reasons
 
