@@ -111,6 +111,20 @@ def test_report_displays_as_html_with_machine_readable_metadata():
     data, metadata = check("why-compile.fuse", 42)._repr_mimebundle_()
     assert "not yet" in data["text/html"] and data["text/plain"].startswith("NOT YET")
     assert metadata["jitbook_check"]["passed"] is False
+    assert "<details><summary><strong>" not in data["text/html"]  # what is wrong stays in view
+
+
+def test_a_pass_reads_as_one_line_with_its_checks_a_click_away():
+    import jax
+
+    report = check(
+        "jaxprs.count-equations", lambda fn, *a: len(jax.make_jaxpr(fn)(*a).eqns)
+    )
+    html = report._repr_mimebundle_()[0]["text/html"]
+    summary, folded = html.split("<details><summary>", 1)[1].split("</summary>", 1)
+    assert report.passed and "all checks passed" in summary
+    assert f"({len(report.checks)} checks)" in summary
+    assert folded.count("<li>") == len(report.checks) > 0
 
 
 def test_registry_ids_name_their_chapter_and_answer():

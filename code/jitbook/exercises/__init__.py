@@ -178,11 +178,16 @@ class Report:
                     f"<pre>{details}</pre></details></li>"
                 )
         verdict = "all checks passed" if self.passed else "not yet"
+        head = f"<strong>{mark} {html.escape(self.exercise)}: {verdict}</strong>"
+        # a pass is one line, its checks a click away; what is wrong stays in view
+        result = (
+            f"<details><summary>{head} ({len(self.checks)} checks)</summary><ul>{items}</ul></details>"
+            if self.passed
+            else f"{head}<ul>{items}</ul>"
+        )
         body = (
             '<div class="jitbook-check" style="border-left:4px solid '
-            f'{color};padding-left:.6em">'
-            f"<strong>{mark} {html.escape(self.exercise)}: "
-            f"{verdict}</strong><ul>{items}</ul></div>"
+            f'{color};padding-left:.6em">{result}</div>'
         )
         return {"text/plain": self.text(), "text/html": body}, {
             REPORT_KEY: dataclasses.asdict(self)
