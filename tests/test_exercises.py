@@ -111,7 +111,9 @@ def test_report_displays_as_html_with_machine_readable_metadata():
     data, metadata = check("why-compile.fuse", 42)._repr_mimebundle_()
     assert "not yet" in data["text/html"] and data["text/plain"].startswith("NOT YET")
     assert metadata["jitbook_check"]["passed"] is False
-    assert "<details><summary><strong>" not in data["text/html"]  # what is wrong stays in view
+    assert (
+        "<details><summary><strong>" not in data["text/html"]
+    )  # what is wrong stays in view
 
 
 def test_a_pass_reads_as_one_line_with_its_checks_a_click_away():
@@ -313,7 +315,7 @@ def test_the_vocabulary_copies_out_exact_types_only():
 # ---- tracing, jaxprs, minijit ----
 
 
-OURS = [id for id in registry() if id.split(".")[0] in ("tracing", "jaxprs", "minijit")]
+OURS = [id for id in registry() if id.split(".")[0] in ("tracing", "control-flow", "jaxprs", "minijit")]
 _CHAPTERS = Path(__file__).resolve().parents[1] / "chapters"
 
 
@@ -380,8 +382,8 @@ def test_a_stub_fails_with_a_plain_message(exercise_id):
 
 SELF_REPORTED = {  # rows resting on a probe: the rest is values and programs
     "tracing.debug-print": ["prints the value of x at every call"],
-    "tracing.where": [],
-    "tracing.loop-once": ["jax.grad works through it"],
+    "control-flow.where": [],
+    "control-flow.loop-once": ["jax.grad works through it"],
     "tracing.count-traces": [],
     "jaxprs.keep-dtype": [],
     "jaxprs.fixed-size": ["the jaxpr has the same size"],
@@ -429,25 +431,25 @@ def test_where_explains_a_python_if_and_names_the_wrong_values():
             return x
         return 0.1 * x
 
-    report = check("tracing.where", python_if)
+    report = check("control-flow.where", python_if)
     assert "an `if`" in report.message and "TracerBoolConversionError" in report.message
     assert (
-        "expected" in check("tracing.where", lambda x: jnp.where(x > 0, x, 0.0)).message
+        "expected" in check("control-flow.where", lambda x: jnp.where(x > 0, x, 0.0)).message
     )
 
 
 def test_loop_once_refuses_a_static_n_a_last_step_and_a_while_loop():
-    python_loop = check("tracing.loop-once", tracing.python_loop)
+    python_loop = check("control-flow.loop-once", tracing.python_loop)
     assert (
         "range(n)" in python_loop.message
         and "TracerIntegerConversionError" in python_loop.message
     )
     assert (
         "lax.fori_loop accepts a traced trip count"
-        in check("tracing.loop-once", tracing.scan_version).message
+        in check("control-flow.loop-once", tracing.scan_version).message
     )
     assert (
-        "n = 0" in check("tracing.loop-once", tracing.fori_version).message
+        "n = 0" in check("control-flow.loop-once", tracing.fori_version).message
     )  # the last step only
 
     def with_fori_loop(
@@ -460,7 +462,7 @@ def test_loop_once_refuses_a_static_n_a_last_step_and_a_while_loop():
 
         return lax.fori_loop(0, n, body, (x, jnp.zeros_like(x)))[1]
 
-    fori = check("tracing.loop-once", with_fori_loop)
+    fori = check("control-flow.loop-once", with_fori_loop)
     assert (
         not fori.passed and "while_loop" in fori.message and "lax.scan" in fori.message
     )
@@ -473,7 +475,7 @@ def test_loop_once_refuses_a_static_n_with_right_values():
             x
         )
 
-    report = check("tracing.loop-once", static_n)
+    report = check("control-flow.loop-once", static_n)
     assert not report.passed and "no static_argnums" in report.message
 
 

@@ -180,7 +180,7 @@ def test_a_global_is_read_at_trace_time_only(monkeypatch):
 # --- control flow ------------------------------------------------------------------------------------
 
 
-@pytest.mark.claim("sec-tracing", "clm-tr-shape-branch")
+@pytest.mark.claim("sec-control-flow", "clm-tr-shape-branch")
 def test_branching_on_a_shape_works_under_jit():
     jitted = jax.jit(functools.partial(tracing.pad_to_even))  # a wrapper of its own
     with cache.count_body_runs(tracing.pad_to_even) as runs:
@@ -195,7 +195,7 @@ def test_branching_on_a_shape_works_under_jit():
     assert "concatenate" in names and "cond" not in names  # no branch left at run time
 
 
-@pytest.mark.claim("sec-tracing", "clm-tr-value-branch")
+@pytest.mark.claim("sec-control-flow", "clm-tr-value-branch")
 def test_branching_on_a_value_raises_tracer_bool_conversion_error():
     err = jitbook.error_of(jax.jit(tracing.sin_or_cos), jnp.ones(3), 1.0)
     assert type(err) is jax.errors.TracerBoolConversionError
@@ -212,7 +212,7 @@ def test_branching_on_a_value_raises_tracer_bool_conversion_error():
     )
 
 
-@pytest.mark.claim("sec-tracing", "clm-tracing-ways-out-costs")
+@pytest.mark.claim("sec-control-flow", "clm-tracing-ways-out-costs")
 def test_three_ways_out_give_the_right_values(measured):
     x = jnp.linspace(-1.0, 1.0, 5)
     x64 = np.asarray(x, np.float64)
@@ -228,7 +228,7 @@ def test_three_ways_out_give_the_right_values(measured):
     measured("largest error of the three ways against NumPy's sin and cos", worst)
 
 
-@pytest.mark.claim("sec-tracing", "clm-tracing-static-per-value")
+@pytest.mark.claim("sec-control-flow", "clm-tracing-static-per-value")
 def test_static_compiles_per_value_where_and_cond_once():
     x = jnp.ones(4)
     ways = {
@@ -245,7 +245,7 @@ def test_static_compiles_per_value_where_and_cond_once():
     assert counts == {"static": 4, "where": 1, "cond": 1}
 
 
-@pytest.mark.claim("sec-tracing", "clm-tracing-static-hashable")
+@pytest.mark.claim("sec-control-flow", "clm-tracing-static-hashable")
 def test_static_arguments_must_be_hashable():
     err = jitbook.error_of(
         jax.jit(tracing.sin_or_cos, static_argnums=1), jnp.ones(2), jnp.array(1.0)
@@ -255,7 +255,7 @@ def test_static_arguments_must_be_hashable():
     )
 
 
-@pytest.mark.claim("sec-tracing", "clm-tracing-where-both-branches")
+@pytest.mark.claim("sec-control-flow", "clm-tracing-where-both-branches")
 def test_static_program_holds_one_branch_where_computes_both_cond_runs_one():
     x = jnp.ones(3)
     static = jax.make_jaxpr(tracing.sin_or_cos, static_argnums=1)(x, 1.0)
@@ -432,7 +432,7 @@ def test_cond_under_vmap_with_a_batched_predicate_becomes_select_and_runs_both()
     assert unbatched["cond"] == 1
 
 
-@pytest.mark.claim("sec-tracing", "clm-tracing-where-nan-gradient")
+@pytest.mark.claim("sec-control-flow", "clm-tracing-where-nan-gradient")
 def test_where_gives_a_nan_gradient_and_the_double_where_fixes_it():
     assert np.isnan(float(jax.grad(tracing.sqrt_or_zero)(0.0)))
     assert float(jax.grad(tracing.sqrt_or_zero_safe)(0.0)) == 0.0
@@ -471,7 +471,7 @@ def test_masked_scan_compiles_once_and_differentiates_like_the_unrolled_loop():
         tracing.masked_scan(x, 3, 2.5)
 
 
-@pytest.mark.claim("sec-tracing", "clm-tracing-shapes-need-size")
+@pytest.mark.claim("sec-control-flow", "clm-tracing-shapes-need-size")
 def test_value_dependent_shapes_fail_under_jit_unless_sized():
     values = jnp.array([-1.0, 2.0, -3.0, 4.0])
     assert isinstance(

@@ -387,7 +387,7 @@ def positives_padded(x: jax.Array, size: int) -> jax.Array:
     """The entries of ``x`` above 0, as ``positives`` returns them, padded with 0.0 to a
     fixed ``size``: a shape jit knows while tracing.
 
-    Taught in Tracing: what jit sees, Shapes that depend on values.
+    Taught in Tracing through control flow and loops, Shapes that depend on values.
     """
     return jnp.extract(x > 0, x, size=size, fill_value=0.0)
 

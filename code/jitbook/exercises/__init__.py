@@ -181,7 +181,8 @@ class Report:
         head = f"<strong>{mark} {html.escape(self.exercise)}: {verdict}</strong>"
         # a pass is one line, its checks a click away; what is wrong stays in view
         result = (
-            f"<details><summary>{head} ({len(self.checks)} checks)</summary><ul>{items}</ul></details>"
+            f"<details><summary>{head} ({len(self.checks)} checks)</summary>"
+            f"<ul>{items}</ul></details>"
             if self.passed
             else f"{head}<ul>{items}</ul>"
         )

@@ -335,14 +335,16 @@ def _evidence(row: dict, root: Path) -> str:
 
 
 def claim_evidence(ledger: dict, root: Path = ROOT):
-    """The Claims appendix's body: each chapter's claims folded under its name and count (the site
-    opens a fold when a claim's mark lands in it; the PDF prints them open)."""
+    """The Claims appendix's body: each chapter's claims folded under its name and count
+    (a claim's mark opens the fold it lands in; the PDF prints every fold open)."""
     import itertools
 
     from jitbook.display import Markdown
 
     parts = []
-    for chapter, rows in itertools.groupby(claim_rows(ledger, root), lambda r: r["chapter"]):
+    for chapter, rows in itertools.groupby(
+        claim_rows(ledger, root), lambda r: r["chapter"]
+    ):
         rows = list(rows)
         parts.append(
             f"::: {{.fold}}\n### {chapter} · {len(rows)} claim{'s' * (len(rows) != 1)}"
