@@ -537,7 +537,6 @@ MOST_SCREENS = 25  # a chapter page at 1280 x 800; reference material is folded 
 KNOWN_LONG = {
     "recompilation.qmd": "39 screens: the cache key, dispatch, diagnosing and persistent-cache sections",
     "methods.qmd": "37 screens: five strategies, each with its pitfalls, then the guide",
-    "pln.qmd": "30 screens (full size): the seed's bugs, the levels, the peers",
 }
 
 
@@ -567,6 +566,34 @@ def test_no_page_is_longer_than_25_screens_at_1280_px(site, served, browser, qmd
     assert tall <= MOST_SCREENS, (
         f"{path}: {tall:.1f} screens at 1280 x 800, over {MOST_SCREENS}"
     )
+
+
+@pytest.mark.parametrize("width", [1280, 390])
+def test_a_claim_mark_opens_its_folded_evidence_in_view_and_back_lands_on_the_sentence(
+    site, served, browser, width
+):
+    """The path a reader checks a claim by: a chapter's last mark lands on its evidence in the
+    Claims appendix, its chapter's fold opened and the block in the viewport with the figure its
+    test measured; "back" lands on the sentence, in view."""
+    page = browser.new_page(viewport={"width": width, "height": 800})
+    page.goto(f"{served}/chapters/pln-fast.html", wait_until="load")
+    mark = page.locator("a.claim-mark").last
+    evidence_id = mark.get_attribute("href").split("#", 1)[1]
+    mark.click()
+    page.wait_for_url(f"**/claims.html#{evidence_id}")
+    evidence = page.locator(f"[id='{evidence_id}']")
+    evidence.wait_for(state="visible")
+    landed = evidence.bounding_box()
+    assert 0 <= landed["y"] < 800, f"{evidence_id} landed at y = {landed['y']}"
+    assert "Measured:" in evidence.inner_text()
+    back = evidence.locator("a", has_text="back")
+    sentence_id = back.get_attribute("href").split("#", 1)[1]
+    back.click()
+    page.wait_for_url(f"**/pln-fast.html#{sentence_id}")
+    sentence = page.locator(f"[id='{sentence_id}']")
+    sentence.wait_for(state="visible")
+    assert 0 <= sentence.bounding_box()["y"] < 800
+    page.close()
 
 
 # ---- contrast (axe-core), phones, load time ----------------------------------------------------------------
