@@ -324,6 +324,42 @@ def test_notebook_link_filter_links_each_chapter_to_its_notebook(tmp_path):
     assert "return</span> x" in solution and "print</span>(" in solution
 
 
+def test_fold_filter_folds_reference_on_the_site_and_prints_it_open_elsewhere(tmp_path):
+    """A `.fold` div is a <details> on the site, summarised by its attribute or its heading, with the
+    script that opens a fold a link lands in; any other format keeps the div's content as it is."""
+
+    def run(to: str, text: str) -> subprocess.CompletedProcess:
+        shim = tmp_path / "fold.lua"
+        shim.write_text(
+            f'quarto = {{doc = {{is_format = function(f) return f == "{to}" end}}}}\n'
+            + (ROOT / "filters" / "fold.lua").read_text()
+        )
+        return subprocess.run(
+            ["pandoc", "-f", "markdown", "-t", "html", "--lua-filter", str(shim)],
+            input=text,
+            capture_output=True,
+            text=True,
+        )
+
+    table = "| a | b |\n|---|---|\n| 1 | 2 |\n"
+    site = run(
+        "html", f'::: {{.fold summary="The **full** table"}}\n{table}:::\n'
+    ).stdout
+    assert (
+        '<details class="jitbook-fold"><summary>The <strong>full</strong> table</summary>'
+        in site
+    )
+    assert site.index("<table") < site.index("</details>")
+    assert 'closest("details.jitbook-fold")' in site  # a link into the fold opens it
+    headed = run("html", "::: {.fold}\n### Tracing · 3 claims\n\nText.\n:::\n").stdout
+    assert "<summary>Tracing · 3 claims</summary>" in headed and "<h3" not in headed
+    printed = run("typst", f'::: {{.fold summary="The table"}}\n{table}:::\n').stdout
+    assert "<details" not in printed and "<table" in printed
+    assert "<script" not in run("html", "No fold here.\n").stdout
+    missing = run("html", "::: {.fold}\nNo summary.\n:::\n")
+    assert missing.returncode != 0 and "summary" in missing.stderr
+
+
 def test_every_page_imports_jitbook_before_jax():
     """The guard flag must be set before JAX starts its backend, so jitbook comes first in each page."""
     for page in pages():
