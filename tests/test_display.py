@@ -76,6 +76,13 @@ def test_clip_lines_cuts_each_line_to_the_column_and_says_so():
     assert display.clip_lines("abcdef", width=4) == "abc…"
 
 
+def test_a_table_column_of_prose_counts_as_wide_as_a_wrapped_line_not_its_longest_cell():
+    rows = [{"id": "`recompilation.static-coeffs`", "judged on": "its values " * 30}]
+    rule = display.table(rows).text.splitlines()[1]
+    id_dashes, prose_dashes = (len(cell) for cell in rule.strip("|").split("|"))
+    assert id_dashes == len(rows[0]["id"]) and prose_dashes == display.WRAPS_AT
+
+
 def test_table_escapes_tags_outside_code_so_markdown_keeps_the_words():
     md = jitbook.table(
         [{"result": "no: <Error>", "code": "`<lambda>`"}],
