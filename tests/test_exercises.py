@@ -867,19 +867,19 @@ def _make_trainer(flatten, unflatten=None):
 
 def test_pytree_trainer_wants_rate_a_child_and_activation_metadata():
     right = _make_trainer(lambda t: ((t.weight, t.learning_rate), (t.activation,)))
-    assert verdict("methods.pytree-trainer", right) == (True, "")
+    assert verdict("pytrees.trainer", right) == (True, "")
     lr_static = _make_trainer(
         lambda t: ((t.weight,), (t.learning_rate, t.activation)),
         lambda cls, aux, ch: cls(ch[0], *aux),
     )
     assert (
         "a new learning_rate compiled step 1 time(s)"
-        in verdict("methods.pytree-trainer", lr_static)[1]
+        in verdict("pytrees.trainer", lr_static)[1]
     )
     all_children = _make_trainer(
         lambda t: ((t.weight, t.learning_rate, t.activation), ())
     )
-    passed, message = verdict("methods.pytree-trainer", all_children)
+    passed, message = verdict("pytrees.trainer", all_children)
     assert not passed and "raised TypeError" in message
     drops_lr = _make_trainer(
         lambda t: ((t.weight, t.learning_rate), (t.activation,)),
@@ -887,7 +887,7 @@ def test_pytree_trainer_wants_rate_a_child_and_activation_metadata():
     )
     assert (
         "tree_unflatten restores every field"
-        in verdict("methods.pytree-trainer", drops_lr)[1]
+        in verdict("pytrees.trainer", drops_lr)[1]
     )
 
 
@@ -920,12 +920,12 @@ def test_pytree_trainer_answers_an_equinox_attempt_in_equinox_terms():
             weight = self.weight - self.learning_rate * jax.grad(loss)(self.weight)
             return ArrayRate(weight, self.learning_rate, self.activation)
 
-    passed, message = verdict("methods.pytree-trainer", FloatRate)
+    passed, message = verdict("pytrees.trainer", FloatRate)
     assert (
         not passed and "eqx.filter_jit treats a Python float field as static" in message
     )
     assert "child" not in message and "aux_data" not in message
-    assert verdict("methods.pytree-trainer", ArrayRate) == (True, "")
+    assert verdict("pytrees.trainer", ArrayRate) == (True, "")
 
 
 def test_shared_function_wants_one_function_object_for_all_models():
@@ -938,16 +938,16 @@ def test_shared_function_wants_one_function_object_for_all_models():
             for s in scales
         ]
 
-    assert verdict("methods.shared-function", shared) == (True, "")
+    assert verdict("pytrees.shared-function", shared) == (True, "")
     assert (
-        "compiled run 3 times" in verdict("methods.shared-function", a_lambda_each)[1]
+        "compiled run 3 times" in verdict("pytrees.shared-function", a_lambda_each)[1]
     )
     assert (
         "return a list of methods.MappedEqx"
-        in verdict("methods.shared-function", lambda s: None)[1]
+        in verdict("pytrees.shared-function", lambda s: None)[1]
     )
     fixed = verdict(
-        "methods.shared-function",  # right only for the old fixed scales
+        "pytrees.shared-function",  # right only for the old fixed scales
         lambda s: [
             methods.MappedEqx(c * jnp.ones(4), jax.nn.softplus) for c in (1.0, 2.0, 3.0)
         ],
@@ -984,7 +984,7 @@ def test_method_checkers_leave_the_students_caches_alone():
     right = _make_trainer(lambda t: ((t.weight, t.learning_rate), (t.activation,)))
     for exercise, answer in (
         ("methods.hash-config", _Poly),
-        ("methods.pytree-trainer", right),
+        ("pytrees.trainer", right),
     ):
         assert check(exercise, answer).passed, exercise
         assert check(exercise, answer).passed, (
@@ -1048,8 +1048,8 @@ def test_the_stubs_of_these_chapters_fail():
         "recompilation.buckets",
         "recompilation.static-coeffs",
         "methods.hash-config",
-        "methods.pytree-trainer",
-        "methods.shared-function",
+        "pytrees.trainer",
+        "pytrees.shared-function",
         "methods.closure-to-argument",
         "pitfalls.key-argument",
         "pitfalls.donate-step",

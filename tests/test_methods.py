@@ -192,7 +192,7 @@ def test_hashing_an_array_attribute_raises_value_error_from_type_error():
 
 
 # Strategy 3.
-@pytest.mark.claim("sec-methods", "clm-methods-pytree-per-activation")
+@pytest.mark.claim("sec-pytrees", "clm-methods-pytree-per-activation")
 @pytest.mark.parametrize(
     "cls", [methods.PytreeLayer, methods.DataclassLayer, methods.EqxLayer]
 )
@@ -214,7 +214,7 @@ def _roundtrip(obj):
     return jax.tree_util.tree_unflatten(treedef, leaves)
 
 
-@pytest.mark.claim("sec-methods", "clm-methods-round-trip")
+@pytest.mark.claim("sec-pytrees", "clm-methods-round-trip")
 @pytest.mark.parametrize(
     "obj",
     [
@@ -242,7 +242,7 @@ def test_flatten_unflatten_round_trip_keeps_every_field(obj):
         )
 
 
-@pytest.mark.claim("sec-methods", "clm-methods-grad-is-a-layer")
+@pytest.mark.claim("sec-pytrees", "clm-methods-grad-is-a-layer")
 def test_grad_with_respect_to_a_pytree_layer_is_a_layer():
     g = jax.grad(lambda lay: jnp.sum(lay.predict(X)))(
         methods.PytreeLayer(WEIGHT, "relu")
@@ -251,7 +251,7 @@ def test_grad_with_respect_to_a_pytree_layer_is_a_layer():
     np.testing.assert_allclose(g.weight, methods.reference_grad(WEIGHT, X, "relu"))
 
 
-@pytest.mark.claim("sec-methods", "clm-methods-register-dataclass")
+@pytest.mark.claim("sec-pytrees", "clm-methods-register-dataclass")
 def test_register_dataclass_puts_static_fields_in_the_treedef():
     layer = methods.DataclassLayer(WEIGHT, "relu")
     assert "relu" in str(jax.tree_util.tree_structure(layer))
@@ -320,7 +320,7 @@ def test_unflatten_that_drops_a_field_gives_a_silently_wrong_result(measured):
     np.testing.assert_allclose(_roundtrip(layer).bias, np.zeros(3))
 
 
-@pytest.mark.claim("sec-methods", "clm-methods-self-is-a-copy")
+@pytest.mark.claim("sec-pytrees", "clm-methods-self-is-a-copy")
 def test_a_jitted_method_that_assigns_to_self_changes_nothing():
     layer = methods.MutatingLayer(WEIGHT, "relu")
     assert layer.sgd_step(jnp.ones(3), 0.1) is None
@@ -333,7 +333,7 @@ def test_a_jitted_method_that_assigns_to_self_changes_nothing():
 
 
 # Strategy 4: Equinox.
-@pytest.mark.claim("sec-methods", "clm-methods-eqx-frozen-pytree")
+@pytest.mark.claim("sec-pytrees", "clm-methods-eqx-frozen-pytree")
 def test_equinox_modules_are_frozen():
     layer = methods.EqxLayer(WEIGHT, "relu")
     assert dataclasses.is_dataclass(layer)
@@ -554,7 +554,7 @@ def test_evaluate_does_not_depend_on_what_ran_before():
     assert methods.evaluate(s) == methods.evaluate(s)
 
 
-@pytest.mark.claim("sec-methods", "clm-methods-filter-jit-decides")
+@pytest.mark.claim("sec-pytrees", "clm-methods-filter-jit-decides")
 def test_filter_jit_traces_arrays_and_holds_python_numbers_static():
     def scale(v, factor):
         return v * factor
@@ -589,7 +589,7 @@ def test_optax_states_are_namedtuples():
     )
 
 
-@pytest.mark.claim("sec-methods", "clm-methods-filter-jit-float-rate")
+@pytest.mark.claim("sec-pytrees", "clm-methods-filter-jit-float-rate")
 def test_filter_jit_compiles_per_python_float_learning_rate_and_once_for_arrays():
     layer = methods.EqxLayer(WEIGHT, "relu")
     rates = (0.1, 0.05, 0.01)
@@ -769,7 +769,7 @@ def test_a_checking_init_breaks_on_none_and_unflattening_without_init_does_not()
     )
 
 
-@pytest.mark.claim("sec-methods", "clm-methods-redefined-class")
+@pytest.mark.claim("sec-pytrees", "clm-methods-redefined-class")
 def test_a_redefined_equinox_class_starts_with_an_empty_cache_and_the_old_keeps_its_own():
     from jitbook import cache
 
@@ -787,7 +787,7 @@ def test_a_redefined_equinox_class_starts_with_an_empty_cache_and_the_old_keeps_
     ) == [1, 1, 0]
 
 
-@pytest.mark.claim("sec-methods", "clm-methods-identical-functions")
+@pytest.mark.claim("sec-pytrees", "clm-methods-identical-functions")
 def test_identical_handwritten_jitted_functions_compile_once_each():
     @jax.jit
     def first(v):
