@@ -315,7 +315,11 @@ def test_the_vocabulary_copies_out_exact_types_only():
 # ---- tracing, jaxprs, minijit ----
 
 
-OURS = [id for id in registry() if id.split(".")[0] in ("tracing", "control-flow", "jaxprs", "minijit")]
+OURS = [
+    id
+    for id in registry()
+    if id.split(".")[0] in ("tracing", "control-flow", "jaxprs", "minijit")
+]
 _CHAPTERS = Path(__file__).resolve().parents[1] / "chapters"
 
 
@@ -434,7 +438,8 @@ def test_where_explains_a_python_if_and_names_the_wrong_values():
     report = check("control-flow.where", python_if)
     assert "an `if`" in report.message and "TracerBoolConversionError" in report.message
     assert (
-        "expected" in check("control-flow.where", lambda x: jnp.where(x > 0, x, 0.0)).message
+        "expected"
+        in check("control-flow.where", lambda x: jnp.where(x > 0, x, 0.0)).message
     )
 
 
