@@ -33,7 +33,7 @@ def count_equations(jaxpr) -> int:
     """Equations in a jaxpr, counting those inside nested jaxprs (loop bodies, branches)
     too.
 
-    Taught in Tracing, Python loops unroll.
+    Taught in Tracing through control flow and loops, Python loops unroll.
     """
     jaxpr = getattr(jaxpr, "jaxpr", jaxpr)  # a ClosedJaxpr holds its Jaxpr in .jaxpr
     if not isinstance(jaxpr, jax.extend.core.Jaxpr):

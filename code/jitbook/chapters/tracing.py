@@ -30,7 +30,7 @@ def aval_row(x) -> dict:
     """The abstract value jit keeps of ``x``: its type, shape, dtype and weak type, as
     one table row.
 
-    Taught in Tracing, A tracer, seen from inside.
+    Taught in Tracing: what jit sees, A tracer, seen from inside.
     """
     aval = jax.typeof(x)
     return {
@@ -62,7 +62,7 @@ def double_and_show(x: jax.Array) -> jax.Array:
     """Doubles ``x``, printing it twice: once with Python's print, once with
     ``jax.debug.print``.
 
-    Taught in Tracing, A tracer, seen from inside.
+    Taught in Tracing: what jit sees, A tracer, seen from inside.
     """
     print("print sees:", x)
     jax.debug.print("jax.debug.print sees: {}", x)
@@ -73,7 +73,7 @@ class BodyCounter:
     """Wraps ``fn`` and counts how many times its Python body runs (under jit: once per
     trace).
 
-    Taught in Tracing, The body runs once per new signature.
+    Taught in Tracing: what jit sees, The body runs once per new signature.
     """
 
     def __init__(self, fn: Callable) -> None:
@@ -115,7 +115,7 @@ def remember(x: jax.Array) -> jax.Array:
     """Appends its argument to the global ``history`` (a side effect) and returns
     ``x + 1``.
 
-    Taught in Tracing, Side effects happen while tracing.
+    Taught in Tracing: what jit sees, Side effects happen while tracing.
     """
     history.append(x)
     return x + 1
@@ -125,7 +125,7 @@ def scaled(x: jax.Array) -> jax.Array:
     """Multiplies by the global ``SCALE``: under jit, by the value ``SCALE`` had when it
     was traced.
 
-    Taught in Tracing, Reading a global that changes.
+    Taught in Tracing: what jit sees, Reading a global that changes.
     """
     return SCALE * x
 
@@ -137,7 +137,7 @@ def pad_to_even(x: jax.Array) -> jax.Array:
     """Appends a zero when ``x`` has an odd length: a branch on a shape, which jit knows
     while tracing.
 
-    Taught in Tracing, Branching on a shape works.
+    Taught in Tracing through control flow and loops, Branching on a shape works.
     """
     if x.shape[0] % 2 == 1:
         x = jnp.concatenate([x, jnp.zeros(1, x.dtype)])
@@ -148,7 +148,7 @@ def sin_or_cos(x: jax.Array, t) -> jax.Array:
     """``sin(x)`` when ``t > 0``, else ``cos(x)``: a Python branch on a value, which a
     tracer does not have.
 
-    Taught in Tracing, Branching on a value fails.
+    Taught in Tracing through control flow and loops, Branching on a value fails.
     """
     if t > 0:
         return jnp.sin(x)
@@ -165,7 +165,7 @@ def sin_or_cos_where(
 ) -> jax.Array:
     """Way out 2: compute both branches and select elementwise.
 
-    Taught in Tracing, Three ways out.
+    Taught in Tracing through control flow and loops, Three ways out.
     """
     return jnp.where(t > 0, pos(x), neg(x))
 
@@ -176,7 +176,7 @@ def sin_or_cos_cond(
     """Way out 3: ``lax.cond`` puts both branches in the program and runs the one the
     predicate picks.
 
-    Taught in Tracing, Three ways out.
+    Taught in Tracing through control flow and loops, Three ways out.
     """
     return lax.cond(t > 0, pos, neg, x)
 
@@ -197,7 +197,7 @@ def branches_run(version: Callable, x: jax.Array, t) -> list[str]:
     """Which branches of ``sin_or_cos_where`` or ``sin_or_cos_cond`` ran in one jitted
     call.
 
-    Taught in Tracing, Three ways out.
+    Taught in Tracing through control flow and loops, Three ways out.
     """
     loud = functools.partial(
         version, pos=announce("sin", jnp.sin), neg=announce("cos", jnp.cos)
@@ -216,7 +216,7 @@ def step(x: jax.Array) -> jax.Array:
 def python_loop(x: jax.Array, n: int) -> jax.Array:
     """``step`` applied ``n`` times by a Python loop: tracing records every iteration.
 
-    Taught in Tracing, Python loops unroll.
+    Taught in Tracing through control flow and loops, Python loops unroll.
     """
     for _ in range(n):
         x = step(x)
@@ -227,7 +227,7 @@ def fori_version(x: jax.Array, n) -> jax.Array:
     """``step`` applied ``n`` times by ``lax.fori_loop``: one loop in the program, and
     ``n`` may be traced.
 
-    Taught in Tracing, Python loops unroll.
+    Taught in Tracing through control flow and loops, Python loops unroll.
     """
     return lax.fori_loop(0, n, lambda i, c: step(c), x)
 
@@ -236,7 +236,7 @@ def scan_version(x: jax.Array, n: int) -> jax.Array:
     """``step`` applied ``n`` times by ``lax.scan``: one loop in the program; ``n`` must
     be a Python int.
 
-    Taught in Tracing, Python loops unroll.
+    Taught in Tracing through control flow and loops, Python loops unroll.
     """
     final, _ = lax.scan(lambda c, _: (step(c), None), x, length=n)
     return final
@@ -246,7 +246,7 @@ def loop_growth(fns: Sequence[Callable], ns: Sequence[int], x: jax.Array) -> lis
     """For each loop function and loop length: equations traced and milliseconds to
     trace, lower and compile.
 
-    Taught in Tracing, Python loops unroll.
+    Taught in Tracing through control flow and loops, Python loops unroll.
     """
     if not ns or not all(isinstance(n, int) and n >= 0 for n in ns):
         raise ValueError(
@@ -273,7 +273,7 @@ def loop_growth(fns: Sequence[Callable], ns: Sequence[int], x: jax.Array) -> lis
 def make_scaler(scale) -> Callable:
     """A function that multiplies by ``scale``, captured from this call: a closure.
 
-    Taught in Tracing, Closures.
+    Taught in Tracing: what jit sees, Closures.
     """
 
     def scale_by(x):
@@ -285,7 +285,7 @@ def make_scaler(scale) -> Callable:
 def make_config_scaler(config: dict) -> Callable:
     """A closure that reads ``config["scale"]``: under jit, at trace time only.
 
-    Taught in Tracing, Captured values go stale.
+    Taught in Tracing: what jit sees, Captured values go stale.
     """
 
     def scale_by_config(x):
@@ -308,8 +308,8 @@ def masked_scan(x: jax.Array, n, max_n: int) -> jax.Array:
 
     A ``fori_loop`` with a traced trip count becomes a ``while_loop``, which
     reverse-mode AD refuses; a scan with a static bound and a mask has one compiled
-    program for every ``n <= max_n`` and a gradient. Taught in Tracing, Python loops
-    unroll.
+    program for every ``n <= max_n`` and a gradient. Taught in Tracing through control
+    flow and loops, A traced trip count cannot be differentiated backwards.
     """
     if not isinstance(max_n, int) or max_n < 0:
         raise ValueError(
@@ -342,7 +342,7 @@ def branches_run_batched(version: Callable, x: jax.Array, ts: jax.Array) -> list
     """Which branches ran when ``version`` is vmapped over a batch of ``t`` (a batched
     predicate).
 
-    Taught in Tracing, Under vmap, both branches run.
+    Taught in Tracing through control flow and loops, Under vmap, both branches run.
     """
     loud = functools.partial(
         version, pos=announce("sin", jnp.sin), neg=announce("cos", jnp.cos)
@@ -356,7 +356,7 @@ def sqrt_or_zero(x: jax.Array) -> jax.Array:
     """``sqrt(x)`` where ``x > 0``, else 0: right values, but a NaN gradient at 0 (the
     sqrt branch is still differentiated there, and 0 times its infinite slope is NaN).
 
-    Taught in Tracing, Under vmap, both branches run.
+    Taught in Tracing through control flow and loops, Under vmap, both branches run.
     """
     return jnp.where(x > 0, jnp.sqrt(x), 0.0)
 
@@ -365,7 +365,7 @@ def sqrt_or_zero_safe(x: jax.Array) -> jax.Array:
     """The double-``where`` fix: feed the branch not taken a safe input, so its slope is
     finite.
 
-    Taught in Tracing, Under vmap, both branches run.
+    Taught in Tracing through control flow and loops, Under vmap, both branches run.
     """
     safe = jnp.where(x > 0, x, 1.0)
     return jnp.where(x > 0, jnp.sqrt(safe), 0.0)
@@ -378,7 +378,7 @@ def positives(x: jax.Array) -> jax.Array:
     """The entries of ``x`` above 0: how many there are depends on the values, so jit
     cannot trace it.
 
-    Taught in Tracing, Shapes that depend on values.
+    Taught in Tracing through control flow and loops, Shapes that depend on values.
     """
     return x[x > 0]
 
@@ -399,7 +399,7 @@ def logged_square(x: jax.Array, log: list) -> jax.Array:
     """``x * x`` that appends each value of ``x`` to ``log`` at run time, through
     ``jax.debug.callback``.
 
-    Taught in Tracing, Side effects done properly.
+    Taught in Tracing: what jit sees, Side effects done properly.
     """
     jax.debug.callback(lambda v: log.append(float(v)), x)
     return x * x
@@ -409,7 +409,7 @@ def numpy_sine(x: jax.Array) -> jax.Array:
     """``sin`` computed by NumPy on the host, inside a jitted program, with
     ``jax.pure_callback``.
 
-    Taught in Tracing, Side effects done properly.
+    Taught in Tracing: what jit sees, Side effects done properly.
     """
     return jax.pure_callback(
         lambda v: np.sin(v).astype(v.dtype), jax.ShapeDtypeStruct(x.shape, x.dtype), x
@@ -564,7 +564,7 @@ def loop_explorer(ns: Sequence[int], x: jax.Array) -> tuple[list[dict], list[dic
     """Per loop length: equations and compile time of each loop (``loop_growth``), and
     the jaxprs to read.
 
-    Taught in Tracing, Explore it.
+    Taught in Tracing through control flow and loops, Explore it.
     """
     growth = loop_growth(list(LOOPS.values()), ns, x)
     rows, panels = [], []

@@ -29,7 +29,7 @@ def sin_or_cos_partly(x: jax.Array, t) -> jax.Array:
     """``tracing.sin_or_cos`` with only the parts under the ``if`` jitted: the branch
     runs in Python, on a real ``t``.
 
-    Taught in Tracing, Jitting only part of a function.
+    Taught in Tracing through control flow and loops, Jitting only part of a function.
     """
     if t > 0:
         return sin_part(x)

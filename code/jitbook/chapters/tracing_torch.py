@@ -51,7 +51,7 @@ def _compiles(calls) -> int:
 def four_functions(x: jax.Array) -> dict[str, dict]:
     """What ``jax.jit`` does with four functions as written, and with JAX's way out.
 
-    Taught in Tracing, PyTorch's tracing JIT, and JAX's ways out.
+    Taught in Tracing: what jit sees, PyTorch's tracing JIT, and JAX's ways out.
     """
     ts = (1.0, -1.0)
     with count_compiles() as refused:
