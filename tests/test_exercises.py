@@ -891,8 +891,7 @@ def test_pytree_trainer_wants_rate_a_child_and_activation_metadata():
         lambda cls, aux, ch: cls(ch[0], 0.0, *aux),
     )
     assert (
-        "tree_unflatten restores every field"
-        in verdict("pytrees.trainer", drops_lr)[1]
+        "tree_unflatten restores every field" in verdict("pytrees.trainer", drops_lr)[1]
     )
 
 

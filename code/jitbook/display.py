@@ -218,7 +218,7 @@ def _escape_html(text: str) -> str:
     )
 
 
-WRAPS_AT = 40  # characters: a cell longer than this wraps, so its column counts as this wide
+WRAPS_AT = 40  # characters: a longer cell wraps, so its column counts as this wide
 
 
 def table(rows: Sequence[dict], caption: str | None = None) -> Markdown:
@@ -231,12 +231,12 @@ def table(rows: Sequence[dict], caption: str | None = None) -> Markdown:
         )
     columns = list(rows[0])
     cells = [_column(rows, c) for c in columns]
-    # Dashes as long as a column's widest cell, up to WRAPS_AT: Pandoc sizes the columns of
-    # a wide table by them, so a column of short codes is not squeezed by one of prose,
-    # which wraps anyway.
+    # Dashes as long as a column's widest cell, up to WRAPS_AT: Pandoc sizes the columns
+    # of a wide table by them, so a column of short codes is not squeezed by one of
+    # prose, which wraps anyway.
     widths = [
-        min(WRAPS_AT, max([3, *map(len, column.split()), *map(len, column_cells)]))
-        for column, column_cells in zip(columns, cells, strict=True)
+        min(WRAPS_AT, max([3, *map(len, name.split()), *map(len, column)]))
+        for name, column in zip(columns, cells, strict=True)
     ]
     # Numbers right-aligned, so their digits line up; words left-aligned, as prose
     # reads.

@@ -43,7 +43,7 @@ class EqxLayer(eqx.Module):
     """An Equinox module is a frozen dataclass and a pytree; ``static=True`` marks
     configuration.
 
-    Taught in Jitting methods and classes, Strategy 4: Equinox modules.
+    Taught in Classes as pytrees, Strategy 4: Equinox modules.
     """
 
     weight: jax.Array
@@ -58,7 +58,7 @@ class SignedEqx(eqx.Module):
     """The French notebook's module: an array, a static string, and a method jitted in
     the class body.
 
-    Taught in Jitting methods and classes, Methods are pytrees too.
+    Taught in Classes as pytrees, Methods are pytrees too.
     """
 
     values: jax.Array
@@ -75,7 +75,7 @@ class SignedEqx(eqx.Module):
 class MappedEqx(eqx.Module):
     """A module whose static field is a function, compared by identity like any other.
 
-    Taught in Jitting methods and classes, Static functions are compared by identity.
+    Taught in Classes as pytrees, Static functions are compared by identity.
     """
 
     values: jax.Array
@@ -90,7 +90,7 @@ def signed_loss(model: SignedEqx, scale) -> jax.Array:
     """A loss that takes the model as an argument: differentiable in ``scale``, traced
     in the model's arrays.
 
-    Taught in Jitting methods and classes, `jit(grad(loss))` and static fields.
+    Taught in Classes as pytrees, `jit(grad(loss))` and static fields.
     """
     return jnp.sum(scale * model.apply())
 
@@ -100,7 +100,7 @@ def eqx_sgd_step(layer: EqxLayer, learning_rate):
     """One step that shrinks the weight by ``learning_rate``: under ``filter_jit`` a
     Python float is static.
 
-    Taught in Jitting methods and classes, Strategy 4: Equinox modules.
+    Taught in Classes as pytrees, Strategy 4: Equinox modules.
     """
     return eqx.tree_at(lambda m: m.weight, layer, layer.weight * (1.0 - learning_rate))
 
@@ -246,8 +246,8 @@ def scalar_offset_counts(weight, x, values: Sequence[float]) -> list[int]:
     a new array each time, held as metadata (in the key).
 
     Meant for a fresh process (``run_cold``): there the cache holds no key with a
-    three-element offset, comparing with which would raise. Taught in Jitting methods
-    and classes, Pitfall: an array in the static metadata.
+    three-element offset, comparing with which would raise. Taught in Classes as
+    pytrees, Pitfall: an array in the static metadata.
     """
     return count_each(
         *[
@@ -264,7 +264,7 @@ def shared_cache_rows() -> list[dict]:
     an old one call it again. Compiles and the cache's size after each step.
 
     It clears JAX's caches, so it runs only in a fresh process (``run_cold``), never
-    in a reader's. Taught in Jitting methods and classes, One cache for all instances.
+    in a reader's. Taught in Classes as pytrees, One cache for all instances.
     """
     ones = jnp.ones(2)
     plus, plus2 = SignedEqx(ones, "plus"), SignedEqx(2 * ones, "plus")

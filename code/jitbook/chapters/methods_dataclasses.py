@@ -19,7 +19,7 @@ def dataclass_rows(weight: jax.Array) -> list[dict]:
     it a dataclass, its leaves, whether the static field is in the tree structure, and
     whether assigning a field raises.
 
-    Taught in Jitting methods and classes, Dataclass pytrees and the libraries that make
+    Taught in Classes as pytrees, Dataclass pytrees and the libraries that make
     them.
     """
     rows = []

@@ -118,7 +118,7 @@ class HashedLayer:
 class PytreeLayer:
     """Arrays are the pytree's children (traced); the configuration its static metadata.
 
-    Taught in Jitting methods and classes, Strategy 3: the class as a pytree.
+    Taught in Classes as pytrees, Strategy 3: the class as a pytree.
     """
 
     def __init__(self, weight, activation: str) -> None:
@@ -149,7 +149,7 @@ class DataclassLayer:
     """The same pytree from a frozen dataclass: fields marked ``static`` become
     metadata.
 
-    Taught in Jitting methods and classes, Strategy 3: the class as a pytree.
+    Taught in Classes as pytrees, Strategy 3: the class as a pytree.
     """
 
     weight: jax.Array
@@ -170,7 +170,7 @@ class DataclassLayer:
 class ArrayMetadataLayer:
     """Bug: an array (``offset``) in the metadata, which must be hashable and immutable.
 
-    Taught in Jitting methods and classes, Pitfall: an array in the static metadata.
+    Taught in Classes as pytrees, Pitfall: an array in the static metadata.
     """
 
     def __init__(self, weight, offset, activation: str) -> None:
@@ -196,7 +196,7 @@ class DroppingLayer:
     """Bug: ``tree_unflatten`` rebuilds through ``__init__`` and forgets the trained
     ``bias``.
 
-    Taught in Jitting methods and classes, Pitfall: an unflatten that drops a field.
+    Taught in Classes as pytrees, Pitfall: an unflatten that drops a field.
     """
 
     def __init__(self, weight, activation: str) -> None:
@@ -222,7 +222,7 @@ class MutatingLayer(PytreeLayer):
     """Bug: a jitted method assigns to ``self``, which inside jit is a copy rebuilt from
     tracers.
 
-    Taught in Jitting methods and classes, Pitfall: a method that assigns to `self`.
+    Taught in Classes as pytrees, Pitfall: a method that assigns to `self`.
     """
 
     @jax.jit
@@ -235,7 +235,7 @@ class MutatingLayer(PytreeLayer):
 class Settings:
     """Configuration only, registered with ``register_static``: a pytree with no leaves.
 
-    Taught in Jitting methods and classes, Static classes with register_static.
+    Taught in Classes as pytrees, Static classes with register_static.
     """
 
     activation: str
@@ -245,7 +245,7 @@ class Settings:
 def predict_with(settings: Settings, weight, x):
     """A jitted function taking ``Settings`` as an ordinary argument: no static_argnums.
 
-    Taught in Jitting methods and classes, Static classes with register_static.
+    Taught in Classes as pytrees, Static classes with register_static.
     """
     return activate(settings.activation, weight * x)
 
@@ -254,7 +254,7 @@ def predict_with(settings: Settings, weight, x):
 class CheckedLayer(PytreeLayer):
     """``__init__`` converts ``weight`` with ``jnp.asarray``; tree_unflatten calls it.
 
-    Taught in Jitting methods and classes, What tree_unflatten receives.
+    Taught in Classes as pytrees, What tree_unflatten receives.
     """
 
     def __init__(self, weight, activation: str) -> None:
@@ -265,7 +265,7 @@ class CheckedLayer(PytreeLayer):
 class UncheckedUnflattenLayer(CheckedLayer):
     """The same class, rebuilt without ``__init__``: checks run only for its users.
 
-    Taught in Jitting methods and classes, What tree_unflatten receives.
+    Taught in Classes as pytrees, What tree_unflatten receives.
     """
 
     @classmethod
@@ -278,7 +278,7 @@ class UncheckedUnflattenLayer(CheckedLayer):
 def unflatten_receives(layer: PytreeLayer) -> list[dict]:
     """The types of ``weight`` that ``tree_unflatten`` passes on, per transformation.
 
-    Taught in Jitting methods and classes, What tree_unflatten receives.
+    Taught in Classes as pytrees, What tree_unflatten receives.
     """
     if type(layer).tree_unflatten.__func__ is not PytreeLayer.tree_unflatten.__func__:
         raise TypeError("unflatten_receives takes a methods.PytreeLayer.")

@@ -1,4 +1,4 @@
-"""Exercises of the chapter "Jitting methods and classes: pytrees and Equinox".
+"""Exercises of the chapter "Classes as pytrees: by hand and with Equinox".
 
 Values are what the student's classes compute on inputs drawn per student; whether a new
 object compiles again is counted by a probe beside the student's code, at shapes no
