@@ -536,7 +536,6 @@ MOST_SCREENS = 25  # a chapter page at 1280 x 800; reference material is folded 
 # gets short enough fails here until it leaves this list.
 KNOWN_LONG = {
     "recompilation.qmd": "39 screens: the cache key, dispatch, diagnosing and persistent-cache sections",
-    "methods.qmd": "37 screens: five strategies, each with its pitfalls, then the guide",
 }
 
 
