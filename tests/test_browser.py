@@ -534,7 +534,6 @@ MOST_SCREENS = 25  # a chapter page at 1280 x 800; reference material is folded 
 # Pages still longer, measured at the small sizes (Nov 2026): each needs a split of the sections that are
 # reference, not a fold. Strict: a page that gets short enough fails here until it leaves this list.
 KNOWN_LONG = {
-    "recompilation.qmd": "39 screens: the cache key, dispatch, diagnosing and persistent-cache sections",
     "methods.qmd": "37 screens: five strategies, each with its pitfalls, then the guide",
     "pln.qmd": "30 screens (full size): the seed's bugs, the levels, the peers",
     "tracing.qmd": "38 screens: control flow and loops, each with its listings shown",

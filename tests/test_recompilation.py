@@ -876,7 +876,7 @@ def test_the_executed_page_reads_no_dispatch_miss_in_the_wrapper_race(executed):
     filled in the reader's process once evicted plus_one, and the page read 1)."""
     from jitbook.site import harness
 
-    (page,) = [p for p in harness.chapter_files() if p.stem == "recompilation"]
+    (page,) = [p for p in harness.chapter_files() if p.stem == "cache-key"]
     cells = [c for c in executed(page).cells if c.cell_type == "code"]
     (cell,) = [
         c
