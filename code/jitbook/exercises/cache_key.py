@@ -19,7 +19,6 @@ def _poly_eval(coeffs, x):
     return y
 
 
-
 def _coefficients(rng) -> list:
     """Two to five coefficients, some whole (given as ints in the list)."""
     drawn = np.round(rng.uniform(-3, 3, size=int(rng.integers(2, 6))), 2)
