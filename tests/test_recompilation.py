@@ -1,4 +1,4 @@
-"""The recompilation chapter's claims about JAX, its helpers' input checks, and its exercises' wrong answers."""
+"""The claims about JAX of the recompilation and cache-key chapters, their helpers' input checks, and the recompilation exercises' wrong answers."""
 
 import functools
 import os
