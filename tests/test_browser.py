@@ -530,13 +530,8 @@ def test_every_page_fits_the_screen_and_no_line_scrolls(site, served, browser, w
     assert not problems, problems
 
 
-MOST_SCREENS = 25  # a chapter page at 1280 x 800; reference material is folded or a page of its own
-# Pages still longer, measured at the small sizes (Nov 2026): each needs a split along a seam a reader
-# knows (as tracing and control-flow), or its reference folded (filters/fold.lua). Strict: a page that
-# gets short enough fails here until it leaves this list.
-KNOWN_LONG = {
-    "recompilation.qmd": "39 screens: the cache key, dispatch, diagnosing and persistent-cache sections",
-}
+MOST_SCREENS = 25  # a chapter page at 1280 x 800: a longer one splits along a seam a reader knows (as
+# tracing and control-flow), or folds what is reference (filters/fold.lua)
 
 
 def screens(browser, base: str, path: str) -> float:
@@ -548,16 +543,7 @@ def screens(browser, base: str, path: str) -> float:
     return height / 800
 
 
-@pytest.mark.parametrize(
-    "qmd",
-    [
-        pytest.param(p, marks=pytest.mark.xfail(strict=True, reason=KNOWN_LONG[p.name]))
-        if p.name in KNOWN_LONG
-        else p
-        for p in harness.chapter_files()
-    ],
-    ids=lambda p: p.name,
-)
+@pytest.mark.parametrize("qmd", harness.chapter_files(), ids=lambda p: p.name)
 def test_no_page_is_longer_than_25_screens_at_1280_px(site, served, browser, qmd):
     """Measured on the tests' small sizes: full-size tables and listings are as long."""
     path = qmd.relative_to(harness.ROOT).with_suffix(".html").as_posix()

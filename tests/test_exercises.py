@@ -236,7 +236,7 @@ def test_the_placeholder_of_a_top_level_answer_reads_as_not_yet_answered():
 
 
 def test_no_message_stops_at_a_colon():
-    message = check("recompilation.static-coeffs", lambda c: list(c)).message
+    message = check("cache-key.static-coeffs", lambda c: list(c)).message
     assert not message.rstrip().endswith(":") and "unhashable type: 'list'" in message
 
 
@@ -725,17 +725,17 @@ class _ById:
 
 def test_static_coeffs_wants_equal_hashable_plain_values():
     assert verdict(
-        "recompilation.static-coeffs", lambda c: tuple(float(v) for v in c)
+        "cache-key.static-coeffs", lambda c: tuple(float(v) for v in c)
     ) == (True, "")
-    passed, message = verdict("recompilation.static-coeffs", lambda c: c)
+    passed, message = verdict("cache-key.static-coeffs", lambda c: c)
     assert (
         not passed
         and "jit refused" in message
         and "Non-hashable static arguments" in message
     )
-    assert "returned a _ById" in verdict("recompilation.static-coeffs", _ById)[1]
+    assert "returned a _ById" in verdict("cache-key.static-coeffs", _ById)[1]
     fixed = verdict(
-        "recompilation.static-coeffs", lambda c: (1.0, 2.0, 3.0)
+        "cache-key.static-coeffs", lambda c: (1.0, 2.0, 3.0)
     )  # right for the old fixed input only
     assert not fixed[0] and "evaluated to" in fixed[1]
 
@@ -1050,7 +1050,7 @@ def test_the_stubs_of_these_chapters_fail():
         "recompilation.lr-traced",
         "recompilation.clip-norm",
         "recompilation.buckets",
-        "recompilation.static-coeffs",
+        "cache-key.static-coeffs",
         "methods.hash-config",
         "pytrees.trainer",
         "pytrees.shared-function",

@@ -144,7 +144,7 @@ def test_no_page_shows_more_than_a_tenth_plumbing_among_its_visible_code(page):
 # ---- diagrams -------------------------------------------------------------------------------------------
 
 IMAGES = harness.ROOT / "chapters" / "images"
-DIAGRAMS = {"jit-road": "why-compile", "jit-caches": "recompilation"}
+DIAGRAMS = {"jit-road": "why-compile", "jit-caches": "cache-key"}
 # The light drawing's colours and the dark drawing's, in order: the dark one is the light one repainted.
 LIGHT = ["#333333", "#222222", "#ffffff", "#dbe8fb", "#fdf1d6", "#18652b"]
 DARK = ["#d0d0d0", "#e8e8e8", "#2b2b2b", "#1d3557", "#4a3b16", "#6fd08a"]

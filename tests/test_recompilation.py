@@ -1,4 +1,4 @@
-"""The recompilation chapter's claims about JAX, its helpers' input checks, and its exercises' wrong answers."""
+"""The claims about JAX of the recompilation and cache-key chapters, their helpers' input checks, and the recompilation exercises' wrong answers."""
 
 import functools
 import os
@@ -876,7 +876,7 @@ def test_the_executed_page_reads_no_dispatch_miss_in_the_wrapper_race(executed):
     filled in the reader's process once evicted plus_one, and the page read 1)."""
     from jitbook.site import harness
 
-    (page,) = [p for p in harness.chapter_files() if p.stem == "recompilation"]
+    (page,) = [p for p in harness.chapter_files() if p.stem == "cache-key"]
     cells = [c for c in executed(page).cells if c.cell_type == "code"]
     (cell,) = [
         c

@@ -275,7 +275,7 @@ def count_dispatch_misses() -> Iterator[DispatchLog]:
     JAX has no public counter for this: we wrap ``jax._src.pjit._infer_params``, the
     first step of that Python path (``.trace`` and ``.lower`` call it too).
 
-    Taught in Static arguments and compiling again, The dispatch cache.
+    Taught in jit's cache key and its caches, The dispatch cache.
     """
     from jax._src import pjit
 
@@ -318,7 +318,7 @@ def capture_jax_logs(
     JAX writes them through the ``jax`` logger at WARNING level; we listen there instead
     of scraping stderr, so a chapter can show the real text.
 
-    Taught in Static arguments and compiling again, Diagnosing a recompile.
+    Taught in jit's cache key and its caches, Diagnosing a recompile.
     """
     handler = _Records()
     logger = logging.getLogger("jax")

@@ -182,7 +182,7 @@ class ScaleBy:
     """A callable object equal to (and hashing like) any other ``ScaleBy`` with the same
     factor.
 
-    Taught in Static arguments and compiling again, The function: by hash and equality.
+    Taught in jit's cache key and its caches, The function: by hash and equality.
     """
 
     factor: float
@@ -421,7 +421,7 @@ def jit_in_a_loop_log(how: str, steps: int = 2) -> list[str]:
     """JAX's log lines while ``jit_in_a_loop`` runs, in a fresh process, where its
     functions are new to JAX as on a reader's first run.
 
-    Taught in Static arguments and compiling again, Diagnosing a recompile.
+    Taught in jit's cache key and its caches, Diagnosing a recompile.
     """
     return run_cold(_jit_in_a_loop_log, how, steps)
 

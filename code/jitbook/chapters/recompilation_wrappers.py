@@ -1,8 +1,8 @@
-"""Static arguments and compiling again, new jit wrappers: the C++ dispatch cache
-(what misses it, what a new wrapper costs, how many callables it holds) and the slow
-tracing page's ``partial`` built in a loop.
+"""New jit wrappers: the C++ dispatch cache (jit's cache key and its caches: what
+misses it, what a new wrapper costs, how many callables it holds) and the slow tracing
+page's ``partial`` built in a loop (Static arguments and compiling again).
 
-Taught in Static arguments and compiling again, The dispatch cache.
+Taught in jit's cache key and its caches, The dispatch cache.
 """
 
 import functools
@@ -24,7 +24,7 @@ def wrapper_race(calls: int = 100, rounds: int = 31) -> "timing.Race":
     through new wrappers built beforehand (the first call of each), through a new
     ``jax.jit(plus_one)`` built at each call, and building it without calling.
 
-    Taught in Static arguments and compiling again, The dispatch cache.
+    Taught in jit's cache key and its caches, The dispatch cache.
     """
     for label, value in (("calls", calls), ("rounds", rounds)):
         whole_number(value, label)
@@ -110,7 +110,7 @@ def dispatch_rows(wrappers: int = 100) -> list[dict]:
     The callables of a row stay alive until it is counted, as in a loop that keeps them.
     Measured in a fresh process (``run_cold``): cold caches, the caller's left alone.
 
-    Taught in Static arguments and compiling again, The dispatch cache.
+    Taught in jit's cache key and its caches, The dispatch cache.
     """
     whole_number(wrappers, "wrappers")
     return run_cold(_dispatch_rows, wrappers)
