@@ -188,6 +188,8 @@ def test_the_site_gets_a_page_of_code_for_every_test_module_with_a_claim(tmp_pat
     from jitbook.site import claim_tests, post_render
 
     written = claim_tests.write(tmp_path)
+    heavy = {p.name: p.stat().st_size for p in written if p.stat().st_size > 300_000}
+    assert not heavy, f"code pages over the site's 300 KB a page: {heavy}"
     tests = [t for t in spans.claim_tests() if t.span]
     assert {p.name for p in written} == {
         f"{t.test.split('::')[0].removeprefix('tests/').removesuffix('.py')}.html"
