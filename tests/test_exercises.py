@@ -724,9 +724,10 @@ class _ById:
 
 
 def test_static_coeffs_wants_equal_hashable_plain_values():
-    assert verdict(
-        "cache-key.static-coeffs", lambda c: tuple(float(v) for v in c)
-    ) == (True, "")
+    assert verdict("cache-key.static-coeffs", lambda c: tuple(float(v) for v in c)) == (
+        True,
+        "",
+    )
     passed, message = verdict("cache-key.static-coeffs", lambda c: c)
     assert (
         not passed

@@ -16,7 +16,7 @@ from jitbook.site.harness import ROOT
 
 FOLDER = "tests"  # in the site: tests/test_x.html
 # Names, punctuation and spaces, which both styles print in the text's own colour:
-# unwrapped, the longest test module's page weighs half as much (pages stay under 300 KB).
+# unwrapped, the longest test module's page weighs half as much (each under 300 KB).
 PLAIN_TOKEN = re.compile(r'<span class="(?:n|p|w)">([^<]*)</span>')
 
 STYLE = """
