@@ -456,6 +456,24 @@ def test_log_axes_get_several_ticks_and_close_values_do_not_overprint():
     ]
 
 
+def test_a_grid_with_a_cell_some_row_lacks_prints_for_the_pdf():
+    """The PDF draws each explorer with matplotlib: a grid whose rows have different
+    columns (a call only one experiment made) leaves that cell blank instead of failing."""
+    from jitbook.explore import printed
+
+    rows = [
+        {"experiment": "a", "call": "call 1", "compiles": 1},
+        {"experiment": "a", "call": "call 2", "compiles": 0},
+        {"experiment": "b", "call": "call 1", "compiles": 1},
+    ]
+    grid = explore.grid(
+        rows, across="call", down="experiment", value="compiles", title="t"
+    )
+    (heat,) = [t for t in grid.figure["data"] if t.get("type") == "heatmap"]
+    assert None in sum(heat["z"], [])
+    assert printed.svg(grid.figure).lstrip().startswith("<?xml")
+
+
 def test_missing_values_and_section_ids_read_as_words(monkeypatch):
     monkeypatch.setattr(
         core, "_titles", lambda: {"sec-tracing-loops": "Python loops unroll"}

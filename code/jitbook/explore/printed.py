@@ -70,7 +70,11 @@ def _draw(ax, trace: dict) -> None:
         colour = trace.get("marker", {}).get("color", "#7f7f7f")
         ax.barh(trace["y"], trace["x"], color=colour)
     elif kind == "heatmap":
-        ax.imshow(trace["z"], cmap="Blues", aspect="auto", alpha=0.5)
+        import numpy as np
+
+        # a cell a row does not have (None) is left blank, as the site leaves it
+        z = [[np.nan if v is None else v for v in line] for line in trace["z"]]
+        ax.imshow(np.array(z, dtype=float), cmap="Blues", aspect="auto", alpha=0.5)
         ax.set_xticks(range(len(trace["x"])), [_text(t) for t in trace["x"]])
         ax.set_yticks(range(len(trace["y"])), [_text(t) for t in trace["y"]])
         for r, line in enumerate(trace.get("text", [])):
