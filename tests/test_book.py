@@ -258,27 +258,43 @@ def test_make_help_is_the_default_and_lists_every_target_with_its_time():
     )
 
 
-@pytest.mark.skipif(
+needs_pandoc = pytest.mark.skipif(
     shutil.which("pandoc") is None,
     reason="pandoc is not on PATH (Debian: apt-get install pandoc)",
 )
+
+
+def lua_filter(
+    folder: Path, name: str, quarto_doc: str, text: str, **run
+) -> subprocess.CompletedProcess:
+    """One of the book's Lua filters run by plain pandoc to HTML, with the Quarto functions it
+    uses stood in for by ``quarto_doc`` (a Lua table's fields)."""
+    shim = folder / name
+    shim.write_text(
+        f"quarto = {{doc = {{{quarto_doc}}}}}\n" + (ROOT / "filters" / name).read_text()
+    )
+    return subprocess.run(
+        ["pandoc", "-f", "markdown", "-t", "html", "--lua-filter", str(shim)],
+        input=text,
+        capture_output=True,
+        text=True,
+        **run,
+    )
+
+
+@needs_pandoc
 def test_notebook_link_filter_links_each_chapter_to_its_notebook(tmp_path):
     """Run the Lua filter under plain pandoc, with the one Quarto function it uses stood in for."""
 
     def run(
         input_file: str, small: str = "0", text: str = "# Title {#sec-x}\n\nBody.\n"
     ) -> str:
-        shim = tmp_path / "shim.lua"
-        shim.write_text(
-            f'quarto = {{doc = {{input_file = "{input_file}", '
-            'is_format = function(f) return f == "html" end}}\n'
-            + (ROOT / "filters" / "notebook-link.lua").read_text()
-        )
-        return subprocess.run(
-            ["pandoc", "-f", "markdown", "-t", "html", "--lua-filter", str(shim)],
-            input=text,
-            capture_output=True,
-            text=True,
+        return lua_filter(
+            tmp_path,
+            "notebook-link.lua",
+            f'input_file = "{input_file}", '
+            'is_format = function(f) return f == "html" end',
+            text,
             check=True,
             cwd=ROOT,
             env={**os.environ, "JITBOOK_SMALL": small},
@@ -324,21 +340,17 @@ def test_notebook_link_filter_links_each_chapter_to_its_notebook(tmp_path):
     assert "return</span> x" in solution and "print</span>(" in solution
 
 
+@needs_pandoc
 def test_fold_filter_folds_reference_on_the_site_and_prints_it_open_elsewhere(tmp_path):
     """A `.fold` div is a <details> on the site, summarised by its attribute or its heading, with the
     script that opens a fold a link lands in; any other format keeps the div's content as it is."""
 
     def run(to: str, text: str) -> subprocess.CompletedProcess:
-        shim = tmp_path / "fold.lua"
-        shim.write_text(
-            f'quarto = {{doc = {{is_format = function(f) return f == "{to}" end}}}}\n'
-            + (ROOT / "filters" / "fold.lua").read_text()
-        )
-        return subprocess.run(
-            ["pandoc", "-f", "markdown", "-t", "html", "--lua-filter", str(shim)],
-            input=text,
-            capture_output=True,
-            text=True,
+        return lua_filter(
+            tmp_path,
+            "fold.lua",
+            f'is_format = function(f) return f == "{to}" end',
+            text,
         )
 
     table = "| a | b |\n|---|---|\n| 1 | 2 |\n"
